@@ -1,0 +1,34 @@
+# Finds libreyolo's dependencies and links them to an INTERFACE target. Shared by the build tree and
+# by the installed package config, so a downstream find_package(libreyolo) resolves the same set.
+include(CMakeFindDependencyMacro)
+find_package(Threads REQUIRED)
+find_package(Torch REQUIRED)
+find_package(Boost 1.70 REQUIRED)            # header-only use: Boost.Hana
+find_package(nlohmann_json 3.9 REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(JPEG REQUIRED)
+find_package(PNG REQUIRED)
+
+function(libreyolo_link_deps target)
+  # libreyolo_torch (below) carries this machine's LibTorch, so the exported target names no paths.
+  target_link_libraries(${target} INTERFACE libreyolo_torch
+    Boost::headers nlohmann_json::nlohmann_json JPEG::JPEG PNG::PNG Threads::Threads)
+  if(TARGET yaml-cpp::yaml-cpp)
+    target_link_libraries(${target} INTERFACE yaml-cpp::yaml-cpp)
+  else()
+    target_link_libraries(${target} INTERFACE yaml-cpp)
+  endif()
+endfunction()
+
+# An imported target that carries this machine's TORCH_LIBRARIES for installed consumers.
+if(NOT TARGET libreyolo_torch)
+  add_library(libreyolo_torch INTERFACE IMPORTED)
+  set_target_properties(libreyolo_torch PROPERTIES INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}")
+  if(TARGET c10_cuda OR TARGET torch_cuda)
+    set_property(TARGET libreyolo_torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS LIBREYOLO_WITH_CUDA=1)
+  endif()
+  if(TORCH_CXX_FLAGS)
+    separate_arguments(_lry_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+    set_target_properties(libreyolo_torch PROPERTIES INTERFACE_COMPILE_OPTIONS "${_lry_torch_flags}")
+  endif()
+endif()

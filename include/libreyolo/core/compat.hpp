@@ -1,0 +1,105 @@
+#pragma once
+// The one place where LibTorch version differences live (1.13 on Debian, 2.x from pip with CUDA).
+// Everything else in libreyolo calls these wrappers instead of testing TORCH_VERSION_* itself.
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
+
+#include <string>
+
+#if defined(LIBREYOLO_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+namespace libreyolo::compat {
+
+inline constexpr int torch_major = TORCH_VERSION_MAJOR;
+inline constexpr int torch_minor = TORCH_VERSION_MINOR;
+inline constexpr bool torch2 = TORCH_VERSION_MAJOR >= 2;
+inline constexpr bool with_cuda =
+#if defined(LIBREYOLO_WITH_CUDA)
+    true;
+#else
+    false;
+#endif
+
+inline std::string torch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+// ---- autocast --------------------------------------------------------------------------------
+// 1.13 only has the CUDA-named calls; 2.x has device-typed ones and keeps the old names deprecated.
+inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+#else
+  at::autocast::set_enabled(enabled);
+  at::autocast::set_autocast_gpu_dtype(dtype);
+#endif
+}
+inline bool cuda_autocast_enabled() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_enabled();
+#endif
+}
+inline at::ScalarType cuda_autocast_dtype() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+  return at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+inline void set_autocast_cache_enabled(bool on) { at::autocast::set_autocast_cache_enabled(on); }
+inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
+
+// ---- devices ---------------------------------------------------------------------------------
+inline bool cuda_available() { return with_cuda && torch::cuda::is_available(); }
+
+inline void cuda_synchronize([[maybe_unused]] const torch::Device& d) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  if (d.is_cuda()) c10::cuda::getCurrentCUDAStream(d.index() < 0 ? 0 : d.index()).synchronize();
+#endif
+}
+
+// Whether the device supports bfloat16 natively (compute capability >= 8.0).
+inline bool cuda_bf16_supported([[maybe_unused]] int device_index) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  auto* p = at::cuda::getDeviceProperties(device_index);
+  return p->major >= 8;
+#else
+  return false;
+#endif
+}
+
+// Peak allocated bytes since the last reset; 0 on CPU.
+inline int64_t cuda_peak_allocated([[maybe_unused]] int device_index) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+  return s.allocated_bytes[0].peak;
+#else
+  return 0;
+#endif
+}
+inline void cuda_reset_peak([[maybe_unused]] int device_index) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+#endif
+}
+// Number of cudaMalloc calls the caching allocator has made so far; 0 on CPU.
+inline int64_t cuda_device_allocs([[maybe_unused]] int device_index) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+  return s.num_device_alloc;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace libreyolo::compat

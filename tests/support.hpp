@@ -1,0 +1,43 @@
+#pragma once
+// Shared helpers for the test suite: scratch directories and CUDA gating.
+#include <libreyolo/core/compat.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace lry_test {
+
+// A fresh directory under the system temp dir, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag = "lry") {
+    static std::atomic<int> n{0};
+    auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    path = std::filesystem::temp_directory_path() /
+           (tag + "_" + std::to_string(stamp) + "_" + std::to_string(n++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path operator/(const std::string& s) const { return path / s; }
+};
+
+inline bool have_cuda() { return libreyolo::compat::cuda_available(); }
+
+}  // namespace lry_test
+
+// Inside a test case of the "gpu" suite: skip the rest of the case when there is no CUDA device.
+#define LRY_REQUIRE_CUDA()                                  \
+  do {                                                      \
+    if (!lry_test::have_cuda()) {                           \
+      MESSAGE("skipped: no CUDA device in this build/run"); \
+      return;                                               \
+    }                                                       \
+  } while (0)
