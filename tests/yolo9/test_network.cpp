@@ -1,0 +1,133 @@
+// YOLOv9 network: sizes, output shapes, parameter / FLOP counts against the published figures,
+// cloning, and size errors.
+#include <libreyolo/families/yolo9/network.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using libreyolo::families::yolo9::Yolo9;
+using libreyolo::families::yolo9::Yolo9Options;
+
+namespace {
+int64_t parameter_count(torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+}  // namespace
+
+TEST_CASE("yolo9 rejects sizes that are not built, naming the allowed ones") {
+  for (std::string size : {"m", "c", "e"}) {
+    try {
+      Yolo9 net(Yolo9Options{size, 80, 16});
+      FAIL("no error for size " << size);
+    } catch (const libreyolo::ConfigError& e) {
+      CHECK(std::string(e.what()) == "yolo9 size '" + size + "' is not implemented yet; available: t, s");
+    }
+  }
+  try {
+    Yolo9 net(Yolo9Options{"x", 80, 16});
+    FAIL("no error for size x");
+  } catch (const libreyolo::ConfigError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("'x'") != std::string::npos);
+    CHECK(msg.find("t, s") != std::string::npos);
+  }
+  Yolo9 net(Yolo9Options{"t", 3, 16});
+  CHECK_THROWS_AS(net->forward(torch::zeros({1, 3, 100, 128})), libreyolo::ConfigError);
+}
+
+// Published (WongKinYiu/yolov9 README, MS COCO table, 640 px): YOLOv9-T 2.0M params, 7.7 GFLOPs;
+// YOLOv9-S 7.1M params, 26.4 GFLOPs. Those figures are for the re-parameterised (deploy) model.
+// Our training-form counts, worked out by hand from the conv shapes (weights + 2 BN params per conv,
+// RepConvN counted as its 3x3 and 1x1 branches, head output convs with bias):
+//   t: 2,036,544 params, 7.7939 GFLOPs   s: 7,226,192 params, 26.7076 GFLOPs
+// (folding BN and the RepConvN 1x1 branches gives 2,001,824 / 7.712 and 7,105,872 / 26.378, the
+// published figures; the same hand count with Ultralytics' wider class tower gives 2,128,704 params for
+// t, which is Ultralytics' own yolov9t.yaml figure 2,128,720 less its 16 fixed DFL weights).
+TEST_CASE("yolo9 t and s: output shapes, parameter count and GFLOPs at 640 px") {
+  struct Case {
+    std::string size;
+    int64_t params;
+    double gflops;
+    double published_params, published_gflops;
+    int64_t p3_width;
+  };
+  for (const Case& c : {Case{"t", 2036544, 7.7938688, 2.0e6, 7.7, 64}, Case{"s", 7226192, 26.7075584, 7.1e6, 26.4, 128}}) {
+    CAPTURE(c.size);
+    Yolo9 net(Yolo9Options{c.size, 80, 16});
+    net->eval();
+    const int64_t params = parameter_count(*net);
+    CHECK(params == c.params);
+    CHECK(std::abs(params / c.published_params - 1.0) < 0.03);
+    CHECK(net->strides() == std::vector<int64_t>{8, 16, 32});
+    CHECK(net->neck->elan_up2->forward(torch::zeros({1, c.p3_width * 5 / 2, 8, 8})).size(1) == c.p3_width);
+
+    torch::NoGradGuard no_grad;
+    libreyolo::nn::ConvMacCounter counter;
+    auto out = net->forward(torch::zeros({1, 3, 640, 640}));
+    CHECK(counter.gflops() == doctest::Approx(c.gflops).epsilon(1e-9));
+    CHECK(std::abs(counter.gflops() / c.published_gflops - 1.0) < 0.03);
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].sizes() == torch::IntArrayRef({1, 144, 80, 80}));
+    CHECK(out[1].sizes() == torch::IntArrayRef({1, 144, 40, 40}));
+    CHECK(out[2].sizes() == torch::IntArrayRef({1, 144, 20, 20}));
+  }
+}
+
+TEST_CASE("yolo9 output shapes at 320 px, other nc / reg_max, non-square input") {
+  torch::NoGradGuard no_grad;
+  for (std::string size : {"t", "s"}) {
+    Yolo9 net(Yolo9Options{size, 80, 16});
+    net->eval();
+    auto out = net->forward(torch::zeros({2, 3, 320, 320}));
+    CHECK(out[0].sizes() == torch::IntArrayRef({2, 144, 40, 40}));
+    CHECK(out[1].sizes() == torch::IntArrayRef({2, 144, 20, 20}));
+    CHECK(out[2].sizes() == torch::IntArrayRef({2, 144, 10, 10}));
+  }
+  Yolo9 small(Yolo9Options{"t", 3, 8});
+  small->eval();
+  auto out = small->forward(torch::zeros({1, 3, 96, 160}));
+  CHECK(out[0].sizes() == torch::IntArrayRef({1, 35, 12, 20}));
+  CHECK(out[2].sizes() == torch::IntArrayRef({1, 35, 3, 5}));
+}
+
+TEST_CASE("yolo9 head bias initialisation follows the Ultralytics prior") {
+  const int64_t nc = 3;
+  Yolo9 net(Yolo9Options{"t", nc, 16});
+  auto params = net->named_parameters();
+  // cls bias = log(5 / nc / (640 / s)^2): s = 8 -> log(5 / 3 / 6400) = -8.25319...
+  const double expected[3] = {std::log(5.0 / 3 / 6400), std::log(5.0 / 3 / 1600), std::log(5.0 / 3 / 400)};
+  for (int level = 0; level < 3; ++level) {
+    auto cls_bias = params["head.cv3." + std::to_string(level) + ".2.bias"];
+    auto box_bias = params["head.cv2." + std::to_string(level) + ".2.bias"];
+    REQUIRE(cls_bias.numel() == nc);
+    CHECK(cls_bias[0].item<double>() == doctest::Approx(expected[level]));
+    CHECK(box_bias.numel() == 64);
+    CHECK(box_bias.min().item<double>() == 1.0);
+    CHECK(box_bias.max().item<double>() == 1.0);
+  }
+  // The state-dict layout of LibreYOLO9 checkpoints.
+  CHECK(params.contains("backbone.elan2.cv2.0.m.0.cv1.conv1.conv.weight"));
+  CHECK(params.contains("neck.elan_down2.cv4.bn.weight"));
+  CHECK(params["head.cv2.0.1.conv.weight"].sizes() == torch::IntArrayRef({64, 16, 3, 3}));  // 4 groups
+}
+
+TEST_CASE("yolo9 clone is a deep copy that computes the same outputs") {
+  torch::manual_seed(0);
+  Yolo9 net(Yolo9Options{"t", 2, 16});
+  net->eval();
+  auto copy = std::dynamic_pointer_cast<libreyolo::families::yolo9::Yolo9Impl>(net->clone());
+  REQUIRE(copy != nullptr);
+  copy->eval();
+  torch::NoGradGuard no_grad;
+  auto x = torch::rand({1, 3, 64, 64});
+  auto a = net->forward(x), b = copy->forward(x);
+  for (int i = 0; i < 3; ++i) CHECK(torch::equal(a[i], b[i]));
+  // Changing the copy leaves the original alone.
+  for (auto& p : copy->parameters()) p.add_(1.0);
+  auto c = net->forward(x);
+  CHECK(torch::equal(a[0], c[0]));
+  CHECK_FALSE(torch::equal(copy->forward(x)[0], c[0]));
+}
