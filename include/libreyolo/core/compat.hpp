@@ -103,3 +103,16 @@ inline int64_t cuda_device_allocs([[maybe_unused]] int device_index) {
 }
 
 }  // namespace libreyolo::compat
+
+// ---- train: multi-tensor scale by a 0-d tensor (added by the train/ optimizer+clip headers) ------
+// `_foreach_mul_(TensorList, Tensor)` exists from LibTorch 2.1; 1.13 has only Scalar overloads, so
+// there each tensor is scaled on its own (still no host sync: the factor stays a tensor).
+namespace libreyolo::compat {
+inline void foreach_mul_by_tensor_(at::TensorList tensors, const at::Tensor& factor) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const auto& t : tensors) t.mul_(factor);
+#endif
+}
+}  // namespace libreyolo::compat

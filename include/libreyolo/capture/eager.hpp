@@ -1,0 +1,72 @@
+#pragma once
+// Capture policies: the contract, Eager, and the static resolution of a requested policy against a
+// family, task and run mode (CUTLASS's "auto schedule" pattern: conditional_t plus one notice).
+#include <libreyolo/core/config.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/core/traits.hpp>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <concepts>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+
+namespace libreyolo::capture {
+
+// @tparam C: `static constexpr bool graphs`; setup(cfg, device); forward(net, x) -> the network's
+// output; invalidate(reason); report() -> json for results.json.
+template <class C>
+concept CapturePolicy = requires(C c, const C cc, const TrainConfig& cfg, torch::Device d) {
+  { C::graphs } -> std::convertible_to<bool>;
+  c.setup(cfg, d);
+  c.invalidate(std::string_view{});
+  { cc.report() } -> std::convertible_to<nlohmann::json>;
+};
+
+struct Eager {
+  static constexpr bool graphs = false;
+  void setup(const TrainConfig&, torch::Device) {}
+  template <class Net>
+  auto forward(Net& net, const torch::Tensor& x) {
+    ++eager_steps_;
+    return net->forward(x);
+  }
+  void invalidate(std::string_view) {}
+  nlohmann::json report() const {
+    return {{"cuda_graph", false}, {"capture_shape", nullptr}, {"replayed_steps", 0}, {"eager_steps", eager_steps_}};
+  }
+
+ private:
+  int64_t eager_steps_ = 0;
+};
+
+enum class Mode { single, distributed, distillation };
+
+// resolve<F, C, M>::type is C when F's traits declare a capture region and the mode allows capture,
+// otherwise Eager; `reason` says why it was downgraded (empty when not).
+template <class F, class C, Mode M = Mode::single>
+struct resolve {
+  static constexpr bool wanted = C::graphs;
+  static constexpr bool family_ok = family_traits<F>::capture_region != CaptureRegion::none;
+  static constexpr bool mode_ok = M == Mode::single;
+  static constexpr bool downgraded = wanted && !(family_ok && mode_ok);
+  using type = std::conditional_t<downgraded, Eager, C>;
+  static constexpr std::string_view reason = !wanted ? ""
+                                             : M == Mode::distributed  ? "distributed"
+                                             : M == Mode::distillation ? "distillation"
+                                             : !family_ok              ? "family not capturable"
+                                                                       : "";
+  // The single notice of a static downgrade (function-local once-key per instantiation).
+  static void notice() {
+    if constexpr (downgraded)
+      log::notice_once(std::string("capture.resolve.") + typeid(resolve).name(),
+                       "cuda_graph=true ignored (" + std::string(reason) + "); training runs eager.");
+  }
+};
+template <class F, class C, Mode M = Mode::single>
+using resolve_t = typename resolve<F, C, M>::type;
+
+}  // namespace libreyolo::capture

@@ -1,0 +1,408 @@
+#pragma once
+// TrainConfig: every hyperparameter of the training loop (SPEC §3) with its default, plus the run
+// settings (device, seed, run directory) and the three levers (amp, cuda_graph, profile).
+//
+// Values come from `key=value` arguments (Ultralytics style) and from a YAML file (`cfg=FILE`); later
+// sources override earlier ones. Which keys the user set explicitly is remembered, so a family's
+// overrides (family_traits<F>::overrides) apply only to keys the user left alone.
+#include <libreyolo/core/error.hpp>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace libreyolo {
+
+struct TrainConfig {
+  // what is trained, on what
+  std::string model = "resnet18";   // family + size, e.g. resnet18, resnet34, yolo9t, yolo9s
+  std::string data;                 // dataset: folder (classify) or dataset YAML (detect)
+  std::string weights;              // initial weights: a libreyolo checkpoint of the same family
+  // loop (SPEC §3)
+  int epochs = 300;
+  int batch = 16;                   // global; -1 = largest power of two fitting ~60% of VRAM
+  int imgsz = 640;
+  std::string optimizer = "SGD";    // SGD | AdamW
+  double lr0 = 0.01;
+  double momentum = 0.937;
+  bool nesterov = true;
+  double weight_decay = 5e-4;
+  std::string scheduler = "yoloxwarmcos";  // linear | cos | yoloxwarmcos
+  double warmup_epochs = 5;
+  double warmup_momentum = 0.8;
+  double warmup_bias_lr = 0.0;
+  double min_lr_ratio = 0.05;
+  int no_aug_epochs = 15;
+  bool ema = true;
+  double ema_decay = 0.9998;
+  double ema_tau = 2000;
+  int workers = 4;
+  std::string cache = "off";        // off | ram | disk
+  int nbs = 64;                     // nominal batch: accumulate round(nbs / batch) micro-batches
+  double clip_grad_norm = 0.0;      // 0 = off
+  int eval_interval = 1;
+  bool val = true;
+  bool multi_scale = false;
+  // augmentation (Ultralytics-style defaults)
+  double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  double degrees = 0.0, translate = 0.1, scale = 0.5, shear = 0.0, perspective = 0.0;
+  double flipud = 0.0, fliplr = 0.5, mosaic = 1.0, mixup = 0.0;
+  // the three levers
+  std::optional<bool> amp;          // unset = the family's default
+  std::string amp_dtype = "float16";  // float16 | bfloat16 (fp16 / bf16 accepted)
+  bool cuda_graph = false;
+  int cuda_graph_warmup = 3;        // times a shape is seen before it is captured
+  bool profile = false;
+  int profile_warmup = 5;
+  int profile_steps = 20;
+  // run
+  std::string device;               // "" = cuda when available, else cpu; cpu | cuda | cuda:N | N
+  int64_t seed = 0;
+  bool deterministic = false;
+  std::string project = "runs/train";
+  std::string name = "exp";
+  bool exist_ok = false;
+  bool resume = false;
+  int64_t max_steps = 0;            // stop after this many optimizer steps (0 = no limit; benchmarks)
+
+  std::set<std::string> explicit_keys;  // keys the user set (CLI or YAML)
+
+  bool is_explicit(const std::string& key) const { return explicit_keys.count(key) > 0; }
+  int accumulate() const {
+    return batch > 0 ? std::max(1, static_cast<int>(std::lround(double(nbs) / double(batch)))) : 1;
+  }
+  std::filesystem::path run_dir() const { return std::filesystem::path(project) / name; }
+};
+
+namespace config_detail {
+
+inline std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+inline std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  auto e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+[[noreturn]] inline void fail(const std::string& where, const std::string& key, const std::string& value,
+                              const std::string& allowed) {
+  throw ConfigError(where + key + "=" + value + ": invalid value; allowed: " + allowed);
+}
+
+inline bool parse_bool(const std::string& where, const std::string& key, const std::string& v) {
+  auto s = lower(v);
+  if (s == "true" || s == "1" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "0" || s == "no" || s == "off") return false;
+  fail(where, key, v, "true or false");
+}
+inline long long parse_int(const std::string& where, const std::string& key, const std::string& v,
+                           const std::string& allowed) {
+  try {
+    size_t pos = 0;
+    long long x = std::stoll(v, &pos);
+    if (pos == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  fail(where, key, v, "an integer (" + allowed + ")");
+}
+inline double parse_double(const std::string& where, const std::string& key, const std::string& v,
+                           const std::string& allowed) {
+  try {
+    size_t pos = 0;
+    double x = std::stod(v, &pos);
+    if (pos == v.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  fail(where, key, v, "a number (" + allowed + ")");
+}
+
+// One settable key: its name, help text, what values are allowed, and how to set/get it.
+struct Field {
+  std::string name;
+  std::string help;
+  std::string allowed;
+  std::function<void(TrainConfig&, const std::string& where, const std::string& value)> set;
+  std::function<nlohmann::json(const TrainConfig&)> get;
+};
+
+template <class T>
+Field num(std::string name, T TrainConfig::*m, double lo, double hi, std::string help) {
+  auto g = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", x);
+    return std::string(buf);
+  };
+  std::string allowed = std::isinf(hi) ? ">= " + g(lo) : g(lo) + " .. " + g(hi);
+  return Field{name, std::move(help), allowed,
+               [=](TrainConfig& c, const std::string& w, const std::string& v) {
+                 double x = std::is_integral_v<T> ? double(parse_int(w, name, v, allowed))
+                                                  : parse_double(w, name, v, allowed);
+                 if (x < lo || x > hi) fail(w, name, v, allowed);
+                 c.*m = static_cast<T>(x);
+               },
+               [=](const TrainConfig& c) { return nlohmann::json(c.*m); }};
+}
+inline Field flag(std::string name, bool TrainConfig::*m, std::string help) {
+  return Field{name, std::move(help), "true or false",
+               [=](TrainConfig& c, const std::string& w, const std::string& v) { c.*m = parse_bool(w, name, v); },
+               [=](const TrainConfig& c) { return nlohmann::json(c.*m); }};
+}
+// A string key. `choices` (lower-case) restricts the value; `canon` maps accepted spellings.
+inline Field text(std::string name, std::string TrainConfig::*m, std::string help,
+                  std::vector<std::string> choices = {},
+                  std::function<std::string(const std::string&)> canon = nullptr) {
+  std::string allowed = "any text";
+  if (!choices.empty()) {
+    allowed.clear();
+    for (auto& c : choices) allowed += (allowed.empty() ? "" : " | ") + c;
+  }
+  return Field{name, std::move(help), allowed,
+               [=](TrainConfig& c, const std::string& w, const std::string& v) {
+                 std::string s = canon ? canon(v) : v;
+                 if (!choices.empty()) {
+                   bool ok = false;
+                   for (auto& ch : choices) ok = ok || lower(s) == ch;
+                   if (!ok) fail(w, name, v, allowed);
+                 }
+                 c.*m = s;
+               },
+               [=](const TrainConfig& c) { return nlohmann::json(c.*m); }};
+}
+
+inline std::string canon_amp_dtype(const std::string& v) {
+  auto s = lower(trim(v));
+  if (s == "fp16" || s == "half" || s == "float16") return "float16";
+  if (s == "bf16" || s == "bfloat16") return "bfloat16";
+  return v;
+}
+inline std::string canon_optimizer(const std::string& v) {
+  auto s = lower(v);
+  if (s == "sgd") return "SGD";
+  if (s == "adamw") return "AdamW";
+  return v;
+}
+inline std::string canon_cache(const std::string& v) {
+  auto s = lower(v);
+  if (s == "false" || s == "none" || s == "" || s == "off") return "off";
+  if (s == "true") return "ram";
+  return s;
+}
+
+// Accepts "", cpu, cuda, cuda:N, N, and comma lists of GPU indices (multi-GPU).
+inline void check_device(const std::string& w, const std::string& v) {
+  auto s = lower(v);
+  if (s.empty() || s == "cpu" || s == "cuda") return;
+  auto digits = [](const std::string& t) {
+    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (s.rfind("cuda:", 0) == 0 && digits(s.substr(5))) return;
+  std::string item;
+  bool ok = true;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == ',') {
+      ok = ok && digits(item);
+      item.clear();
+    } else {
+      item += s[i];
+    }
+  }
+  if (!ok) fail(w, "device", v, "cpu | cuda | cuda:N | N | N,M,... (GPU indices)");
+}
+
+inline const std::vector<Field>& fields() {
+  static const std::vector<Field> f = [] {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    std::vector<Field> v;
+    v.push_back(text("model", &TrainConfig::model, "family and size, e.g. resnet18, yolo9t"));
+    v.push_back(text("data", &TrainConfig::data, "dataset folder (classify) or dataset YAML (detect)"));
+    v.push_back(text("weights", &TrainConfig::weights, "initial weights from a checkpoint of the same family"));
+    v.push_back(num("epochs", &TrainConfig::epochs, 1, 1e6, "number of epochs"));
+    v.push_back(Field{"batch", "global batch size; -1 = auto (largest power of two in ~60% of VRAM)",
+                      "-1 or an integer >= 1",
+                      [](TrainConfig& c, const std::string& w, const std::string& val) {
+                        auto x = parse_int(w, "batch", val, "-1 or >= 1");
+                        if (x != -1 && x < 1) fail(w, "batch", val, "-1 or an integer >= 1");
+                        c.batch = static_cast<int>(x);
+                      },
+                      [](const TrainConfig& c) { return nlohmann::json(c.batch); }});
+    v.push_back(num("imgsz", &TrainConfig::imgsz, 32, 8192, "training image size (pixels)"));
+    v.push_back(text("optimizer", &TrainConfig::optimizer, "optimizer", {"sgd", "adamw"}, canon_optimizer));
+    v.push_back(num("lr0", &TrainConfig::lr0, 0, 10, "initial learning rate"));
+    v.push_back(num("momentum", &TrainConfig::momentum, 0, 1, "SGD momentum / AdamW beta1"));
+    v.push_back(flag("nesterov", &TrainConfig::nesterov, "Nesterov momentum (SGD)"));
+    v.push_back(num("weight_decay", &TrainConfig::weight_decay, 0, 1, "weight decay (not on norm weights, biases)"));
+    v.push_back(text("scheduler", &TrainConfig::scheduler, "LR schedule", {"linear", "cos", "yoloxwarmcos"},
+                     [](const std::string& s) { return lower(s); }));
+    v.push_back(num("warmup_epochs", &TrainConfig::warmup_epochs, 0, inf, "warm-up epochs"));
+    v.push_back(num("warmup_momentum", &TrainConfig::warmup_momentum, 0, 1, "momentum at the start of warm-up"));
+    v.push_back(num("warmup_bias_lr", &TrainConfig::warmup_bias_lr, 0, 10, "bias LR at the start of warm-up (linear, cos)"));
+    v.push_back(num("min_lr_ratio", &TrainConfig::min_lr_ratio, 0, 1, "final LR as a fraction of lr0"));
+    v.push_back(num("no_aug_epochs", &TrainConfig::no_aug_epochs, 0, 1e6, "last epochs without mosaic"));
+    v.push_back(flag("ema", &TrainConfig::ema, "keep an exponential moving average of the weights"));
+    v.push_back(num("ema_decay", &TrainConfig::ema_decay, 0, 1, "EMA decay"));
+    v.push_back(num("ema_tau", &TrainConfig::ema_tau, 1, inf, "EMA ramp: decay * (1 - exp(-updates / tau))"));
+    v.push_back(num("workers", &TrainConfig::workers, 0, 256, "data loader threads (0 = load on the training thread)"));
+    v.push_back(text("cache", &TrainConfig::cache, "cache decoded images", {"off", "ram", "disk"}, canon_cache));
+    v.push_back(num("nbs", &TrainConfig::nbs, 1, 1e6, "nominal batch size (gradient accumulation)"));
+    v.push_back(num("clip_grad_norm", &TrainConfig::clip_grad_norm, 0, inf, "max gradient norm (0 = off)"));
+    v.push_back(num("eval_interval", &TrainConfig::eval_interval, 1, 1e6, "validate every N epochs"));
+    v.push_back(flag("val", &TrainConfig::val, "validate during training"));
+    v.push_back(flag("multi_scale", &TrainConfig::multi_scale, "random image size per batch"));
+    v.push_back(num("hsv_h", &TrainConfig::hsv_h, 0, 1, "hue jitter"));
+    v.push_back(num("hsv_s", &TrainConfig::hsv_s, 0, 1, "saturation jitter"));
+    v.push_back(num("hsv_v", &TrainConfig::hsv_v, 0, 1, "value jitter"));
+    v.push_back(num("degrees", &TrainConfig::degrees, 0, 180, "rotation (degrees)"));
+    v.push_back(num("translate", &TrainConfig::translate, 0, 1, "translation fraction"));
+    v.push_back(num("scale", &TrainConfig::scale, 0, 1, "scale gain"));
+    v.push_back(num("shear", &TrainConfig::shear, 0, 90, "shear (degrees)"));
+    v.push_back(num("perspective", &TrainConfig::perspective, 0, 0.001, "perspective"));
+    v.push_back(num("flipud", &TrainConfig::flipud, 0, 1, "vertical flip probability"));
+    v.push_back(num("fliplr", &TrainConfig::fliplr, 0, 1, "horizontal flip probability"));
+    v.push_back(num("mosaic", &TrainConfig::mosaic, 0, 1, "mosaic probability"));
+    v.push_back(num("mixup", &TrainConfig::mixup, 0, 1, "mixup probability"));
+    v.push_back(Field{"amp", "mixed precision (default: the family's)", "true | false | auto",
+                      [](TrainConfig& c, const std::string& w, const std::string& val) {
+                        auto s = lower(trim(val));
+                        if (s == "auto" || s == "null" || s == "~" || s.empty()) c.amp.reset();
+                        else c.amp = parse_bool(w, "amp", val);
+                      },
+                      [](const TrainConfig& c) { return c.amp ? nlohmann::json(*c.amp) : nlohmann::json(); }});
+    v.push_back(text("amp_dtype", &TrainConfig::amp_dtype, "autocast dtype",
+                     {"float16", "bfloat16", "fp16", "bf16"}, canon_amp_dtype));
+    v.push_back(flag("cuda_graph", &TrainConfig::cuda_graph, "capture the network's forward/backward in CUDA graphs"));
+    v.push_back(num("cuda_graph_warmup", &TrainConfig::cuda_graph_warmup, 1, 1e6, "times a shape is seen before capture"));
+    v.push_back(flag("profile", &TrainConfig::profile, "profile a window of training steps"));
+    v.push_back(num("profile_warmup", &TrainConfig::profile_warmup, 0, 1e6, "profiler warm-up steps (discarded)"));
+    v.push_back(num("profile_steps", &TrainConfig::profile_steps, 2, 1e6, "profiler measured steps"));
+    v.push_back(Field{"device", "cpu | cuda | cuda:N | N | N,M,... (empty = cuda when available)",
+                      "cpu | cuda | cuda:N | N | N,M,...",
+                      [](TrainConfig& c, const std::string& w, const std::string& val) {
+                        check_device(w, val);
+                        c.device = lower(trim(val));
+                      },
+                      [](const TrainConfig& c) { return nlohmann::json(c.device); }});
+    v.push_back(num("seed", &TrainConfig::seed, 0, 9.2e18, "random seed"));
+    v.push_back(flag("deterministic", &TrainConfig::deterministic, "deterministic cuDNN algorithms"));
+    v.push_back(text("project", &TrainConfig::project, "parent folder of the run directory"));
+    v.push_back(text("name", &TrainConfig::name, "run name (run directory = project/name)"));
+    v.push_back(flag("exist_ok", &TrainConfig::exist_ok, "allow reusing an existing run directory"));
+    v.push_back(flag("resume", &TrainConfig::resume, "resume from project/name/weights/last.ckpt"));
+    v.push_back(num("max_steps", &TrainConfig::max_steps, 0, 9.2e18, "stop after N optimizer steps (0 = off)"));
+    return v;
+  }();
+  return f;
+}
+
+inline const Field* find_field(std::string_view key) {
+  for (auto& f : fields())
+    if (f.name == key) return &f;
+  return nullptr;
+}
+
+inline std::string known_keys() {
+  std::string s;
+  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + f.name;
+  return s + ", cfg";
+}
+
+}  // namespace config_detail
+
+// Sets one key. `where` prefixes errors (e.g. "train.yaml:12: "). Marks the key explicit unless told not to.
+inline void set_key(TrainConfig& c, const std::string& key, const std::string& value,
+                    const std::string& where = "", bool mark_explicit = true) {
+  auto* f = config_detail::find_field(key);
+  if (!f) throw ConfigError(where + "unknown key '" + key + "'; known keys: " + config_detail::known_keys());
+  f->set(c, where, config_detail::trim(value));
+  if (mark_explicit) c.explicit_keys.insert(key);
+}
+
+// Applies a YAML mapping of key: value. Errors name the file and line.
+inline void apply_yaml(TrainConfig& c, const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) throw ConfigError("cfg=" + file.string() + ": file not found");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file.string());
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(file.string() + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap()) throw ConfigError(file.string() + ": expected a mapping of key: value");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    std::string where = file.string() + ":" + std::to_string(it->first.Mark().line + 1) + ": ";
+    auto key = it->first.as<std::string>();
+    if (key == "cfg") throw ConfigError(where + "'cfg' cannot be nested inside a config file");
+    if (!it->second.IsScalar() && !it->second.IsNull())
+      throw ConfigError(where + key + ": expected a single value, got a list or mapping");
+    set_key(c, key, it->second.IsNull() ? "" : it->second.Scalar(), where);
+  }
+}
+
+// Parses `key=value` arguments; a `cfg=FILE` argument is applied first, wherever it stands, so the
+// other arguments override the file.
+inline TrainConfig parse_args(const std::vector<std::string>& args, TrainConfig base = {}) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (auto& a : args) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("argument '" + a + "': expected key=value (known keys: " + config_detail::known_keys() + ")");
+    kv.emplace_back(config_detail::trim(a.substr(0, eq)), a.substr(eq + 1));
+  }
+  for (auto& [k, v] : kv)
+    if (k == "cfg") apply_yaml(base, v);
+  for (auto& [k, v] : kv)
+    if (k != "cfg") set_key(base, k, v);
+  return base;
+}
+
+// Applies family overrides ("key=value" strings) to keys the user did not set.
+template <class Range>
+void apply_overrides(TrainConfig& c, const Range& overrides) {
+  for (std::string_view o : overrides) {
+    auto s = std::string(o);
+    auto eq = s.find('=');
+    auto key = s.substr(0, eq);
+    if (!c.is_explicit(key)) set_key(c, key, s.substr(eq + 1), "family override: ", false);
+  }
+}
+
+inline nlohmann::json to_json(const TrainConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& f : config_detail::fields()) j[f.name] = f.get(c);
+  return j;
+}
+// Restores a config saved with to_json (checkpoints). Unknown keys are an error naming them.
+inline TrainConfig from_json(const nlohmann::json& j) {
+  TrainConfig c;
+  for (auto& [k, v] : j.items()) {
+    std::string s = v.is_null() ? "" : v.is_string() ? v.get<std::string>() : v.dump();
+    set_key(c, k, s, "checkpoint config: ", false);
+  }
+  return c;
+}
+
+// `libreyolo train --help` text: every key, its default and what is allowed.
+inline std::string config_help() {
+  TrainConfig d;
+  std::string s;
+  for (auto& f : config_detail::fields()) {
+    auto def = f.get(d).dump();
+    s += "  " + f.name + std::string(f.name.size() < 18 ? 18 - f.name.size() : 1, ' ') + f.help +
+         " [default " + (def == "null" ? "family" : def) + "; " + f.allowed + "]\n";
+  }
+  return s;
+}
+
+}  // namespace libreyolo

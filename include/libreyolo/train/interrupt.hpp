@@ -1,0 +1,29 @@
+#pragma once
+// A process-wide "stop requested" flag. The command-line program sets it from SIGINT/SIGTERM; the
+// trainer checks it after every step, saves weights/last.ckpt at that exact position and returns, so
+// an interrupted run loses nothing and `resume=true` continues from there.
+#include <atomic>
+#include <csignal>
+
+namespace libreyolo::train {
+
+inline std::atomic<bool>& interrupt_flag() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+inline void request_stop() { interrupt_flag().store(true); }
+inline bool stop_requested() { return interrupt_flag().load(std::memory_order_relaxed); }
+
+// Installs SIGINT/SIGTERM handlers that request a stop (a second SIGINT kills the process).
+inline void install_interrupt_handlers() {
+  auto handler = +[](int sig) {
+    if (interrupt_flag().exchange(true) && sig == SIGINT) {
+      std::signal(SIGINT, SIG_DFL);
+      std::raise(SIGINT);
+    }
+  };
+  std::signal(SIGINT, handler);
+  std::signal(SIGTERM, handler);
+}
+
+}  // namespace libreyolo::train

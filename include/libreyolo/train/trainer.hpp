@@ -1,0 +1,136 @@
+#pragma once
+// Trainer<Family, Precision, Capture, Profiler>: the training loop, composed at compile time.
+//
+// One step reads top to bottom as the named phases of SPEC §2.1:
+//   dataload -> to_device -> forward (autocast, network through the capture policy, eager loss)
+//   -> backward (scale, backward, unscale + clip) -> optimizer (scaler step + update)
+//   then, outside every phase: zero_grad, EMA, LR.
+// With gradient accumulation (nbs / batch micro-batches per optimizer step) clipping moves into the
+// optimizer phase. A capture policy the family/mode cannot use resolves to Eager at compile time
+// (capture::resolve_t) with one notice.
+#include <libreyolo/capture/eager.hpp>
+#include <libreyolo/core/config.hpp>
+#include <libreyolo/core/device.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/data/loader.hpp>
+#include <libreyolo/precision/fp32.hpp>
+#include <libreyolo/profile/window.hpp>
+#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/train/clip.hpp>
+#include <libreyolo/train/ema.hpp>
+#include <libreyolo/train/family.hpp>
+#include <libreyolo/train/interrupt.hpp>
+#include <libreyolo/train/optimizer.hpp>
+#include <libreyolo/train/param_groups.hpp>
+#include <libreyolo/train/run_dir.hpp>
+#include <libreyolo/train/schedule.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+namespace libreyolo {
+
+struct TrainResult {
+  std::filesystem::path run_dir;
+  double best_fitness = -1;
+  nlohmann::json last_metrics = nlohmann::json::object();
+  int epochs_done = 0;
+  int64_t optimizer_steps = 0;
+  bool interrupted = false;
+};
+
+// What callbacks see (ensmallen-style optional hooks: on_epoch_start, after_step, on_epoch_end).
+struct EpochInfo {
+  int epoch = 0;
+  int epochs = 0;
+  nlohmann::json row;  // the results row (empty in on_epoch_start)
+};
+struct StepInfo {
+  int epoch = 0;
+  int64_t iteration = 0;        // micro-batches seen since the start of the run
+  int64_t optimizer_steps = 0;
+  torch::Tensor loss_items;     // on the device; reading it syncs
+};
+
+template <train::FamilyPolicy F, precision::PrecisionPolicy P = precision::Fp32, capture::CapturePolicy C = capture::Eager,
+          profile::ProfilerPolicy Prof = profile::Off, capture::Mode M = capture::Mode::single>
+class Trainer {
+ public:
+  using Family = F;
+  using Capture = capture::resolve_t<F, C, M>;
+  using Network = typename F::Network;
+  using Batch = typename F::Batch;
+  using Loader = data::Loader<typename F::Dataset>;
+
+  explicit Trainer(TrainConfig cfg, F family = F{}, Prof prof = Prof{})
+      : cfg_(std::move(cfg)), family_(std::move(family)), prof_(std::move(prof)) {}
+
+  // Opens data, builds network/EMA/optimizer/schedule, restores a checkpoint when asked.
+  void setup();
+  // Trains to the configured end (or max_steps / interruption). Callbacks are optional-hook objects.
+  template <class... Callbacks>
+  TrainResult fit(Callbacks&&... callbacks);
+
+  // One micro-batch through all phases; false at the end of the epoch.
+  bool train_one_batch();
+  train::ValResult validate();
+
+  const TrainConfig& config() const { return cfg_; }
+  Network& network() { return net_; }
+  train::Optimizer& optimizer() { return *opt_; }
+  train::ModelEMA* ema() { return ema_.get(); }
+  P& precision() { return precision_; }
+  Capture& capture() { return capture_; }
+  Prof& profiler() { return prof_; }
+  F& family() { return family_; }
+  Loader& train_loader() { return *train_loader_; }
+  torch::Device device() const { return device_; }
+  const std::filesystem::path& run_dir() const { return run_dir_; }
+  int accumulate() const { return accumulate_; }
+  int64_t iteration() const { return ni_; }
+  int64_t optimizer_steps() const { return opt_steps_; }
+  // Saves weights/last.ckpt (and best.ckpt when `best`) atomically.
+  void save_checkpoint(bool best = false);
+
+ private:
+  void resolve_config();
+  void build();
+  void restore(const train::Checkpoint& ck, bool full);
+  void clip_gradients();
+  nlohmann::json run_summary() const;
+  nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
+  void log_header() const;
+
+  TrainConfig cfg_;
+  F family_;
+  [[no_unique_address]] Prof prof_;
+  P precision_;
+  Capture capture_;
+  torch::Device device_{torch::kCPU};
+  Network net_{nullptr};
+  std::unique_ptr<train::ModelEMA> ema_;
+  std::unique_ptr<train::Optimizer> opt_;
+  std::unique_ptr<train::LRSchedule> sched_;
+  std::unique_ptr<Loader> train_loader_, val_loader_;
+  std::optional<train::Checkpoint> resume_ck_;
+  std::filesystem::path run_dir_;
+  std::unique_ptr<train::ResultsWriter> results_;
+  int accumulate_ = 1;
+  int start_epoch_ = 0;
+  int epoch_ = 0;
+  int64_t batch_in_epoch_ = 0;  // micro-batches consumed in the current epoch
+  int64_t skip_batches_ = 0;    // resume inside an epoch: batches already trained
+  int64_t ni_ = 0;              // micro-batches since the start of the run
+  int64_t last_opt_ni_ = -1;
+  int64_t opt_steps_ = 0;
+  double best_fitness_ = -1;
+  nlohmann::json last_metrics_ = nlohmann::json::object();
+  torch::Tensor loss_sum_;
+  int64_t loss_count_ = 0;
+  bool is_setup_ = false;
+};
+
+}  // namespace libreyolo
+
+#include <libreyolo/train/trainer_impl.hpp>

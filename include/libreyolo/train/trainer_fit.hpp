@@ -1,0 +1,153 @@
+#pragma once
+// Trainer::fit — the epoch loop: progress lines, validation, results files, checkpoints, stop/resume.
+#include <libreyolo/train/trainer_impl.hpp>
+
+namespace libreyolo {
+
+namespace trainer_detail {
+// Calls cb.name(args...) for every callback that has such a member (optional hooks).
+#define LIBREYOLO_CALL_HOOK(pack, name, ...)                                   \
+  ([&](auto& cb) {                                                              \
+    if constexpr (requires { cb.name(__VA_ARGS__); }) cb.name(__VA_ARGS__);     \
+  }(pack), ...)
+}  // namespace trainer_detail
+
+LIBREYOLO_TRAINER_TEMPLATE
+template <class... Callbacks>
+TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
+  setup();
+  using clock = std::chrono::steady_clock;
+  const auto t_run = clock::now();
+  TrainResult res;
+  res.run_dir = run_dir_;
+  bool stop = false;
+  int epochs_run = 0;
+  int completed = start_epoch_;
+  for (epoch_ = start_epoch_; epoch_ < cfg_.epochs && !stop; ++epoch_) {
+    EpochInfo info{epoch_, cfg_.epochs, {}};
+    if constexpr (requires { family_.on_epoch_start(epoch_, cfg_, capture_); })
+      family_.on_epoch_start(epoch_, cfg_, capture_);
+    LIBREYOLO_CALL_HOOK(callbacks, on_epoch_start, info);
+    net_->train();
+    train_loader_->start_epoch(epoch_);
+    batch_in_epoch_ = 0;
+    for (; skip_batches_ > 0; --skip_batches_, ++batch_in_epoch_) train_loader_->next();  // exact resume
+    loss_sum_ = torch::Tensor();
+    loss_count_ = 0;
+    const auto t0 = clock::now();
+    const int64_t nb = static_cast<int64_t>(train_loader_->num_batches());
+    int64_t next_progress = std::max<int64_t>(nb / 10, 1);
+    while (train_one_batch()) {
+      StepInfo si{epoch_, ni_, opt_steps_, loss_sum_};
+      LIBREYOLO_CALL_HOOK(callbacks, after_step, si);
+      if (nb >= 200 && batch_in_epoch_ >= next_progress) {
+        double secs = std::chrono::duration<double>(clock::now() - t0).count();
+        log::info("  epoch ", epoch_ + 1, " batch ", batch_in_epoch_, "/", nb, "  ",
+                  trainer_detail::fmt(batch_in_epoch_ / secs, "%.2f"), " it/s");
+        next_progress += std::max<int64_t>(nb / 10, 1);
+      }
+      if (train::stop_requested() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
+        stop = true;
+        break;
+      }
+    }
+    const bool epoch_complete = !stop || batch_in_epoch_ >= nb;
+    const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    std::optional<train::ValResult> v;
+    const bool last_epoch = epoch_ + 1 == cfg_.epochs;
+    if (epoch_complete && cfg_.val && ((epoch_ + 1) % cfg_.eval_interval == 0 || last_epoch)) v = validate();
+    bool is_best = false;
+    if (v) {
+      last_metrics_ = v->metrics;
+      is_best = v->fitness > best_fitness_;
+      if (is_best) best_fitness_ = v->fitness;
+    }
+    auto mean_loss = loss_count_ ? (loss_sum_ / double(loss_count_)).to(torch::kCPU) : torch::Tensor();
+    auto row = epoch_row(epoch_, mean_loss, v ? &*v : nullptr, secs);
+    if (epoch_complete) {
+      results_->add_epoch(row, run_summary());
+      ++epoch_;  // the checkpoint records the next epoch to run
+      batch_in_epoch_ = 0;
+      save_checkpoint(is_best || (!v && best_fitness_ < 0 && last_epoch));
+      --epoch_;
+    } else {
+      save_checkpoint(false);  // mid-epoch: position kept for an exact resume
+    }
+    ++epochs_run;
+    double run_secs = std::chrono::duration<double>(clock::now() - t_run).count();
+    double eta = run_secs / epochs_run * (cfg_.epochs - epoch_ - 1);
+    std::string losses;
+    auto names = family_.loss_names();
+    for (size_t i = 0; mean_loss.defined() && i < names.size(); ++i)
+      losses += names[i] + " " + trainer_detail::fmt(mean_loss[i].item<double>(), "%.4f") + "  ";
+    log::info("epoch ", epoch_ + 1, "/", cfg_.epochs, "  ", trainer_detail::fmt(batch_in_epoch_ / secs, "%.2f"),
+              " it/s  ", losses, v ? v->summary + "  " : "", "lr ", trainer_detail::fmt(opt_->lr(0)),
+              "  ", train::format_duration(secs), "  ETA ", train::format_duration(eta),
+              epoch_complete ? "" : "  (stopped mid-epoch; resume=true continues here)");
+    info.row = row;
+    LIBREYOLO_CALL_HOOK(callbacks, on_epoch_end, info);
+    if (epoch_complete) ++completed;
+  }
+  res.best_fitness = best_fitness_;
+  res.last_metrics = last_metrics_;
+  res.epochs_done = completed;
+  res.optimizer_steps = opt_steps_;
+  res.interrupted = train::stop_requested();
+  log::info("done: ", epochs_run, " epoch(s) in ", train::format_duration(
+                std::chrono::duration<double>(clock::now() - t_run).count()), "; best fitness ",
+            trainer_detail::fmt(best_fitness_), "; results in ", run_dir_.string());
+  return res;
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+nlohmann::json LIBREYOLO_TRAINER::epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v,
+                                            double secs) const {
+  nlohmann::json row = {{"epoch", epoch + 1}, {"time_s", secs}};
+  auto names = family_.loss_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    row["train/" + names[i]] = mean_loss.defined() ? nlohmann::json(mean_loss[i].item<double>()) : nlohmann::json();
+  if (v)
+    for (auto& [k, x] : v->metrics.items()) row["val/" + k] = x;
+  for (size_t g = 0; g < opt_->num_groups(); ++g) row["lr/" + opt_->group(g).name] = opt_->lr(g);
+  return row;
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+nlohmann::json LIBREYOLO_TRAINER::run_summary() const {
+  nlohmann::json meta = {{"model", cfg_.model},
+                         {"family", std::string(F::name)},
+                         {"task", std::string(to_string(family_traits<F>::task))},
+                         {"device", device_name(device_)},
+                         {"batch", cfg_.batch},
+                         {"imgsz", cfg_.imgsz},
+                         {"workers", cfg_.workers},
+                         {"amp", precision_.used().amp},
+                         {"amp_dtype", precision_.used().dtype},
+                         {"cuda_graph", Capture::graphs},
+                         {"accumulate", accumulate_},
+                         {"torch", compat::torch_version()}};
+  return {{"meta", meta},
+          {"config", to_json(cfg_)},
+          {"precision", precision_.used().to_json()},
+          {"capture", capture_.report()},
+          {"best_fitness", best_fitness_},
+          {"optimizer_steps", opt_steps_}};
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::log_header() const {
+  int64_t params = 0;
+  for (auto& p : net_->parameters()) params += p.numel();
+  auto u = precision_.used();
+  log::info("libreyolo train: ", cfg_.model, " (", params, " parameters) on ", device_name(device_), ", ",
+            family_.train_set()->size(), " train / ", family_.val_set()->size(), " val images, batch ", cfg_.batch,
+            " x accumulate ", accumulate_, ", imgsz ", cfg_.imgsz, ", ", cfg_.optimizer, " lr0 ", cfg_.lr0, " ",
+            cfg_.scheduler, ", precision ", u.amp ? "amp " + u.dtype : std::string("fp32"),
+            Capture::graphs ? ", cuda_graph" : "", "; run dir ", run_dir_.string());
+}
+
+#undef LIBREYOLO_CALL_HOOK
+#undef LIBREYOLO_TRAINER
+#undef LIBREYOLO_TRAINER_TEMPLATE
+
+}  // namespace libreyolo

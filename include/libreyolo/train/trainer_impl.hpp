@@ -1,0 +1,257 @@
+#pragma once
+// Definitions of Trainer's members (ensmallen's x.hpp / x_impl.hpp split).
+#include <libreyolo/train/trainer.hpp>
+
+#include <cstdio>
+
+namespace libreyolo {
+
+#define LIBREYOLO_TRAINER_TEMPLATE                                                                     \
+  template <train::FamilyPolicy F, precision::PrecisionPolicy P, capture::CapturePolicy C, profile::ProfilerPolicy Prof, \
+            capture::Mode M>
+#define LIBREYOLO_TRAINER Trainer<F, P, C, Prof, M>
+
+namespace trainer_detail {
+inline const char* ckpt_format = "libreyolo.checkpoint/v1";
+inline std::string fmt(double x, const char* f = "%.4g") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+}  // namespace trainer_detail
+
+// Resume: the saved config comes back, and only what the user set explicitly now overrides it.
+// Then the family's overrides fill the keys nobody set.
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::resolve_config() {
+  if (cfg_.resume) {
+    run_dir_ = train::prepare_run_dir(cfg_);
+    resume_ck_ = train::load_checkpoint(run_dir_ / "weights" / "last.ckpt");
+    TrainConfig merged = from_json(resume_ck_->meta.at("config"));
+    merged.explicit_keys = resume_ck_->meta.value("explicit_keys", std::set<std::string>{});
+    auto user = to_json(cfg_);
+    for (auto& k : cfg_.explicit_keys) {
+      auto& v = user[k];
+      set_key(merged, k, v.is_null() ? "" : v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    cfg_ = merged;
+  }
+  apply_overrides(cfg_, family_traits<F>::overrides);
+  if (cfg_.batch == -1) {
+    log::notice_once("trainer.autobatch", "batch=-1: automatic batch size is not available yet; using batch=16");
+    cfg_.batch = 16;
+  }
+  accumulate_ = cfg_.accumulate();
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::setup() {
+  if (is_setup_) return;
+  resolve_config();
+  torch::manual_seed(static_cast<uint64_t>(cfg_.seed));
+  if (cfg_.deterministic) {
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
+  device_ = resolve_device(cfg_.device);
+  if (resume_ck_) family_.restore(resume_ck_->meta.at("family"));
+  family_.setup(cfg_);
+  build();
+  if (resume_ck_) {
+    restore(*resume_ck_, /*full=*/true);
+    resume_ck_.reset();
+  } else if (!cfg_.weights.empty()) {
+    restore(train::load_checkpoint(cfg_.weights), /*full=*/false);
+  }
+  if (run_dir_.empty()) run_dir_ = train::prepare_run_dir(cfg_);
+  if (!results_) results_ = std::make_unique<train::ResultsWriter>(run_dir_);
+  train::write_text_atomic(run_dir_ / "args.json", to_json(cfg_).dump(2) + "\n");
+  capture::resolve<F, C, M>::notice();
+  if constexpr (Prof::enabled) {
+    profile::RunContext ctx{run_dir_, run_summary()["meta"], device_, accumulate_, M == capture::Mode::distributed};
+    prof_.attach(ctx);
+  }
+  is_setup_ = true;
+  log_header();
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::build() {
+  net_ = family_.make_network();
+  net_->to(device_);
+  if (cfg_.ema) {
+    auto copy = family_.make_network();
+    copy->to(device_);
+    ema_ = std::make_unique<train::ModelEMA>(copy.ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
+  }
+  data::LoaderOptions lo;
+  lo.batch = cfg_.batch;
+  lo.workers = cfg_.workers;
+  lo.seed = static_cast<uint64_t>(cfg_.seed);
+  lo.pin_memory = device_.is_cuda();
+  train_loader_ = std::make_unique<Loader>(family_.train_set(), lo);
+  lo.shuffle = false;
+  lo.batch = cfg_.batch * 2;
+  val_loader_ = std::make_unique<Loader>(family_.val_set(), lo);
+  // Weight decay scaled to the nominal batch, as the original does.
+  double wd = cfg_.weight_decay * cfg_.batch * accumulate_ / cfg_.nbs;
+  train::OptimizerOptions oo;
+  oo.name = cfg_.optimizer;
+  oo.lr0 = cfg_.lr0;
+  oo.momentum = cfg_.momentum;
+  oo.nesterov = cfg_.nesterov;
+  opt_ = std::make_unique<train::Optimizer>(train::make_param_groups(*net_, wd), oo);
+  train::ScheduleOptions so;
+  so.kind = train::parse_schedule(cfg_.scheduler);
+  so.lr0 = cfg_.lr0;
+  so.min_lr_ratio = cfg_.min_lr_ratio;
+  so.epochs = cfg_.epochs;
+  so.iters_per_epoch = static_cast<int64_t>(std::max<size_t>(1, train_loader_->num_batches()));
+  so.warmup_epochs = cfg_.warmup_epochs;
+  so.momentum = cfg_.momentum;
+  so.warmup_momentum = cfg_.warmup_momentum;
+  so.warmup_bias_lr = cfg_.warmup_bias_lr;
+  so.no_aug_epochs = cfg_.no_aug_epochs;
+  sched_ = std::make_unique<train::LRSchedule>(so);
+  sched_->apply(*opt_, 0);
+  precision_.setup(cfg_, device_, family_traits<F>::amp_default);
+  capture_.setup(cfg_, device_);
+}
+
+// full = resume (everything); otherwise initial weights only (EMA weights preferred when present).
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
+  const auto fam = ck.meta.value("family_name", std::string{});
+  if (ck.meta.value("format", std::string{}) != trainer_detail::ckpt_format || fam != F::name)
+    throw CheckpointError("checkpoint " + ck.meta.value("path", std::string("?")) + " is from family '" +
+                          (fam.empty() ? "unknown" : fam) + "', but this trainer trains '" + std::string(F::name) +
+                          "'; give weights= a checkpoint of the same family");
+  bool has_ema = ck.tensors.count("ema.__present__") > 0;
+  if (!full) {
+    train::get_module_state(ck, has_ema ? "ema." : "model.", *net_);
+    if (ema_) ema_ = std::make_unique<train::ModelEMA>(family_.make_network().ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
+    if (ema_) ema_->module().to(device_);
+    log::info("weights: loaded ", has_ema ? "EMA" : "model", " weights from ", cfg_.weights);
+    return;
+  }
+  train::get_module_state(ck, "model.", *net_);
+  if (ema_ && has_ema) ema_->load(ck, "ema.");
+  opt_->load(ck, "optim.");
+  precision_.load(ck, "precision.");
+  const auto& st = ck.meta.at("state");
+  start_epoch_ = st.at("epoch").get<int>();
+  skip_batches_ = st.at("batch_in_epoch").get<int64_t>();
+  ni_ = st.at("iteration").get<int64_t>();
+  last_opt_ni_ = st.at("last_opt_iteration").get<int64_t>();
+  opt_steps_ = st.at("optimizer_steps").get<int64_t>();
+  best_fitness_ = st.at("best_fitness").get<double>();
+  results_ = std::make_unique<train::ResultsWriter>(run_dir_);
+  results_->restore(ck.meta.value("results", nlohmann::json::array()));
+  sched_->apply(*opt_, ni_);
+  log::info("resume: ", run_dir_.string(), " from epoch ", start_epoch_ + 1, skip_batches_ ? " (batch " : "",
+            skip_batches_ ? std::to_string(skip_batches_) + ")" : "", ", ", opt_steps_, " optimizer steps done");
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::save_checkpoint(bool best) {
+  train::Checkpoint ck;
+  ck.meta = {{"format", trainer_detail::ckpt_format},
+             {"family_name", std::string(F::name)},
+             {"model", cfg_.model},
+             {"family", family_.describe()},
+             {"config", to_json(cfg_)},
+             {"explicit_keys", cfg_.explicit_keys},
+             {"precision", precision_.used().to_json()},
+             {"results", results_ ? results_->rows() : nlohmann::json::array()},
+             {"torch", compat::torch_version()}};
+  ck.meta["state"] = {{"epoch", epoch_},
+                      {"batch_in_epoch", batch_in_epoch_},
+                      {"iteration", ni_},
+                      {"last_opt_iteration", last_opt_ni_},
+                      {"optimizer_steps", opt_steps_},
+                      {"best_fitness", best_fitness_}};
+  train::put_module_state(ck, "model.", *net_);
+  if (ema_) {
+    ema_->save(ck, "ema.");
+    ck.tensors["ema.__present__"] = torch::ones({1});
+  }
+  opt_->save(ck, "optim.");
+  precision_.save(ck, "precision.");
+  train::save_checkpoint(ck, run_dir_ / "weights" / "last.ckpt");
+  if (best) train::save_checkpoint(ck, run_dir_ / "weights" / "best.ckpt");
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::clip_gradients() {
+  if (cfg_.clip_grad_norm <= 0) return;
+  precision_.unscale_(*opt_);
+  train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+bool LIBREYOLO_TRAINER::train_one_batch() {
+  using profile::Phase;
+  prof_.step_begin();
+  std::optional<Batch> host;
+  {
+    auto s = prof_.phase(Phase::dataload);
+    host = train_loader_->next();
+  }
+  if (!host) return false;
+  Batch b;
+  {
+    auto s = prof_.phase(Phase::to_device);
+    b = F::to_device(*host, device_);
+  }
+  train::LossOutput lo;
+  {
+    auto s = prof_.phase(Phase::forward);
+    auto guard = precision_.autocast();
+    auto out = capture_.forward(net_, F::input(b));
+    lo = family_.loss(out, b);
+  }
+  const bool boundary = ni_ - last_opt_ni_ >= accumulate_;
+  {
+    auto s = prof_.phase(Phase::backward);
+    precision_.scale(lo.total).backward();
+    if (boundary && accumulate_ == 1) clip_gradients();
+  }
+  if (boundary) {
+    {
+      auto s = prof_.phase(Phase::optimizer);
+      if (accumulate_ > 1) clip_gradients();
+      precision_.step(*opt_);
+      precision_.update();
+    }
+    opt_->zero_grad();
+    if (ema_) ema_->update(*net_);
+    ++opt_steps_;
+    last_opt_ni_ = ni_;
+  }
+  ++ni_;
+  ++batch_in_epoch_;
+  sched_->apply(*opt_, ni_);
+  loss_sum_ = loss_sum_.defined() ? loss_sum_ + lo.items : lo.items.clone();
+  ++loss_count_;
+  prof_.step_end(static_cast<int>(b.labels.size(0)));
+  return true;
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+train::ValResult LIBREYOLO_TRAINER::validate() {
+  torch::nn::Module& m = ema_ ? ema_->module() : static_cast<torch::nn::Module&>(*net_);
+  auto* net = dynamic_cast<typename Network::ContainedType*>(&m);
+  bool was_training = m.is_training();
+  m.eval();
+  auto forward = [&](const torch::Tensor& x) {
+    auto guard = precision_.autocast();
+    return net->forward(x);
+  };
+  auto r = family_.validate(forward, *val_loader_, device_);
+  m.train(was_training);
+  return r;
+}
+
+}  // namespace libreyolo
+
+#include <libreyolo/train/trainer_fit.hpp>
