@@ -1,0 +1,48 @@
+// Installs the library from this build tree into a temporary prefix and builds + runs a downstream
+// project that finds it with find_package(libreyolo) — the way users embed it.
+#include <doctest/doctest.h>
+
+#include "support.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace {
+int sh(const std::string& cmd, const std::filesystem::path& log) {
+  return std::system((cmd + " > " + log.string() + " 2>&1").c_str());
+}
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+TEST_CASE("an installed libreyolo is found by find_package and builds a consumer") {
+  lry_test::TempDir d("lry_install");
+  const std::string src = LIBREYOLO_SOURCE_DIR, bin = LIBREYOLO_BINARY_DIR;
+  auto prefix = d / "prefix";
+  auto log = d / "log.txt";
+  INFO("log: " << log.string());
+  int rc = sh("cmake --install " + bin + " --component dev --prefix " + prefix.string(), log);
+  INFO(slurp(log));
+  REQUIRE(rc == 0);
+  CHECK(std::filesystem::exists(prefix / "include/libreyolo/libreyolo.hpp"));
+  CHECK(std::filesystem::exists(prefix / "lib/cmake/libreyolo/libreyoloConfig.cmake"));
+  std::string extra = std::getenv("LIBREYOLO_TEST_PREFIX") ? std::string(";") + std::getenv("LIBREYOLO_TEST_PREFIX") : "";
+  rc = sh("cmake -S " + src + "/tests/install/consumer -B " + (d / "build").string() +
+              " -DCMAKE_BUILD_TYPE=Release \"-DCMAKE_PREFIX_PATH=" + prefix.string() + extra + "\"",
+          log);
+  INFO(slurp(log));
+  REQUIRE(rc == 0);
+  rc = sh("cmake --build " + (d / "build").string() + " -j2", log);
+  INFO(slurp(log));
+  REQUIRE(rc == 0);
+  rc = sh((d / "build" / "consumer").string(), log);
+  auto out = slurp(log);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("consumer ok 2x10 epochs=2") != std::string::npos);
+}

@@ -1,0 +1,179 @@
+// End-to-end trainer tests on a tiny generated classification set (CPU).
+#include <doctest/doctest.h>
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+
+#include <fstream>
+
+namespace ly = libreyolo;
+using ResNetTrainer = ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off>;
+
+namespace {
+
+// One small synthetic set shared by the tests of this file (generated once).
+const std::filesystem::path& tiny_set() {
+  static lry_test::TempDir dir("lry_trainer_data");
+  static bool made = [] {
+    ly::data::SynthOptions o;
+    o.out = dir.path;
+    o.images = 48;
+    o.imgsz = 32;
+    o.classes = 3;
+    o.seed = 7;
+    ly::data::synth_classify(o);
+    return true;
+  }();
+  (void)made;
+  return dir.path;
+}
+
+std::vector<std::string> base_args(const std::filesystem::path& project, const std::string& name) {
+  return {"model=resnet18", "data=" + tiny_set().string(), "imgsz=32", "batch=8", "nbs=8", "workers=2",
+          "device=cpu", "warmup_epochs=0", "lr0=0.01", "project=" + project.string(), "name=" + name, "seed=3"};
+}
+
+std::map<std::string, torch::Tensor> weights_of(const std::filesystem::path& ckpt) {
+  auto ck = ly::train::load_checkpoint(ckpt);
+  std::map<std::string, torch::Tensor> w;
+  for (auto& [k, v] : ck.tensors)
+    if (k.rfind("model.", 0) == 0 || k.rfind("ema.", 0) == 0) w[k] = v;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-18 trains end to end: loss falls, results and checkpoints are written") {
+  lry_test::TempDir runs("lry_runs");
+  auto args = base_args(runs.path, "t1");
+  args.push_back("epochs=4");
+  ResNetTrainer t(ly::parse_args(args));
+  auto r = t.fit();
+  CHECK(r.epochs_done == 4);
+  CHECK(r.optimizer_steps == 4 * 5);  // 38 train images / batch 8 -> 5 batches, accumulate 1
+  auto dir = runs.path / "t1";
+  CHECK(r.run_dir == dir);
+  REQUIRE(std::filesystem::exists(dir / "results.csv"));
+  REQUIRE(std::filesystem::exists(dir / "results.json"));
+  CHECK(std::filesystem::exists(dir / "weights" / "last.ckpt"));
+  CHECK(std::filesystem::exists(dir / "weights" / "best.ckpt"));
+  std::ifstream f(dir / "results.json");
+  auto j = nlohmann::json::parse(f);
+  REQUIRE(j["epochs"].size() == 4);
+  double first = j["epochs"][0]["train/loss"], last = j["epochs"][3]["train/loss"];
+  CHECK(last < first);
+  CHECK(j["epochs"][3].contains("val/top1"));
+  CHECK(j["precision"]["dtype"] == "float32");
+  CHECK(j["capture"]["cuda_graph"] == false);
+  CHECK(j["meta"]["model"] == "resnet18");
+  std::ifstream csv(dir / "results.csv");
+  std::string header;
+  std::getline(csv, header);
+  CHECK(header.find("train/loss") != std::string::npos);
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) rows += !line.empty();
+  CHECK(rows == 4);
+}
+
+TEST_CASE("resume=true after a mid-epoch stop reaches the same end state as an uninterrupted run") {
+  lry_test::TempDir runs("lry_runs");
+  auto full = base_args(runs.path, "full");
+  full.push_back("epochs=3");
+  ResNetTrainer(ly::parse_args(full)).fit();
+
+  auto part = base_args(runs.path, "part");
+  part.push_back("epochs=3");
+  part.push_back("max_steps=7");  // stops inside epoch 2 (5 steps per epoch)
+  auto r1 = ResNetTrainer(ly::parse_args(part)).fit();
+  CHECK(r1.optimizer_steps == 7);
+  CHECK(r1.epochs_done == 1);
+  auto resumed = base_args(runs.path, "part");
+  resumed.push_back("resume=true");
+  resumed.push_back("max_steps=0");
+  auto r2 = ResNetTrainer(ly::parse_args(resumed)).fit();
+  CHECK(r2.optimizer_steps == 15);
+  CHECK(r2.epochs_done == 3);
+
+  auto a = weights_of(runs.path / "full" / "weights" / "last.ckpt");
+  auto b = weights_of(runs.path / "part" / "weights" / "last.ckpt");
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.size() > 10);
+  double worst = 0;
+  for (auto& [k, v] : a) {
+    REQUIRE(b.count(k));
+    if (v.is_floating_point()) worst = std::max(worst, (v - b[k]).abs().max().item<double>());
+    else CHECK(torch::equal(v, b[k]));
+  }
+  CHECK(worst <= 1e-6);
+  std::ifstream f(runs.path / "part" / "results.json");
+  CHECK(nlohmann::json::parse(f)["epochs"].size() == 3);
+}
+
+TEST_CASE("an existing run directory is never overwritten unless exist_ok") {
+  lry_test::TempDir runs("lry_runs");
+  auto args = base_args(runs.path, "same");
+  args.push_back("epochs=1");
+  args.push_back("max_steps=1");
+  CHECK(ResNetTrainer(ly::parse_args(args)).fit().run_dir == runs.path / "same");
+  CHECK(ResNetTrainer(ly::parse_args(args)).fit().run_dir == runs.path / "same2");
+  args.push_back("exist_ok=true");
+  CHECK(ResNetTrainer(ly::parse_args(args)).fit().run_dir == runs.path / "same");
+  auto missing = base_args(runs.path, "nothing-here");
+  missing.push_back("resume=true");
+  CHECK_THROWS_AS(ResNetTrainer(ly::parse_args(missing)).fit(), ly::SetupError);
+}
+
+TEST_CASE("gradient accumulation: one optimizer step per round(nbs / batch) micro-batches") {
+  lry_test::TempDir runs("lry_runs");
+  auto args = base_args(runs.path, "acc");
+  args.push_back("epochs=2");
+  args.push_back("nbs=24");  // accumulate 3 over 5 batches per epoch: steps after batches 3, 6, 9
+  ResNetTrainer t(ly::parse_args(args));
+  auto r = t.fit();
+  CHECK(t.accumulate() == 3);
+  CHECK(t.iteration() == 10);
+  CHECK(r.optimizer_steps == 3);
+}
+
+TEST_CASE("weights= loads a checkpoint of the same family and rejects another family") {
+  lry_test::TempDir runs("lry_runs");
+  auto args = base_args(runs.path, "src");
+  args.push_back("epochs=1");
+  auto r = ResNetTrainer(ly::parse_args(args)).fit();
+  auto ckpt = r.run_dir / "weights" / "last.ckpt";
+
+  auto ft = base_args(runs.path, "ft");
+  ft.push_back("epochs=1");
+  ft.push_back("max_steps=1");
+  ft.push_back("weights=" + ckpt.string());
+  ResNetTrainer t(ly::parse_args(ft));
+  t.setup();
+  auto src = ly::train::load_checkpoint(ckpt);
+  auto w = t.network()->named_parameters()["fc.weight"];
+  CHECK(torch::equal(w, src.tensors.at("ema.fc.weight")));
+
+  auto other = src;
+  other.meta["family_name"] = "yolo9";
+  ly::train::save_checkpoint(other, runs.path / "other.ckpt");
+  auto bad = base_args(runs.path, "bad");
+  bad.push_back("weights=" + (runs.path / "other.ckpt").string());
+  try {
+    ResNetTrainer(ly::parse_args(bad)).setup();
+    FAIL("expected a CheckpointError");
+  } catch (const ly::CheckpointError& e) {
+    std::string m = e.what();
+    CHECK(m.find("yolo9") != std::string::npos);
+    CHECK(m.find("resnet") != std::string::npos);
+  }
+}
+
+TEST_CASE("unknown model names list what is available") {
+  try {
+    ly::Model m("resnet50");
+    FAIL("expected a ConfigError");
+  } catch (const ly::ConfigError& e) {
+    std::string m = e.what();
+    CHECK(m.find("resnet50") != std::string::npos);
+    CHECK(m.find("resnet18") != std::string::npos);
+  }
+}
