@@ -1,0 +1,118 @@
+#pragma once
+// Exponential moving average of a model's weights (ultralytics/YOLOX style): the decay ramps up as
+// d = decay * (1 - exp(-updates / tau)), so early averages follow the fast-changing model closely.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/train/checkpoint.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace libreyolo::train {
+
+class ModelEMA {
+ public:
+  // `ema_copy` is a second instance of the model's architecture; it receives the model's weights,
+  // goes to eval mode and stops requiring grad. foreach: -1 auto (multi-tensor on CUDA), 0 off, 1 on.
+  ModelEMA(std::shared_ptr<torch::nn::Module> ema_copy, const torch::nn::Module& model, double decay = 0.9998,
+           double tau = 2000, int foreach = -1)
+      : ema_(std::move(ema_copy)), decay_(decay), tau_(tau) {
+    if (!ema_) throw SetupError("ModelEMA: ema_copy is null");
+    if (!(decay >= 0 && decay <= 1)) throw ConfigError("ema decay = " + std::to_string(decay) + ": allowed 0..1");
+    if (!(tau > 0)) throw ConfigError("ema tau = " + std::to_string(tau) + ": must be > 0");
+    if (foreach < -1 || foreach > 1)
+      throw ConfigError("ema foreach = " + std::to_string(foreach) + ": allowed -1 (auto), 0, 1");
+    const auto pairs = matched(model);
+    torch::NoGradGuard no_grad;
+    bool any_cuda = false;
+    for (const auto& [e, m] : pairs) {
+      e.copy_(m);
+      any_cuda = any_cuda || e.is_cuda();
+    }
+    for (auto& p : ema_->parameters()) p.set_requires_grad(false);
+    ema_->eval();
+    foreach_ = foreach == 1 || (foreach == -1 && any_cuda);
+  }
+
+  // e = d*e + (1-d)*m for floating parameters and buffers; integer buffers are copied.
+  void update(const torch::nn::Module& model) {
+    torch::NoGradGuard no_grad;
+    ++updates_;
+    const double d = current_decay();
+    if (&model != cached_model_) {  // name matching is host work: do it once per model object
+      cached_pairs_ = matched(model);
+      cached_model_ = &model;
+    }
+    std::vector<torch::Tensor> ef, mf;
+    for (const auto& [e, m] : cached_pairs_) {
+      if (e.is_floating_point()) {
+        ef.push_back(e);
+        mf.push_back(m.detach());
+      } else {
+        e.copy_(m);
+      }
+    }
+    if (foreach_) {
+      at::_foreach_mul_(ef, at::Scalar(d));
+      at::_foreach_add_(ef, mf, at::Scalar(1 - d));
+    } else {
+      for (size_t i = 0; i < ef.size(); ++i) ef[i].mul_(d).add_(mf[i], 1 - d);
+    }
+  }
+
+  // The decay the last update used (0 before any update).
+  double current_decay() const { return decay_ * (1 - std::exp(-static_cast<double>(updates_) / tau_)); }
+  int64_t updates() const { return updates_; }
+  bool uses_foreach() const { return foreach_; }
+  torch::nn::Module& module() { return *ema_; }
+  std::shared_ptr<torch::nn::Module> module_ptr() const { return ema_; }
+
+  // Weights under "<prefix>.<name>", the update count under meta[prefix].
+  void save(Checkpoint& ck, const std::string& prefix) const {
+    put_module_state(ck, prefix, *ema_);
+    ck.meta[prefix] = {{"updates", updates_}, {"decay", decay_}, {"tau", tau_}};
+  }
+  void load(const Checkpoint& ck, const std::string& prefix) {
+    if (!ck.meta.contains(prefix) || !ck.meta[prefix].is_object() || !ck.meta[prefix].contains("updates") ||
+        !ck.meta[prefix]["updates"].is_number_integer())
+      throw CheckpointError("checkpoint lacks EMA state (meta key '" + prefix + "' with an integer 'updates')");
+    get_module_state(ck, prefix, *ema_);
+    updates_ = ck.meta[prefix]["updates"].get<int64_t>();
+  }
+
+ private:
+  // (ema tensor, model tensor) for every parameter then every buffer, checked by name and shape.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> matched(const torch::nn::Module& model) const {
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> out;
+    auto pair_up = [&](const auto& ema_items, const auto& model_items, const char* what) {
+      if (ema_items.size() != model_items.size())
+        throw SetupError(std::string("ModelEMA: the EMA copy has ") + std::to_string(ema_items.size()) + " " +
+                         what + ", the model " + std::to_string(model_items.size()));
+      for (const auto& item : model_items) {
+        const torch::Tensor* e = ema_items.find(item.key());
+        if (!e) throw SetupError(std::string("ModelEMA: the EMA copy lacks ") + what + " '" + item.key() + "'");
+        if (!e->defined() || !item.value().defined()) continue;
+        if (e->sizes() != item.value().sizes())
+          throw SetupError("ModelEMA: '" + item.key() + "' has shape " + detail::shape_str(*e) +
+                           " in the EMA copy but " + detail::shape_str(item.value()) + " in the model");
+        out.emplace_back(*e, item.value());
+      }
+    };
+    pair_up(ema_->named_parameters(true), model.named_parameters(true), "parameters");
+    pair_up(ema_->named_buffers(true), model.named_buffers(true), "buffers");
+    return out;
+  }
+
+  std::shared_ptr<torch::nn::Module> ema_;
+  double decay_;
+  double tau_;
+  int64_t updates_ = 0;
+  bool foreach_ = false;
+  const torch::nn::Module* cached_model_ = nullptr;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> cached_pairs_;
+};
+
+}  // namespace libreyolo::train

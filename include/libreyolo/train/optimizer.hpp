@@ -1,0 +1,335 @@
+#pragma once
+// SGD (nesterov) and AdamW over parameter groups, matching PyTorch's update rules exactly. The
+// schedule changes each group's lr and the momentum between steps, so both live here rather than in
+// torch::optim options. Two paths with the same maths: a per-tensor loop and multi-tensor
+// `_foreach_*` calls (fewer kernel launches on CUDA). No host syncs inside step().
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/train/param_groups.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace libreyolo::train {
+
+struct OptimizerOptions {
+  std::string name = "SGD";  // "SGD" | "AdamW" (case-insensitive)
+  double lr0 = 0.01;
+  double momentum = 0.937;  // SGD momentum, AdamW beta1
+  bool nesterov = true;     // SGD only
+  double beta2 = 0.999;     // AdamW only
+  double eps = 1e-8;        // AdamW only
+  int foreach = -1;         // -1 auto: multi-tensor path when params are on CUDA; 0 off; 1 on
+};
+
+class Optimizer {
+ public:
+  enum class Kind { sgd, adamw };
+
+  Optimizer(std::vector<ParamGroup> groups, OptimizerOptions opt) : groups_(std::move(groups)), opt_(opt) {
+    kind_ = parse_kind(opt_.name);
+    opt_.name = kind_ == Kind::sgd ? "SGD" : "AdamW";
+    if (!(opt_.lr0 > 0)) throw ConfigError("optimizer lr0 = " + std::to_string(opt_.lr0) + ": must be > 0");
+    check_momentum(opt_.momentum);
+    if (kind_ == Kind::adamw && !(opt_.beta2 >= 0 && opt_.beta2 < 1))
+      throw ConfigError("optimizer beta2 = " + std::to_string(opt_.beta2) + ": allowed 0 <= beta2 < 1");
+    if (opt_.foreach < -1 || opt_.foreach > 1)
+      throw ConfigError("optimizer foreach = " + std::to_string(opt_.foreach) + ": allowed -1 (auto), 0, 1");
+    momentum_ = opt_.momentum;
+    bool any_cuda = false;
+    state_.resize(groups_.size());
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      auto& g = groups_[i];
+      if (g.lr < 0) throw ConfigError("param group '" + g.name + "' lr = " + std::to_string(g.lr) + ": must be >= 0");
+      if (g.weight_decay < 0)
+        throw ConfigError("param group '" + g.name + "' weight_decay = " + std::to_string(g.weight_decay) +
+                          ": must be >= 0");
+      if (g.lr == 0) g.lr = opt_.lr0;
+      state_[i].resize(g.params.size());
+      for (const auto& p : g.params) any_cuda = any_cuda || p.is_cuda();
+    }
+    foreach_ = opt_.foreach == 1 || (opt_.foreach == -1 && any_cuda);
+  }
+
+  // One update of every parameter with a defined grad, using each group's current lr.
+  void step() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      Batch b = collect(i);
+      if (b.params.empty()) continue;
+      if (kind_ == Kind::sgd)
+        foreach_ ? sgd_foreach(groups_[i], b) : sgd_loop(groups_[i], b);
+      else
+        foreach_ ? adamw_foreach(groups_[i], b) : adamw_loop(groups_[i], b);
+    }
+  }
+
+  void zero_grad(bool set_to_none = true) {
+    for (auto& g : groups_)
+      for (auto& p : g.params) {
+        if (!p.grad().defined()) continue;
+        if (set_to_none) {
+          p.mutable_grad() = torch::Tensor();
+        } else {
+          p.mutable_grad().detach_();
+          p.mutable_grad().zero_();
+        }
+      }
+  }
+
+  size_t num_groups() const { return groups_.size(); }
+  ParamGroup& group(size_t i) { return groups_.at(check_group(i)); }
+  const ParamGroup& group(size_t i) const { return groups_.at(check_group(i)); }
+  void set_lr(size_t i, double lr) {
+    if (!(lr >= 0)) throw ConfigError("optimizer lr = " + std::to_string(lr) + ": must be >= 0");
+    groups_[check_group(i)].lr = lr;
+  }
+  double lr(size_t i) const { return groups_[check_group(i)].lr; }
+  void set_momentum(double m) {
+    check_momentum(m);
+    momentum_ = m;
+  }
+  double momentum() const { return momentum_; }
+  const std::string& name() const { return opt_.name; }
+  Kind kind() const { return kind_; }
+
+  std::vector<torch::Tensor> params() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+    return out;
+  }
+  bool uses_foreach() const { return foreach_; }
+
+  // Tensors go to "<prefix>.<group>.<param>.<field>" (CPU copies); the rest to meta[prefix].
+  void save(Checkpoint& ck, const std::string& prefix) const {
+    nlohmann::json groups = nlohmann::json::array();
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      nlohmann::json steps = nlohmann::json::array(), has_state = nlohmann::json::array();
+      for (size_t j = 0; j < state_[i].size(); ++j) {
+        const ParamState& s = state_[i][j];
+        steps.push_back(s.step);
+        has_state.push_back(s.a.defined());
+        if (!s.a.defined()) continue;
+        ck.tensors[state_key(prefix, i, j, field_a())] = cpu_copy(s.a);
+        if (kind_ == Kind::adamw) ck.tensors[state_key(prefix, i, j, "exp_avg_sq")] = cpu_copy(s.b);
+      }
+      groups.push_back({{"name", groups_[i].name}, {"lr", groups_[i].lr}, {"weight_decay", groups_[i].weight_decay},
+                        {"num_params", groups_[i].params.size()}, {"steps", steps}, {"has_state", has_state}});
+    }
+    ck.meta[prefix] = {{"optimizer", opt_.name}, {"momentum", momentum_}, {"groups", groups}};
+  }
+
+  // Restores state, step counts, group lrs and momentum; checks everything before changing anything.
+  void load(const Checkpoint& ck, const std::string& prefix) {
+    const nlohmann::json& m = checked_meta(ck, prefix);
+    std::vector<std::vector<ParamState>> fresh(groups_.size());
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const auto& gm = m["groups"][i];
+      fresh[i].resize(groups_[i].params.size());
+      for (size_t j = 0; j < fresh[i].size(); ++j) {
+        const torch::Tensor& p = groups_[i].params[j];
+        fresh[i][j].step = gm["steps"][j].get<int64_t>();
+        if (!gm["has_state"][j].get<bool>()) continue;
+        fresh[i][j].a = fetch(ck, state_key(prefix, i, j, field_a()), p);
+        if (kind_ == Kind::adamw) fresh[i][j].b = fetch(ck, state_key(prefix, i, j, "exp_avg_sq"), p);
+      }
+    }
+    state_ = std::move(fresh);
+    for (size_t i = 0; i < groups_.size(); ++i) groups_[i].lr = m["groups"][i]["lr"].get<double>();
+    momentum_ = m["momentum"].get<double>();
+  }
+
+ private:
+  // `a` is the SGD momentum buffer or the AdamW first moment, `b` the AdamW second moment.
+  struct ParamState {
+    torch::Tensor a, b;
+    int64_t step = 0;
+  };
+  // The parameters of one group that have a grad this step, with their grads and states.
+  struct Batch {
+    std::vector<torch::Tensor> params, grads;
+    std::vector<ParamState*> states;
+  };
+
+  static Kind parse_kind(const std::string& name) {
+    std::string low = name;
+    std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (low == "sgd") return Kind::sgd;
+    if (low == "adamw") return Kind::adamw;
+    throw ConfigError("optimizer name '" + name + "' is not supported; allowed: SGD, AdamW (case-insensitive)");
+  }
+  static void check_momentum(double m) {
+    if (!(m >= 0 && m < 1))
+      throw ConfigError("optimizer momentum = " + std::to_string(m) + ": allowed 0 <= momentum < 1");
+  }
+  size_t check_group(size_t i) const {
+    if (i >= groups_.size())
+      throw Error("optimizer group index " + std::to_string(i) + " out of range (have " +
+                  std::to_string(groups_.size()) + " groups)");
+    return i;
+  }
+  const char* field_a() const { return kind_ == Kind::sgd ? "momentum_buffer" : "exp_avg"; }
+  static std::string state_key(const std::string& prefix, size_t g, size_t p, const std::string& field) {
+    return detail::join_key(prefix, std::to_string(g) + "." + std::to_string(p) + "." + field);
+  }
+  static torch::Tensor cpu_copy(const torch::Tensor& t) {
+    return t.detach().to(t.options().device(torch::kCPU), false, /*copy=*/true);
+  }
+
+  Batch collect(size_t i) {
+    Batch b;
+    auto& g = groups_[i];
+    for (size_t j = 0; j < g.params.size(); ++j) {
+      const torch::Tensor& grad = g.params[j].grad();
+      if (!grad.defined()) continue;
+      b.params.push_back(g.params[j]);
+      b.grads.push_back(grad);
+      b.states.push_back(&state_[i][j]);
+    }
+    return b;
+  }
+
+  // PyTorch SGD, dampening 0: d = g + wd*p; buf = d (first) or mu*buf + d; d = d + mu*buf (nesterov)
+  // or buf; p -= lr*d.
+  void sgd_loop(const ParamGroup& g, Batch& b) {
+    const double mu = momentum_;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      torch::Tensor& p = b.params[k];
+      ParamState& s = *b.states[k];
+      torch::Tensor d = g.weight_decay != 0 ? b.grads[k].add(p, g.weight_decay) : b.grads[k];
+      if (mu != 0) {
+        if (!s.a.defined())
+          s.a = d.clone().detach();
+        else
+          s.a.mul_(mu).add_(d);
+        d = opt_.nesterov ? d.add(s.a, mu) : s.a;
+      }
+      p.add_(d, -g.lr);
+      ++s.step;
+    }
+  }
+
+  void sgd_foreach(const ParamGroup& g, Batch& b) {
+    const double mu = momentum_;
+    std::vector<torch::Tensor> d =
+        g.weight_decay != 0 ? at::_foreach_add(b.grads, b.params, at::Scalar(g.weight_decay)) : b.grads;
+    if (mu != 0) {
+      std::vector<torch::Tensor> bufs;
+      bool all_have_buf = true;
+      for (auto* s : b.states) all_have_buf = all_have_buf && s->a.defined();
+      if (all_have_buf) {
+        for (auto* s : b.states) bufs.push_back(s->a);
+        at::_foreach_mul_(bufs, at::Scalar(mu));
+        at::_foreach_add_(bufs, d, at::Scalar(1.0));
+      } else {  // first step of some params: create their buffers one by one, as PyTorch does
+        for (size_t k = 0; k < b.states.size(); ++k) {
+          ParamState& s = *b.states[k];
+          if (!s.a.defined())
+            s.a = d[k].clone().detach();
+          else
+            s.a.mul_(mu).add_(d[k]);
+          bufs.push_back(s.a);
+        }
+      }
+      d = opt_.nesterov ? at::_foreach_add(d, bufs, at::Scalar(mu)) : bufs;
+    }
+    at::_foreach_add_(b.params, d, at::Scalar(-g.lr));
+    for (auto* s : b.states) ++s->step;
+  }
+
+  // PyTorch AdamW: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+  // p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step from a host-side step count.
+  void adamw_loop(const ParamGroup& g, Batch& b) {
+    const double b1 = momentum_, b2 = opt_.beta2;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      torch::Tensor& p = b.params[k];
+      const torch::Tensor& grad = b.grads[k];
+      ParamState& s = *b.states[k];
+      init_adam_state(s, p);
+      if (g.weight_decay != 0) p.mul_(1 - g.lr * g.weight_decay);
+      ++s.step;
+      const double bc1 = 1 - std::pow(b1, static_cast<double>(s.step));
+      const double bc2 = 1 - std::pow(b2, static_cast<double>(s.step));
+      s.a.mul_(b1).add_(grad, 1 - b1);
+      s.b.mul_(b2).addcmul_(grad, grad, 1 - b2);
+      torch::Tensor denom = (s.b.sqrt() / std::sqrt(bc2)).add_(opt_.eps);
+      p.addcdiv_(s.a, denom, -g.lr / bc1);
+    }
+  }
+
+  void adamw_foreach(const ParamGroup& g, Batch& b) {
+    const double b1 = momentum_, b2 = opt_.beta2;
+    std::vector<torch::Tensor> m, v;
+    std::vector<at::Scalar> bc2_sqrt, step_size;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      ParamState& s = *b.states[k];
+      init_adam_state(s, b.params[k]);
+      ++s.step;
+      m.push_back(s.a);
+      v.push_back(s.b);
+      bc2_sqrt.emplace_back(std::sqrt(1 - std::pow(b2, static_cast<double>(s.step))));
+      step_size.emplace_back(-g.lr / (1 - std::pow(b1, static_cast<double>(s.step))));
+    }
+    if (g.weight_decay != 0) at::_foreach_mul_(b.params, at::Scalar(1 - g.lr * g.weight_decay));
+    at::_foreach_mul_(m, at::Scalar(b1));
+    at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
+    at::_foreach_mul_(v, at::Scalar(b2));
+    at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
+    std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
+    at::_foreach_div_(denom, at::ArrayRef<at::Scalar>(bc2_sqrt));
+    at::_foreach_add_(denom, at::Scalar(opt_.eps));
+    at::_foreach_addcdiv_(b.params, m, denom, at::ArrayRef<at::Scalar>(step_size));
+  }
+
+  static void init_adam_state(ParamState& s, const torch::Tensor& p) {
+    if (s.a.defined()) return;
+    s.a = torch::zeros_like(p, at::MemoryFormat::Preserve);
+    s.b = torch::zeros_like(p, at::MemoryFormat::Preserve);
+  }
+
+  const nlohmann::json& checked_meta(const Checkpoint& ck, const std::string& prefix) const {
+    const std::string where = "optimizer state '" + prefix + "'";
+    if (!ck.meta.contains(prefix) || !ck.meta[prefix].is_object() || !ck.meta[prefix].contains("groups"))
+      throw CheckpointError("checkpoint lacks " + where + " (meta key '" + prefix + "')");
+    const nlohmann::json& m = ck.meta[prefix];
+    if (m.value("optimizer", std::string()) != opt_.name)
+      throw CheckpointError(where + " was saved for optimizer '" + m.value("optimizer", std::string("?")) +
+                            "', this optimizer is '" + opt_.name + "'");
+    if (m["groups"].size() != groups_.size())
+      throw CheckpointError(where + " has " + std::to_string(m["groups"].size()) + " param groups, expected " +
+                            std::to_string(groups_.size()));
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const auto& gm = m["groups"][i];
+      if (gm.value("name", std::string()) != groups_[i].name ||
+          gm.value("num_params", size_t{0}) != groups_[i].params.size())
+        throw CheckpointError(where + " group " + std::to_string(i) + " is '" + gm.value("name", std::string("?")) +
+                              "' with " + std::to_string(gm.value("num_params", size_t{0})) + " params, expected '" +
+                              groups_[i].name + "' with " + std::to_string(groups_[i].params.size()));
+    }
+    return m;
+  }
+
+  // A checkpoint tensor for state key `key`, as a fresh tensor on p's device with p's shape.
+  static torch::Tensor fetch(const Checkpoint& ck, const std::string& key, const torch::Tensor& p) {
+    auto it = ck.tensors.find(key);
+    if (it == ck.tensors.end()) throw CheckpointError("checkpoint lacks optimizer tensor '" + key + "'");
+    if (it->second.sizes() != p.sizes())
+      throw CheckpointError("checkpoint tensor '" + key + "' has shape " + detail::shape_str(it->second) +
+                            " but the parameter has shape " + detail::shape_str(p));
+    return it->second.to(p.options(), false, /*copy=*/true);
+  }
+
+  std::vector<ParamGroup> groups_;
+  OptimizerOptions opt_;
+  Kind kind_ = Kind::sgd;
+  double momentum_ = 0;
+  bool foreach_ = false;
+  std::vector<std::vector<ParamState>> state_;
+};
+
+}  // namespace libreyolo::train

@@ -1,0 +1,340 @@
+// LR/momentum schedules at hand-computed points, and checkpoints (round trip, atomic writes, errors,
+// optimizer continuation after a restore).
+#include <doctest/doctest.h>
+
+#include "support.hpp"
+
+#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/train/ema.hpp>
+#include <libreyolo/train/optimizer.hpp>
+#include <libreyolo/train/schedule.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+using namespace libreyolo;
+using namespace libreyolo::train;
+using doctest::Approx;
+
+namespace {
+
+// lr0 0.01, r 0.05, T = 10 epochs * 10 iters = 100, W = 2 * 10 = 20, N = 2 * 10 = 20.
+ScheduleOptions sched(ScheduleKind k) {
+  ScheduleOptions o;
+  o.kind = k;
+  o.lr0 = 0.01;
+  o.min_lr_ratio = 0.05;
+  o.epochs = 10;
+  o.iters_per_epoch = 10;
+  o.warmup_epochs = 2;
+  o.momentum = 0.9;
+  o.warmup_momentum = 0.8;
+  o.warmup_bias_lr = 0.1;
+  o.no_aug_epochs = 2;
+  return o;
+}
+
+void check_momentum_ramp(const LRSchedule& s) {
+  CHECK(s.momentum(0) == Approx(0.8));
+  CHECK(s.momentum(10) == Approx(0.85));
+  CHECK(s.momentum(20) == Approx(0.9));
+  CHECK(s.momentum(99) == Approx(0.9));
+}
+
+}  // namespace
+
+TEST_CASE("schedule linear: warm-up blend, then lr0 * (1 - 0.95 t / 100)") {
+  LRSchedule s(sched(ScheduleKind::linear));
+  CHECK(s.warmup_iters() == 20);
+  CHECK(s.total_iters() == 100);
+  CHECK(s.lr(0) == 0.0);
+  CHECK(s.bias_lr(0) == Approx(0.1));
+  CHECK(s.lr(10) == Approx(0.004525));     // s = 0.00905, * 10/20
+  CHECK(s.bias_lr(10) == Approx(0.054525)); // 0.1 + (0.00905 - 0.1) * 0.5
+  CHECK(s.lr(20) == Approx(0.0081));
+  CHECK(s.bias_lr(20) == Approx(0.0081));
+  CHECK(s.lr(50) == Approx(0.00525));
+  CHECK(s.lr(80) == Approx(0.0024));
+  CHECK(s.lr(99) == Approx(0.000595));
+  CHECK(s.bias_lr(99) == Approx(0.000595));
+  check_momentum_ramp(s);
+}
+
+TEST_CASE("schedule cos: warm-up blend, then lr0 * (r + (1 - r) (1 + cos(pi t / T)) / 2)") {
+  LRSchedule s(sched(ScheduleKind::cos));
+  CHECK(s.lr(0) == 0.0);
+  CHECK(s.bias_lr(0) == Approx(0.1));
+  CHECK(s.lr(10) == Approx(0.00488375922620));       // s = 0.0097675184524 (cos 0.1 pi = 0.95105651630)
+  CHECK(s.bias_lr(10) == Approx(0.05488375922620));
+  CHECK(s.lr(20) == Approx(0.00909283072328));       // cos 0.2 pi = 0.80901699437
+  CHECK(s.lr(50) == Approx(0.00525));
+  CHECK(s.lr(80) == Approx(0.00140716927672));       // cos 0.8 pi = -0.80901699437
+  CHECK(s.lr(99) == Approx(0.00050234383826));       // cos 0.99 pi = -0.99950656036
+  CHECK(s.lr(100) == Approx(0.0005));                // the end: lr0 * r
+  CHECK(s.lr(150) == Approx(0.0005));                // past the end it stays there
+  check_momentum_ramp(s);
+}
+
+TEST_CASE("schedule yoloxwarmcos: quadratic warm-up, cosine to T - N, then flat at lr0 * r") {
+  LRSchedule s(sched(ScheduleKind::yoloxwarmcos));
+  CHECK(s.lr(0) == 0.0);
+  CHECK(s.lr(10) == Approx(0.0025));   // 0.01 * (10/20)^2
+  CHECK(s.bias_lr(10) == Approx(0.0025));
+  CHECK(s.lr(20) == Approx(0.01));     // cosine starts at lr0
+  CHECK(s.lr(50) == Approx(0.00525));  // halfway through the 60-iteration cosine
+  CHECK(s.lr(79) == Approx(0.00050650970992));
+  CHECK(s.lr(80) == Approx(0.0005));
+  CHECK(s.lr(99) == Approx(0.0005));
+  check_momentum_ramp(s);
+}
+
+TEST_CASE("schedule: degenerate cases and warm-up rounding") {
+  auto o = sched(ScheduleKind::yoloxwarmcos);
+  o.epochs = 2;  // T = 20, W = 20, N = 20: nothing left for the cosine
+  o.warmup_epochs = 1;
+  LRSchedule s(o);
+  CHECK(s.warmup_iters() == 10);
+  CHECK(s.lr(5) == Approx(0.0025));
+  CHECK(s.lr(10) == Approx(0.0005));
+  CHECK(s.lr(19) == Approx(0.0005));
+
+  o = sched(ScheduleKind::linear);
+  o.warmup_epochs = 0;
+  LRSchedule nw(o);
+  CHECK(nw.warmup_iters() == 0);
+  CHECK(nw.lr(0) == Approx(0.01));
+  CHECK(nw.momentum(0) == Approx(0.9));
+
+  o.warmup_epochs = 0.04;  // round(0.4) = 0, but any warm-up lasts at least one iteration
+  CHECK(LRSchedule(o).warmup_iters() == 1);
+  o.warmup_epochs = 1.26;  // round(12.6) = 13
+  CHECK(LRSchedule(o).warmup_iters() == 13);
+
+  o = sched(ScheduleKind::cos);
+  o.epochs = 0;  // T = 0 must not divide by zero
+  LRSchedule empty(o);
+  CHECK(empty.total_iters() == 0);
+  CHECK(empty.lr(20) == Approx(0.01));
+  CHECK_THROWS_AS(empty.lr(-1), Error);
+}
+
+TEST_CASE("schedule: parse errors and bad options name the value") {
+  CHECK(parse_schedule("cos") == ScheduleKind::cos);
+  CHECK_THROWS_WITH_AS(parse_schedule("cosine"),
+                       doctest::Contains("'cosine' is not supported; allowed: linear|cos|yoloxwarmcos"), ConfigError);
+  auto o = sched(ScheduleKind::cos);
+  o.min_lr_ratio = 1.5;
+  CHECK_THROWS_WITH_AS(LRSchedule{o}, doctest::Contains("min_lr_ratio = 1.5"), ConfigError);
+}
+
+TEST_CASE("schedule apply: bias group gets bias_lr, others lr, optimizer gets momentum") {
+  auto w = torch::zeros({2, 2}).set_requires_grad(true), n = torch::zeros({2}).set_requires_grad(true),
+       b = torch::zeros({2}).set_requires_grad(true);
+  Optimizer opt({{"decay", {w}, 5e-4, 0}, {"norm", {n}, 0, 0}, {"bias", {b}, 0, 0}}, {});
+  LRSchedule(sched(ScheduleKind::linear)).apply(opt, 10);
+  CHECK(opt.lr(0) == Approx(0.004525));
+  CHECK(opt.lr(1) == Approx(0.004525));
+  CHECK(opt.lr(2) == Approx(0.054525));
+  CHECK(opt.momentum() == Approx(0.85));
+}
+
+// ---- checkpoints --------------------------------------------------------------------------------
+
+namespace {
+struct SmallImpl : torch::nn::Module {
+  torch::nn::Linear fc{3, 2};
+  torch::nn::BatchNorm1d bn{2};
+  SmallImpl() {
+    register_module("fc", fc);
+    register_module("bn", bn);
+  }
+};
+TORCH_MODULE(Small);
+
+std::vector<torch::Tensor> random_grads(const std::vector<torch::Tensor>& ps, int k) {
+  torch::manual_seed(500 + k);
+  std::vector<torch::Tensor> gs;
+  for (const auto& p : ps) gs.push_back(torch::randn(p.sizes()));
+  return gs;
+}
+void step_with(Optimizer& opt, int k) {
+  auto ps = opt.params();
+  auto gs = random_grads(ps, k);
+  for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = gs[i];
+  opt.step();
+}
+std::vector<ParamGroup> groups_of(Small& m) {
+  return {{"decay", {m->fc->weight}, 1e-2, 0}, {"norm", {m->bn->weight}, 0, 0}, {"bias", {m->fc->bias, m->bn->bias}, 0, 0}};
+}
+bool same_params(Small& a, Small& b) {
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    if (!torch::equal(pa[i], pb[i])) return false;
+  return true;
+}
+std::vector<std::string> dir_entries(const std::filesystem::path& d) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(d)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("checkpoint round trip: meta, tensors, module state") {
+  lry_test::TempDir dir("lry_ckpt");
+  Small src, dst;
+  {
+    torch::NoGradGuard ng;
+    src->bn->running_mean.fill_(0.25);
+    src->bn->num_batches_tracked.fill_(42);
+  }
+  Checkpoint ck;
+  ck.meta = {{"epoch", 3}, {"family", "yolox"}, {"metrics", {{"map", 0.5}}}};
+  ck.tensors["extra.ints"] = torch::arange(5, torch::kLong);
+  put_module_state(ck, "model", *src);
+  CHECK(ck.tensors.count("model.fc.weight") == 1);
+  CHECK(ck.tensors.count("model.bn.running_var") == 1);
+  save_checkpoint(ck, dir / "last.pt");
+  CHECK(dir_entries(dir.path) == std::vector<std::string>{"last.pt"});
+
+  Checkpoint back = load_checkpoint(dir / "last.pt");
+  CHECK(back.meta == ck.meta);
+  REQUIRE(back.tensors.size() == ck.tensors.size());
+  for (const auto& [k, t] : ck.tensors) {
+    CAPTURE(k);
+    CHECK(torch::equal(back.tensors.at(k), t));
+  }
+  get_module_state(back, "model", *dst);
+  CHECK(same_params(src, dst));
+  CHECK(torch::equal(dst->bn->running_mean, src->bn->running_mean));
+  CHECK(dst->bn->num_batches_tracked.item<int64_t>() == 42);
+}
+
+TEST_CASE("checkpoint: a restored optimizer continues exactly like the original") {
+  for (const char* name : {"SGD", "AdamW"}) {
+    CAPTURE(name);
+    lry_test::TempDir dir("lry_ckpt_opt");
+    OptimizerOptions oo;
+    oo.name = name;
+    Small a;
+    Optimizer opt_a(groups_of(a), oo);
+    for (int k = 0; k < 3; ++k) step_with(opt_a, k);
+    opt_a.set_lr(2, 0.02);
+    opt_a.set_momentum(0.85);
+    Checkpoint ck;
+    put_module_state(ck, "model", *a);
+    opt_a.save(ck, "optimizer");
+    save_checkpoint(ck, dir / "c.pt");
+
+    Small b;
+    Optimizer opt_b(groups_of(b), oo);
+    Checkpoint back = load_checkpoint(dir / "c.pt");
+    get_module_state(back, "model", *b);
+    opt_b.load(back, "optimizer");
+    CHECK(opt_b.lr(2) == 0.02);
+    CHECK(opt_b.momentum() == 0.85);
+    for (int k = 3; k < 6; ++k) {
+      step_with(opt_a, k);
+      step_with(opt_b, k);
+    }
+    CHECK(same_params(a, b));
+
+    // Without the restored state the continuation differs: the check above is not vacuous.
+    Small c;
+    Optimizer opt_c(groups_of(c), oo);
+    get_module_state(back, "model", *c);
+    for (int k = 3; k < 6; ++k) step_with(opt_c, k);
+    CHECK_FALSE(same_params(a, c));
+  }
+}
+
+TEST_CASE("checkpoint: EMA state round trip") {
+  Small model, copy1, copy2;
+  ModelEMA ema(copy1.ptr(), *model, 0.9, 10);
+  {
+    torch::NoGradGuard ng;
+    model->fc->weight.add_(1.0);
+  }
+  ema.update(*model);
+  ema.update(*model);
+  Checkpoint ck;
+  ema.save(ck, "ema");
+  ModelEMA restored(copy2.ptr(), *Small(), 0.9, 10);
+  restored.load(ck, "ema");
+  CHECK(restored.updates() == 2);
+  CHECK(restored.current_decay() == Approx(ema.current_decay()));
+  CHECK(torch::equal(copy2->fc->weight, copy1->fc->weight));
+  CHECK_THROWS_AS(restored.load(Checkpoint{}, "ema"), CheckpointError);
+}
+
+TEST_CASE("checkpoint atomicity: a failed write keeps the old file and leaves no temp file") {
+  lry_test::TempDir dir("lry_ckpt_atomic");
+  const auto path = dir / "last.pt";
+  Checkpoint old_ck;
+  old_ck.meta = {{"epoch", 1}};
+  old_ck.tensors["w"] = torch::ones({4});
+  save_checkpoint(old_ck, path);
+
+  // A writer that dies half-way, like a run killed or a disk error mid-save.
+  auto half_then_throw = [](const train::detail::ByteSink& sink) {
+    const char junk[] = "PK-partial-zip";
+    sink(junk, sizeof junk);
+    throw std::runtime_error("simulated failure");
+  };
+  CHECK_THROWS_WITH_AS(train::detail::write_file_atomically(path, half_then_throw),
+                       doctest::Contains("simulated failure"), CheckpointError);
+  CHECK(dir_entries(dir.path) == std::vector<std::string>{"last.pt"});
+  Checkpoint still = load_checkpoint(path);
+  CHECK(still.meta == old_ck.meta);
+  CHECK(torch::equal(still.tensors.at("w"), torch::ones({4})));
+
+  // A real save whose final rename fails (the target is a non-empty directory).
+  std::filesystem::create_directories(dir / "busy" / "inner");
+  Checkpoint new_ck;
+  new_ck.meta = {{"epoch", 2}};
+  CHECK_THROWS_WITH_AS(save_checkpoint(new_ck, dir / "busy"), doctest::Contains("rename"), CheckpointError);
+  CHECK(dir_entries(dir.path) == std::vector<std::string>{"busy", "last.pt"});
+  CHECK(std::filesystem::is_directory(dir / "busy" / "inner"));
+
+  CHECK_THROWS_WITH_AS(save_checkpoint(new_ck, dir / "missing_dir" / "x.pt"), doctest::Contains("missing_dir"),
+                       CheckpointError);
+}
+
+TEST_CASE("checkpoint errors: missing key, wrong shape, not a checkpoint, optimizer mismatch") {
+  lry_test::TempDir dir("lry_ckpt_err");
+  Checkpoint ck;
+  torch::nn::Linear small(2, 3), big(2, 4);
+  put_module_state(ck, "model", *small);
+  CHECK_THROWS_WITH_AS(get_module_state(ck, "model", *big),
+                       doctest::Contains("'model.weight' has shape [3, 2] but the module expects [4, 2]"),
+                       CheckpointError);
+  CHECK_THROWS_WITH_AS(get_module_state(ck, "ema", *small), doctest::Contains("lacks module tensor 'ema.weight'"),
+                       CheckpointError);
+
+  const auto text = dir / "notes.txt";
+  std::ofstream(text) << "just some text, not a zip archive\n";
+  const std::string text_msg = text.string() + ": not a libreyolo checkpoint";
+  CHECK_THROWS_WITH_AS(load_checkpoint(text), doctest::Contains(text_msg.c_str()), CheckpointError);
+  const auto plain = dir / "tensor.pt";
+  torch::save(torch::ones({2}), plain.string());  // a LibTorch archive, but not ours
+  CHECK_THROWS_WITH_AS(load_checkpoint(plain), doctest::Contains("not a libreyolo checkpoint"), CheckpointError);
+  CHECK_THROWS_WITH_AS(load_checkpoint(dir / "nope.pt"), doctest::Contains("nope.pt: no such file"),
+                       CheckpointError);
+
+  Small m;
+  OptimizerOptions adam;
+  adam.name = "AdamW";
+  Optimizer opt_adam(groups_of(m), adam);
+  step_with(opt_adam, 0);
+  Checkpoint oc;
+  opt_adam.save(oc, "optimizer");
+  Optimizer opt_sgd(groups_of(m), {});
+  CHECK_THROWS_WITH_AS(opt_sgd.load(oc, "optimizer"), doctest::Contains("saved for optimizer 'AdamW'"),
+                       CheckpointError);
+  oc.tensors["optimizer.0.0.exp_avg"] = torch::zeros({7});
+  CHECK_THROWS_WITH_AS(opt_adam.load(oc, "optimizer"),
+                       doctest::Contains("'optimizer.0.0.exp_avg' has shape [7] but the parameter has shape [2, 3]"),
+                       CheckpointError);
+  oc.tensors.erase("optimizer.0.0.exp_avg");
+  CHECK_THROWS_WITH_AS(opt_adam.load(oc, "optimizer"), doctest::Contains("optimizer.0.0.exp_avg"), CheckpointError);
+}
