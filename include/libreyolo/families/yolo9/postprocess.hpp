@@ -1,0 +1,194 @@
+#pragma once
+// From raw YOLOv9 head maps to detections: anchor points, DFL decoding, confidence filter, class-aware
+// NMS, max_det, and mapping boxes from the letterboxed network input back to the original image.
+// make_anchors / dfl_decode / dist2bbox / bbox2dist are shared with the loss.
+#include <libreyolo/assign/box_ops.hpp>
+#include <libreyolo/core/error.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace libreyolo::families::yolo9 {
+
+struct Anchors {
+  torch::Tensor points;   // [A, 2] cell centres (x, y) in grid units of their level
+  torch::Tensor strides;  // [A, 1] the stride of each anchor's level
+};
+
+// One anchor per cell of every map, level by level, row-major; centres at +0.5 like Ultralytics.
+inline Anchors make_anchors(const std::vector<torch::Tensor>& feats, const std::vector<int64_t>& strides,
+                            double offset = 0.5) {
+  if (feats.size() != strides.size())
+    throw ConfigError("make_anchors: " + std::to_string(feats.size()) + " feature maps but " +
+                      std::to_string(strides.size()) + " strides");
+  std::vector<torch::Tensor> points, stride_cols;
+  for (size_t i = 0; i < feats.size(); ++i) {
+    const int64_t h = feats[i].size(-2), w = feats[i].size(-1);
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(feats[i].device());
+    auto sx = torch::arange(w, opts) + offset;
+    auto sy = torch::arange(h, opts) + offset;
+    auto grid = torch::meshgrid({sy, sx}, "ij");
+    points.push_back(torch::stack({grid[1], grid[0]}, -1).view({-1, 2}));
+    stride_cols.push_back(torch::full({h * w, 1}, static_cast<double>(strides[i]), opts));
+  }
+  return {torch::cat(points), torch::cat(stride_cols)};
+}
+
+// Expected distance of each box side from its DFL logits: softmax over reg_max bins · (0..reg_max-1).
+// pred_dist [..., 4·reg_max] -> [..., 4].
+inline torch::Tensor dfl_decode(const torch::Tensor& pred_dist, int64_t reg_max) {
+  auto sizes = pred_dist.sizes().vec();
+  sizes.back() = 4;
+  sizes.push_back(reg_max);
+  auto prob = pred_dist.reshape(sizes).softmax(-1);
+  auto bins = torch::arange(reg_max, prob.options());
+  return (prob * bins).sum(-1);
+}
+
+// (left, top, right, bottom) distances from anchor points -> xyxy boxes. [..., 4] with points [..., 2].
+inline torch::Tensor dist2bbox(const torch::Tensor& ltrb, const torch::Tensor& points) {
+  auto lt = ltrb.narrow(-1, 0, 2), rb = ltrb.narrow(-1, 2, 2);
+  return torch::cat({points - lt, points + rb}, -1);
+}
+
+// xyxy boxes -> (l, t, r, b) distances from the anchor points, clamped to what the DFL bins can say.
+inline torch::Tensor bbox2dist(const torch::Tensor& points, const torch::Tensor& boxes, double max_dist) {
+  auto lt = points - boxes.narrow(-1, 0, 2), rb = boxes.narrow(-1, 2, 2) - points;
+  return torch::cat({lt, rb}, -1).clamp(0, max_dist);
+}
+
+// Flattens the head maps into per-anchor rows: returns {box logits [B, A, 4·reg_max], class logits
+// [B, A, nc]}.
+inline std::pair<torch::Tensor, torch::Tensor> split_head_outputs(const std::vector<torch::Tensor>& feats,
+                                                                  int64_t reg_max) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& f : feats) flat.push_back(f.flatten(2));
+  auto all = torch::cat(flat, 2).permute({0, 2, 1});
+  const int64_t nc = all.size(2) - 4 * reg_max;
+  if (nc < 1)
+    throw ConfigError("yolo9 head maps have " + std::to_string(all.size(2)) + " channels, fewer than 4·reg_max + 1 = " +
+                      std::to_string(4 * reg_max + 1));
+  return {all.narrow(2, 0, 4 * reg_max), all.narrow(2, 4 * reg_max, nc)};
+}
+
+// Raw head maps -> [B, A, 4 + nc]: xyxy boxes in input pixels, then sigmoid class scores.
+inline torch::Tensor decode_predictions(const std::vector<torch::Tensor>& feats, const std::vector<int64_t>& strides,
+                                        int64_t reg_max) {
+  auto [box_logits, cls_logits] = split_head_outputs(feats, reg_max);
+  auto anchors = make_anchors(feats, strides);
+  auto boxes = dist2bbox(dfl_decode(box_logits.to(torch::kFloat32), reg_max), anchors.points) * anchors.strides;
+  return torch::cat({boxes, cls_logits.to(torch::kFloat32).sigmoid()}, -1);
+}
+
+// Greedy NMS that never merges boxes of different classes. boxes [N, 4] xyxy, scores [N], classes
+// [N]. Returns the kept indices (int64, on the input's device), best score first, at most max_keep.
+// Stopping after max_keep keeps the cost at max_keep × N even for tens of thousands of candidates.
+inline torch::Tensor batched_nms(const torch::Tensor& boxes, const torch::Tensor& scores, const torch::Tensor& classes,
+                                 double iou_threshold, int64_t max_keep = -1) {
+  const auto device = boxes.device();
+  auto order = std::get<1>(scores.to(torch::kFloat32).sort(0, /*descending=*/true)).to(torch::kCPU);
+  auto b = boxes.to(torch::kCPU, torch::kFloat32).index_select(0, order).contiguous();
+  auto c = classes.to(torch::kCPU, torch::kInt64).index_select(0, order).contiguous();
+  const int64_t n = b.size(0);
+  const float* bp = b.data_ptr<float>();
+  const int64_t* cp = c.data_ptr<int64_t>();
+  const int64_t* op = order.data_ptr<int64_t>();
+  std::vector<char> suppressed(static_cast<size_t>(n), 0);
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < n && (max_keep < 0 || static_cast<int64_t>(keep.size()) < max_keep); ++i) {
+    if (suppressed[i]) continue;
+    keep.push_back(op[i]);
+    const float* bi = bp + 4 * i;
+    const float area_i = (bi[2] - bi[0]) * (bi[3] - bi[1]);
+    for (int64_t j = i + 1; j < n; ++j) {
+      if (suppressed[j] || cp[j] != cp[i]) continue;
+      const float* bj = bp + 4 * j;
+      const float iw = std::max(0.0f, std::min(bi[2], bj[2]) - std::max(bi[0], bj[0]));
+      const float ih = std::max(0.0f, std::min(bi[3], bj[3]) - std::max(bi[1], bj[1]));
+      const float inter = iw * ih;
+      const float uni = area_i + (bj[2] - bj[0]) * (bj[3] - bj[1]) - inter;
+      if (uni > 0 && inter / uni > iou_threshold) suppressed[j] = 1;
+    }
+  }
+  return torch::tensor(keep, torch::kInt64).to(device);
+}
+
+struct NmsOptions {
+  double conf = 0.25;         // minimum class score kept (Ultralytics predicts at 0.25, validates at 0.001)
+  double iou = 0.7;           // IoU above which a lower-scored box of the same class is dropped
+  int64_t max_det = 300;      // detections kept per image
+  int64_t max_nms = 30000;    // candidates entering NMS per image, best first
+  bool multi_label = false;   // one row per (box, class) above conf instead of the best class only
+  bool agnostic = false;      // NMS across classes
+};
+
+// decoded [B, A, 4 + nc] (see decode_predictions) -> per image [N, 6] = x1, y1, x2, y2, score, class.
+inline std::vector<torch::Tensor> non_max_suppression(const torch::Tensor& decoded, const NmsOptions& opt = {}) {
+  if (opt.conf < 0 || opt.conf > 1 || opt.iou < 0 || opt.iou > 1)
+    throw ConfigError("NMS thresholds must lie in [0, 1], got conf=" + std::to_string(opt.conf) +
+                      " iou=" + std::to_string(opt.iou));
+  std::vector<torch::Tensor> out;
+  for (int64_t img = 0; img < decoded.size(0); ++img) {
+    auto rows = decoded[img];
+    auto boxes = rows.narrow(1, 0, 4), scores = rows.narrow(1, 4, rows.size(1) - 4);
+    torch::Tensor det;
+    if (opt.multi_label) {
+      auto pairs = (scores > opt.conf).nonzero();  // [K, 2] = anchor, class
+      auto a = pairs.select(1, 0), k = pairs.select(1, 1);
+      det = torch::cat({boxes.index_select(0, a), scores.index({a, k}).unsqueeze(1),
+                        k.unsqueeze(1).to(rows.scalar_type())}, 1);
+    } else {
+      auto [best, cls] = scores.max(1);
+      auto sel = (best > opt.conf).nonzero().squeeze(1);
+      det = torch::cat({boxes.index_select(0, sel), best.index_select(0, sel).unsqueeze(1),
+                        cls.index_select(0, sel).unsqueeze(1).to(rows.scalar_type())}, 1);
+    }
+    if (det.size(0) > opt.max_nms) det = det.index_select(0, std::get<1>(det.select(1, 4).topk(opt.max_nms)));
+    auto classes = opt.agnostic ? torch::zeros({det.size(0)}, det.options().dtype(torch::kInt64)) : det.select(1, 5);
+    auto keep = batched_nms(det.narrow(1, 0, 4), det.select(1, 4), classes, opt.iou, opt.max_det);
+    out.push_back(det.index_select(0, keep));
+  }
+  return out;
+}
+
+// Raw head maps -> per-image detections in network-input pixels.
+inline std::vector<torch::Tensor> postprocess(const std::vector<torch::Tensor>& feats,
+                                              const std::vector<int64_t>& strides, int64_t reg_max,
+                                              const NmsOptions& opt = {}) {
+  torch::NoGradGuard no_grad;
+  return non_max_suppression(decode_predictions(feats, strides, reg_max), opt);
+}
+
+// Undo a letterbox: boxes in the network input (from_hw) were made by resizing the original image
+// (to_hw) by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them
+// to the original image; other columns pass through.
+inline torch::Tensor scale_boxes(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw,
+                                 std::array<int64_t, 2> to_hw, double ratio, std::array<double, 2> pad_xy) {
+  if (ratio <= 0) throw ConfigError("scale_boxes: ratio must be > 0, got " + std::to_string(ratio));
+  if (from_hw[0] <= 0 || from_hw[1] <= 0 || to_hw[0] <= 0 || to_hw[1] <= 0)
+    throw ConfigError("scale_boxes: image shapes must be positive");
+  auto out = boxes.clone();
+  auto xs = torch::tensor({0, 2}, torch::kInt64).to(boxes.device());
+  auto ys = torch::tensor({1, 3}, torch::kInt64).to(boxes.device());
+  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio).clamp(0, static_cast<double>(to_hw[1])));
+  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio).clamp(0, static_cast<double>(to_hw[0])));
+  return out;
+}
+
+// Same, for the centred letterbox: ratio = min(from/to) and the padding split evenly on both sides.
+inline torch::Tensor scale_boxes(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw,
+                                 std::array<int64_t, 2> to_hw) {
+  const double ratio = std::min(static_cast<double>(from_hw[0]) / static_cast<double>(to_hw[0]),
+                                static_cast<double>(from_hw[1]) / static_cast<double>(to_hw[1]));
+  const double pad_x = (static_cast<double>(from_hw[1]) - static_cast<double>(to_hw[1]) * ratio) / 2;
+  const double pad_y = (static_cast<double>(from_hw[0]) - static_cast<double>(to_hw[0]) * ratio) / 2;
+  return scale_boxes(boxes, from_hw, to_hw, ratio, {pad_x, pad_y});
+}
+
+}  // namespace libreyolo::families::yolo9

@@ -1,0 +1,233 @@
+// IoU / CIoU, the task-aligned assigner and the YOLOv9 detection loss, with hand-worked values.
+#include <libreyolo/assign/box_ops.hpp>
+#include <libreyolo/assign/tal.hpp>
+#include <libreyolo/families/yolo9/loss.hpp>
+#include <libreyolo/families/yolo9/network.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+namespace y9 = libreyolo::families::yolo9;
+using libreyolo::assign::ciou;
+using libreyolo::assign::iou;
+
+namespace {
+torch::Tensor box(double x1, double y1, double x2, double y2) {
+  return torch::tensor({x1, y1, x2, y2}, torch::kFloat64);
+}
+double value(const torch::Tensor& t) { return t.item<double>(); }
+}  // namespace
+
+TEST_CASE("iou and ciou of hand-made boxes") {
+  // (0,0,4,4) vs (2,2,6,6): intersection 2·2 = 4, union 16 + 16 - 4 = 28 -> IoU 1/7.
+  // CIoU: same aspect (v = 0); enclosing box 6x6 -> c² = 72; centres (2,2), (4,4) -> ρ² = 8;
+  // CIoU = 1/7 - 8/72 = 0.0317460.
+  CHECK(value(iou(box(0, 0, 4, 4), box(2, 2, 6, 6))) == doctest::Approx(1.0 / 7));
+  CHECK(value(ciou(box(0, 0, 4, 4), box(2, 2, 6, 6))) == doctest::Approx(1.0 / 7 - 8.0 / 72));
+  // (0,0,2,4) vs (0,0,4,2): intersection 4, union 12 -> IoU 1/3. Enclosing 4x4 -> c² = 32; centres
+  // (1,2), (2,1) -> ρ² = 2, ρ²/c² = 1/16. v = 4/π² (atan 2 - atan 0.5)² = 0.1678258;
+  // alpha = v / (v - 1/3 + 1) = 0.2011113; CIoU = 1/3 - 0.0625 - 0.0337517 = 0.2370817.
+  CHECK(value(iou(box(0, 0, 2, 4), box(0, 0, 4, 2))) == doctest::Approx(1.0 / 3));
+  CHECK(value(ciou(box(0, 0, 2, 4), box(0, 0, 4, 2))) == doctest::Approx(0.2370817).epsilon(1e-6));
+  // Disjoint boxes: IoU 0. Identical boxes: IoU = CIoU = 1.
+  CHECK(value(iou(box(0, 0, 1, 1), box(2, 2, 3, 3))) == 0.0);
+  CHECK(value(ciou(box(1, 2, 5, 9), box(1, 2, 5, 9))) == doctest::Approx(1.0));
+  // Pairwise matrix [2, 3].
+  auto a = torch::stack({box(0, 0, 4, 4), box(0, 0, 2, 4)});
+  auto b = torch::stack({box(2, 2, 6, 6), box(0, 0, 4, 2), box(0, 0, 4, 4)});
+  auto m = libreyolo::assign::box_iou(a, b);
+  REQUIRE(m.sizes() == torch::IntArrayRef({2, 3}));
+  CHECK(value(m[0][0]) == doctest::Approx(1.0 / 7));
+  CHECK(value(m[0][1]) == doctest::Approx(0.5));   // 8 / 16
+  CHECK(value(m[1][1]) == doctest::Approx(1.0 / 3));
+  CHECK(value(m[1][2]) == doctest::Approx(0.5));   // 8 / 16
+}
+
+// 8 anchor points on a 4x2 grid of 8-px cells (x = 4, 12, 20, 28; y = 4, 12), index = 4·row + col.
+// gt0 class 0 (0,0,16,16) contains anchors 0, 1, 4, 5; gt1 class 1 (8,0,32,16) contains 1, 2, 3, 5, 6, 7;
+// a third row is padding. top-k = 2. Predicted boxes: anchor 0 = gt0, anchor 6 = gt1, anchor 5 =
+// (8,0,24,16), all others far away (CIoU < 0 -> overlap 0). Scores: class 0 = 0.25, class 1 = 0.64.
+//   CIoU(gt0, p5): IoU 128/384 = 1/3, ρ²/c² = 64/832 -> 0.2564103
+//   CIoU(gt1, p5): IoU 256/384 = 2/3, ρ²/c² = 16/832, v·alpha = 0.000714 -> 0.6467216
+// metric = score^0.5 · CIoU^6: gt0 -> anchor 0: 0.5, anchor 5: 0.5·0.25641^6 = 1.42e-4 (top-2 {0, 5});
+// gt1 -> anchor 6: 0.8, anchor 5: 0.8·0.64672^6 = 0.05853 (top-2 {6, 5}). Anchor 5 is claimed by
+// both and goes to gt1 (overlap 0.647 > 0.256). Soft scores: anchor 0: 0.5·1/0.5 = 1; anchor 6: 1;
+// anchor 5: 0.05853·1/0.8 = 0.64672^6 = 0.0731651.
+TEST_CASE("task-aligned assigner on a tiny hand-worked case, plus an image without boxes") {
+  const int64_t A = 8;
+  auto anchors = torch::empty({A, 2});
+  for (int64_t i = 0; i < A; ++i) {
+    anchors[i][0] = 4.0 + 8.0 * static_cast<double>(i % 4);
+    anchors[i][1] = 4.0 + 8.0 * static_cast<double>(i / 4);
+  }
+  auto far = torch::tensor({100.f, 100.f, 101.f, 101.f});
+  auto pd_boxes = far.repeat({2, A, 1});
+  pd_boxes[0][0] = torch::tensor({0.f, 0.f, 16.f, 16.f});
+  pd_boxes[0][5] = torch::tensor({8.f, 0.f, 24.f, 16.f});
+  pd_boxes[0][6] = torch::tensor({8.f, 0.f, 32.f, 16.f});
+  auto pd_scores = torch::tensor({0.25f, 0.64f}).repeat({2, A, 1});
+  // Image 1 has only padding rows.
+  auto gt_labels = torch::tensor({0.f, 1.f, -1.f, -1.f, -1.f, -1.f}).view({2, 3, 1});
+  auto gt_boxes = torch::zeros({2, 3, 4});
+  gt_boxes[0][0] = torch::tensor({0.f, 0.f, 16.f, 16.f});
+  gt_boxes[0][1] = torch::tensor({8.f, 0.f, 32.f, 16.f});
+  auto mask_gt = (gt_labels >= 0).to(torch::kFloat32);
+
+  libreyolo::assign::TaskAlignedAssigner tal(2, {/*topk=*/2, 0.5, 6.0, 1e-9});
+  auto r = tal(pd_scores, pd_boxes, anchors, gt_labels, gt_boxes, mask_gt);
+  REQUIRE(r.fg_mask.sizes() == torch::IntArrayRef({2, A}));
+  CHECK(torch::equal(r.fg_mask[0], torch::tensor({1, 0, 0, 0, 0, 1, 1, 0}).to(torch::kBool)));
+  CHECK_FALSE(r.fg_mask[1].any().item<bool>());
+  CHECK(r.labels[0][0].item<int64_t>() == 0);
+  CHECK(r.labels[0][5].item<int64_t>() == 1);
+  CHECK(r.labels[0][6].item<int64_t>() == 1);
+  CHECK(r.gt_index[0][5].item<int64_t>() == 1);
+  CHECK(torch::equal(r.bboxes[0][0], torch::tensor({0.f, 0.f, 16.f, 16.f})));
+  CHECK(torch::equal(r.bboxes[0][5], torch::tensor({8.f, 0.f, 32.f, 16.f})));
+  CHECK(r.scores[0][0][0].item<double>() == doctest::Approx(1.0));
+  CHECK(r.scores[0][0][1].item<double>() == 0.0);
+  CHECK(r.scores[0][6][1].item<double>() == doctest::Approx(1.0));
+  CHECK(r.scores[0][5][1].item<double>() == doctest::Approx(0.0731651).epsilon(1e-4));
+  CHECK(r.scores[0][5][0].item<double>() == 0.0);
+  // Background anchors and the empty image carry no target score at all.
+  CHECK(r.scores.sum().item<double>() == doctest::Approx(2.0731651).epsilon(1e-4));
+  CHECK(r.scores[1].abs().sum().item<double>() == 0.0);
+
+  // M = 0 for the whole batch: everything background, shapes intact.
+  auto r0 = tal(pd_scores, pd_boxes, anchors, torch::zeros({2, 0, 1}), torch::zeros({2, 0, 4}), torch::zeros({2, 0, 1}));
+  CHECK(r0.scores.sizes() == torch::IntArrayRef({2, A, 2}));
+  CHECK(r0.bboxes.sizes() == torch::IntArrayRef({2, A, 4}));
+  CHECK_FALSE(r0.fg_mask.any().item<bool>());
+}
+
+TEST_CASE("distribution focal loss on a known distribution") {
+  // Probabilities (0.1, 0.2, 0.3, 0.4) over 4 bins, target 1.25: bins 1 (weight 0.75) and 2 (0.25):
+  // -0.75·ln 0.2 - 0.25·ln 0.3 = 1.5080716. Uniform logits, any target: ln 4 = 1.3862944.
+  auto p = torch::tensor({0.1, 0.2, 0.3, 0.4}, torch::kFloat64).log();
+  auto uniform = torch::zeros({4}, torch::kFloat64);
+  auto pred = torch::cat({p, p, uniform, uniform}).view({1, 16});
+  auto target = torch::tensor({1.25, 1.25, 0.5, 2.9}, torch::kFloat64).view({1, 4});
+  auto loss = y9::distribution_focal_loss(pred, target, 4);
+  const double expected = (2 * 1.5080716 + 2 * std::log(4.0)) / 4;
+  CHECK(loss.item<double>() == doctest::Approx(expected).epsilon(1e-6));
+}
+
+namespace {
+const std::vector<int64_t> kStrides{8, 16, 32};
+// Random head maps for a 64x64 input: [B, 4·16 + nc, 8|4|2, 8|4|2].
+std::vector<torch::Tensor> random_feats(int64_t batch, int64_t nc, bool grad = true) {
+  std::vector<torch::Tensor> f;
+  for (int64_t s : kStrides) f.push_back(torch::randn({batch, 64 + nc, 64 / s, 64 / s}).requires_grad_(grad));
+  return f;
+}
+}  // namespace
+
+TEST_CASE("detection loss: boxes, empty images, M = 0, uneven batches, gradients") {
+  torch::manual_seed(1);
+  const int64_t nc = 3;
+  y9::DetectionLoss loss(kStrides, nc);
+  auto feats = random_feats(2, nc);
+  auto targets = torch::full({2, 5, 5}, -1.0);
+  targets[0][0] = torch::tensor({1.0, 8.0, 8.0, 40.0, 36.0});
+  for (int i = 0; i < 5; ++i) targets[1][i] = torch::tensor({double(i % nc), 4.0 + 10 * i, 6.0, 14.0 + 10 * i, 50.0});
+
+  auto out = loss(feats, targets);
+  CHECK(out.total.dim() == 0);
+  CHECK(std::isfinite(out.total.item<double>()));
+  CHECK(out.total.item<double>() > 0);
+  REQUIRE(out.items.sizes() == torch::IntArrayRef({3}));
+  CHECK_FALSE(out.items.requires_grad());
+  for (int i = 0; i < 3; ++i) CHECK(out.items[i].item<double>() > 0);
+  CHECK(out.total.item<double>() == doctest::Approx(out.items.sum().item<double>() * 2));  // × batch
+  out.total.backward();
+  for (const auto& f : feats) {
+    REQUIRE(f.grad().defined());
+    CHECK(torch::isfinite(f.grad()).all().item<bool>());
+    CHECK(f.grad().abs().sum().item<double>() > 0);
+  }
+
+  // Extra padding rows change nothing.
+  auto padded = torch::cat({targets, torch::full({2, 3, 5}, -1.0)}, 1);
+  CHECK(torch::allclose(loss(feats, padded).items, out.items));
+
+  // No boxes at all: only the class term, equal to Σ softplus(logit) (BCE against 0) times its gain.
+  auto empty = torch::full({2, 2, 5}, -1.0);
+  auto none = loss(feats, empty);
+  CHECK(none.items[0].item<double>() == 0.0);
+  CHECK(none.items[2].item<double>() == 0.0);
+  double softplus_sum = 0;
+  for (const auto& f : feats) softplus_sum += torch::softplus(f.narrow(1, 64, nc)).sum().item<double>();
+  CHECK(none.items[1].item<double>() == doctest::Approx(0.5 * softplus_sum).epsilon(1e-5));
+  // M = 0 gives the same.
+  auto m0 = loss(feats, torch::zeros({2, 0, 5}));
+  CHECK(torch::allclose(m0.items, none.items));
+  m0.total.backward();
+
+  // bfloat16 maps (autocast output) are computed in float32.
+  std::vector<torch::Tensor> half;
+  for (const auto& f : feats) half.push_back(f.detach().to(torch::kBFloat16));
+  auto hb = loss(half, targets);
+  CHECK((hb.total.scalar_type() == torch::kFloat32));
+  CHECK(std::isfinite(hb.total.item<double>()));
+
+  CHECK_THROWS_AS(loss(feats, torch::zeros({2, 3, 4})), libreyolo::DataError);
+  CHECK_THROWS_AS(loss(random_feats(2, nc + 1), targets), libreyolo::ConfigError);
+}
+
+// Head maps that already predict the gt exactly: every anchor of the 8x8 level gets one-hot DFL logits
+// at its integer distances to the box (16,16,48,40); box and DFL terms then vanish.
+TEST_CASE("detection loss is ~0 for box and DFL terms when predictions match the target") {
+  const int64_t nc = 2;
+  y9::DetectionLoss loss(kStrides, nc);
+  auto feats = random_feats(1, nc, false);
+  auto p3 = torch::full({1, 64 + nc, 8, 8}, 0.0);
+  for (int64_t y = 0; y < 8; ++y)
+    for (int64_t x = 0; x < 8; ++x) {
+      // In grid units the box is (2, 2, 6, 5) and the anchor is (x + 0.5, y + 0.5); distances are
+      // non-integer there, so use cells whose distances are exact: shift the box by half a cell.
+      const double ax = x + 0.5, ay = y + 0.5;
+      const double d[4] = {ax - 2.5, ay - 2.5, 6.5 - ax, 5.5 - ay};
+      for (int side = 0; side < 4; ++side) {
+        const auto bin = static_cast<int64_t>(std::clamp(d[side], 0.0, 15.0));
+        p3[0][side * 16 + bin][y][x] = 60.0;
+      }
+    }
+  feats[0] = p3;
+  feats[1].narrow(1, 64, nc).fill_(-20);  // keep other levels' class logits quiet
+  feats[2].narrow(1, 64, nc).fill_(-20);
+  auto targets = torch::tensor({1.0, 20.0, 20.0, 52.0, 44.0}).view({1, 1, 5});  // (2.5,2.5,6.5,5.5)·8
+  auto out = loss(feats, targets);
+  CHECK(out.items[0].item<double>() < 1e-4);
+  CHECK(out.items[2].item<double>() < 1e-4);
+  CHECK(out.items[1].item<double>() > 0);
+  // Moving the gt by a few pixels makes both terms clearly positive.
+  auto moved = loss(feats, torch::tensor({1.0, 26.0, 22.0, 56.0, 44.0}).view({1, 1, 5}));
+  CHECK(moved.items[0].item<double>() > 0.05);
+  CHECK(moved.items[2].item<double>() > 0.05);
+}
+
+TEST_CASE("yolo9-t overfits one synthetic 128 px image with two boxes") {
+  torch::manual_seed(0);
+  const int64_t nc = 2;
+  y9::Yolo9 net(y9::Yolo9Options{"t", nc, 16});
+  net->train();
+  y9::DetectionLoss loss(net->strides(), nc);
+  auto image = torch::full({1, 3, 128, 128}, 0.5);
+  image.index_put_({0, 0, torch::indexing::Slice(16, 64), torch::indexing::Slice(20, 76)}, 1.0);  // red-ish box
+  image.index_put_({0, 2, torch::indexing::Slice(72, 120), torch::indexing::Slice(64, 112)}, 0.0);
+  auto targets = torch::tensor({0.0, 20.0, 16.0, 76.0, 64.0, 1.0, 64.0, 72.0, 112.0, 120.0}).view({1, 2, 5});
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(2e-3));
+  double first = 0, last = 0;
+  for (int step = 0; step < 40; ++step) {
+    opt.zero_grad();
+    auto out = loss(net->forward(image), targets);
+    out.total.backward();
+    opt.step();
+    if (step == 0) first = out.total.item<double>();
+    last = out.total.item<double>();
+  }
+  MESSAGE("overfit loss " << first << " -> " << last);
+  CHECK(std::isfinite(last));
+  CHECK(last < 0.5 * first);
+}
