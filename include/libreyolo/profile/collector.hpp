@@ -1,0 +1,151 @@
+#pragma once
+// Fills a WindowRecord's device side. CUDA builds (LibTorch 2.x with Kineto) trace CPU ops, CUDA
+// runtime/driver calls, kernels and memcpy/memset; other builds (Debian's CPU-only 1.13 has no
+// Kineto) keep host timings only and leave trace_collected false. Peak VRAM and cudaMalloc counts
+// come from the caching allocator in either case (zero on CPU).
+#include <libreyolo/core/compat.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/profile/events.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if defined(LIBREYOLO_WITH_CUDA)
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
+
+namespace libreyolo::profile {
+
+// The host clock of phase/step spans: the system clock, which is also the time base (Unix ns) of
+// Kineto's events, so both line up before the annotation-based correction below refines it.
+inline int64_t host_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Name of the user range each phase emits; the collector reads these back to align clocks.
+inline std::string phase_range_name(Phase p) { return "phase/" + std::string(phase_name(p)); }
+
+// Host spans measured with host_now_ns(), plus the same phases as the tracer saw them: replaces the
+// phase times by the traced ones (same order) and shifts steps by the median offset between the two.
+inline void align_host_to_trace(WindowRecord& rec, const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& traced) {
+  if (traced.size() != rec.phases.size() || traced.empty()) return;  // cannot pair: keep the shared clock
+  std::vector<int64_t> offsets;
+  for (size_t i = 0; i < traced.size(); ++i)
+    if (traced[i].first != phase_range_name(rec.phases[i].phase)) return;  // order differs: do not guess
+  for (size_t i = 0; i < traced.size(); ++i) {
+    offsets.push_back(traced[i].second.first - rec.phases[i].start_ns);
+    rec.phases[i].start_ns = traced[i].second.first;
+    rec.phases[i].end_ns = traced[i].second.second;
+  }
+  std::nth_element(offsets.begin(), offsets.begin() + offsets.size() / 2, offsets.end());
+  const int64_t shift = offsets[offsets.size() / 2];
+  for (auto& s : rec.steps) s.start_ns += shift, s.end_ns += shift;
+}
+
+class Collector {
+ public:
+  explicit Collector(torch::Device device) : device_(device) {}
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+  ~Collector() { abandon(); }
+
+  // Whether this build and device can produce a kernel trace.
+  bool can_trace() const { return compat::with_cuda && device_.is_cuda(); }
+
+  void start() {
+    if (device_.is_cuda()) {
+      compat::cuda_reset_peak(index());
+      mallocs_at_start_ = compat::cuda_device_allocs(index());
+    }
+    if (can_trace()) tracing_ = start_trace();
+  }
+
+  // Ends the window: device figures and, when traced, the events go into `rec`.
+  void stop(WindowRecord& rec) {
+    if (device_.is_cuda()) {
+      compat::cuda_synchronize(device_);
+      rec.peak_vram_bytes = compat::cuda_peak_allocated(index());
+      rec.device_mallocs = compat::cuda_device_allocs(index()) - mallocs_at_start_;
+    }
+    rec.trace_collected = false;
+    if (tracing_) {
+      tracing_ = false;
+      rec.trace_collected = stop_trace(rec);
+    }
+  }
+
+  // Stops a running trace without keeping anything (training ended before the window filled).
+  void abandon() {
+    if (!tracing_) return;
+    tracing_ = false;
+    WindowRecord discard;
+    stop_trace(discard);
+  }
+
+ private:
+  int index() const { return device_.has_index() ? device_.index() : 0; }
+
+#if defined(LIBREYOLO_WITH_CUDA)
+  static bool start_trace() {
+    namespace tp = torch::profiler::impl;
+    namespace ap = torch::autograd::profiler;
+    try {
+      const tp::ProfilerConfig cfg(tp::ProfilerState::KINETO, false, false);
+      const std::set<tp::ActivityType> acts{tp::ActivityType::CPU, tp::ActivityType::CUDA};
+      ap::prepareProfiler(cfg, acts);
+      ap::enableProfiler(cfg, acts);
+      return true;
+    } catch (const std::exception& e) {
+      log::warn("profile: the Kineto tracer did not attach (", e.what(), "); host timings only");
+      return false;
+    }
+  }
+  static bool stop_trace(WindowRecord& rec) {
+    std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
+    try {
+      result = torch::autograd::profiler::disableProfiler();
+    } catch (const std::exception& e) {
+      log::warn("profile: reading the Kineto trace failed (", e.what(), "); host timings only");
+      return false;
+    }
+    if (!result) return false;
+    std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> phase_ranges;
+    for (const auto& e : result->events()) {
+      const auto start = static_cast<int64_t>(e.startNs());
+      const auto dur = static_cast<int64_t>(e.durationNs());
+      // Activity types (libkineto): 0 CPU op, 1 user annotation, 3 memcpy, 4 memset, 5 kernel,
+      // 7 CUDA runtime, 8 CUDA driver (cuLaunchKernel from Triton/cuBLASLt also carries a correlation id).
+      switch (e.activityType()) {
+        case 0: rec.cpu_ops.push_back({e.name(), start, dur}); break;
+        case 1:
+          if (e.name().rfind("phase/", 0) == 0) phase_ranges.push_back({e.name(), {start, start + dur}});
+          break;
+        case 3: rec.gpu.push_back({GpuKind::memcpy, e.name(), e.deviceResourceId(), start, dur, e.correlationId()}); break;
+        case 4: rec.gpu.push_back({GpuKind::memset, e.name(), e.deviceResourceId(), start, dur, e.correlationId()}); break;
+        case 5: rec.gpu.push_back({GpuKind::kernel, e.name(), e.deviceResourceId(), start, dur, e.correlationId()}); break;
+        case 7:
+        case 8: rec.runtime.push_back({e.name(), start, dur, e.correlationId(), e.startThreadId()}); break;
+        default: break;
+      }
+    }
+    std::sort(phase_ranges.begin(), phase_ranges.end(), [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+    align_host_to_trace(rec, phase_ranges);
+    return true;
+  }
+#else
+  static bool start_trace() { return false; }
+  static bool stop_trace(WindowRecord&) { return false; }
+#endif
+
+  torch::Device device_;
+  bool tracing_ = false;
+  int64_t mallocs_at_start_ = 0;
+};
+
+}  // namespace libreyolo::profile

@@ -1,0 +1,184 @@
+#pragma once
+// Text of the `libreyolo profile summary|phases|kernels` subcommands, made from a profile.json
+// document, and the loader that checks a file is one (see report.hpp for the run_* entry points).
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/profile/events.hpp>
+#include <libreyolo/profile/kernel_names.hpp>
+#include <libreyolo/profile/verdict.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <initializer_list>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace libreyolo::profile {
+
+// The phases a profile.json knows: the five of a step, and `outside` (zero_grad, EMA, LR).
+inline constexpr std::array<std::string_view, 6> report_phases = {"dataload", "to_device", "forward",
+                                                                  "backward", "optimizer", "outside"};
+// Metrics aggregated over repeat trials and compared between runs.
+inline constexpr std::array<const char*, 7> repeat_metrics = {
+    "img_per_s", "step_ms", "gpu_util", "gpu_busy_ms_per_step", "kernels_per_step", "host_overhead_ms_per_step",
+    "dataload_ms"};
+
+struct KernelQuery {
+  int top = 20;
+  std::string category;  // empty: all
+  std::string grep;      // ECMAScript regex on the raw kernel name; empty: all
+  bool tensorcore_only = false;
+  std::string sort = "time";  // time | count | name
+  std::string phase;          // empty: whole step
+};
+
+namespace detail {
+inline std::string num(const nlohmann::json& v, int decimals) {
+  if (!v.is_number()) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v.get<double>());
+  return buf;
+}
+inline std::string num_at(const nlohmann::json& j, const char* key, int decimals) {
+  return j.contains(key) ? num(j.at(key), decimals) : "n/a";
+}
+inline std::string pct(const nlohmann::json& v) { return v.is_number() ? num(v.get<double>() * 100.0, 0) + "%" : "n/a"; }
+inline std::string joined(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
+  return s;
+}
+}  // namespace detail
+
+// Reads a JSON file whose "schema" is one of `schemas`; DataError names the file and what is wrong.
+inline nlohmann::json load_profile_file(const std::filesystem::path& path,
+                                        std::initializer_list<std::string_view> schemas = {analysis_schema}) {
+  if (!std::filesystem::exists(path)) throw DataError("profile: file '" + path.string() + "' does not exist");
+  std::ifstream f(path);
+  if (!f) throw DataError("profile: cannot read '" + path.string() + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw DataError("profile: '" + path.string() + "' is not JSON (" + e.what() + ")");
+  }
+  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  std::vector<std::string> allowed;
+  for (auto s : schemas) {
+    if (schema == s) return j;
+    allowed.emplace_back(s);
+  }
+  throw DataError("profile: '" + path.string() + "' is not a libreyolo profile: schema is '" +
+                  (schema.empty() ? std::string("(none)") : schema) + "', expected " + detail::joined(allowed, " or "));
+}
+
+inline std::string summary_text(const nlohmann::json& p) {
+  using detail::num_at;
+  std::ostringstream o;
+  const auto& c = p.value("config", nlohmann::json::object());
+  o << "model: " << p.value("model", std::string("(unnamed)")) << "  (device " << c.value("device", std::string("?"))
+    << ", batch " << (c.contains("batch") ? c["batch"].dump() : "?") << ", imgsz "
+    << (c.contains("imgsz") ? c["imgsz"].dump() : "?") << ", amp " << (c.contains("amp") ? c["amp"].dump() : "?") << ")\n";
+  o << "throughput: " << num_at(p, "img_per_s", 1) << " img/s, step " << num_at(p, "step_ms", 2) << " ms (dataload "
+    << num_at(p, "dataload_ms", 2) << " ms, " << detail::pct(p.value("dataload_frac", nlohmann::json())) << ")\n";
+  o << "kernels/step: " << num_at(p, "kernels_per_step", 0) << " at mean " << num_at(p, "mean_kernel_us", 1) << " us ("
+    << num_at(p, "unique_kernels", 0) << " unique)\n";
+  o << "GPU util: " << detail::pct(p.value("gpu_util", nlohmann::json())) << " (raw " << num_at(p, "gpu_util_raw", 2)
+    << "), busy " << num_at(p, "gpu_busy_ms_per_step", 2) << " ms/step\n";
+  o << "Tensor Cores: " << num_at(p, "tensorcore_pct", 0) << "% of kernel time\n";
+  o << "peak VRAM: " << num_at(p, "peak_vram_mb", 0) << " MB\n";
+  o << "memcpy: " << num_at(p, "memcpy_ms_per_step", 3) << " ms/step\n";
+  o << "host overhead: " << num_at(p, "host_overhead_ms_per_step", 2) << " ms/step, " << num_at(p, "launches_per_step", 0)
+    << " launches/step\n";
+  if (p.value("memory_pressure", false))
+    o << "!! MEMORY PRESSURE: " << num_at(p, "cuda_mallocs_per_step", 1) << " device mallocs/step, raw util "
+      << num_at(p, "gpu_util_raw", 2) << "\n";
+  o << ">> BOUND: " << p.value("bound", std::string("?")) << ": " << p.value("bound_why", std::string()) << "\n";
+  if (p.contains("levers") && !p["levers"].empty())
+    o << "   levers: " << detail::joined(p["levers"].get<std::vector<std::string>>(), "; ") << "\n";
+  for (const auto& n : p.value("notes", nlohmann::json::array())) o << "   note: " << n.get<std::string>() << "\n";
+  if (p.value("trace_collected", false)) {
+    o << "kernel mix:";
+    for (const auto& cat : p.value("categories", nlohmann::json::array()))
+      o << "  " << cat.value("name", std::string()) << " " << detail::num(cat.value("pct", nlohmann::json()), 0) << "%";
+    o << "\ntop kernels:\n";
+    for (const auto& k : p.value("top_kernels", nlohmann::json::array()))
+      o << "  " << detail::num(k.value("pct", nlohmann::json()), 1) << "%  " << detail::num(k.value("ms", nlohmann::json()), 3)
+        << " ms  x" << detail::num(k.value("count", nlohmann::json()), 1) << "  " << k.value("name", std::string()) << "\n";
+  }
+  return o.str();
+}
+
+inline std::string phases_text(const nlohmann::json& p) {
+  std::ostringstream o;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-10s %10s %10s %10s %10s\n", "phase", "gpu_ms", "wall_ms", "kernels", "ops");
+  o << line;
+  for (const auto& r : p.value("phases", nlohmann::json::array())) {
+    std::snprintf(line, sizeof line, "%-10s %10s %10s %10s %10s\n", r.value("phase", std::string()).c_str(),
+                  detail::num_at(r, "gpu_ms_per_step", 3).c_str(), detail::num_at(r, "wall_ms_per_step", 3).c_str(),
+                  detail::num_at(r, "kernels_per_step", 1).c_str(), detail::num_at(r, "ops_per_step", 1).c_str());
+    o << line;
+  }
+  return o.str();
+}
+
+// Throws ConfigError for a bad query (unknown phase/category/sort, bad regex, top < 1).
+inline std::string kernels_text(const nlohmann::json& p, const KernelQuery& q) {
+  auto allowed = [](auto list) {
+    std::vector<std::string> v(list.begin(), list.end());
+    return detail::joined(v, ", ");
+  };
+  if (q.top < 1) throw ConfigError("profile kernels: --top " + std::to_string(q.top) + " must be >= 1");
+  if (q.sort != "time" && q.sort != "count" && q.sort != "name")
+    throw ConfigError("profile kernels: unknown --sort '" + q.sort + "'; allowed: time, count, name");
+  if (!q.category.empty() && std::find(kernel_categories.begin(), kernel_categories.end(), q.category) == kernel_categories.end())
+    throw ConfigError("profile kernels: unknown --category '" + q.category + "'; allowed: " + allowed(kernel_categories));
+  nlohmann::json list = p.value("kernels", nlohmann::json::array());
+  if (!q.phase.empty()) {
+    if (std::find(report_phases.begin(), report_phases.end(), q.phase) == report_phases.end())
+      throw ConfigError("profile kernels: unknown --phase '" + q.phase + "'; allowed: " + allowed(report_phases));
+    list = p.value("kernels_by_phase", nlohmann::json::object()).value(q.phase, nlohmann::json::array());
+  }
+  std::regex re;
+  try {
+    if (!q.grep.empty()) re = std::regex(q.grep, std::regex::ECMAScript | std::regex::icase);
+  } catch (const std::regex_error& e) {
+    throw ConfigError("profile kernels: --grep '" + q.grep + "' is not a valid regular expression (" + e.what() + ")");
+  }
+  std::vector<nlohmann::json> rows;
+  for (const auto& k : list) {
+    if (!q.category.empty() && k.value("category", std::string()) != q.category) continue;
+    if (q.tensorcore_only && !k.value("tensorcore", false)) continue;
+    if (!q.grep.empty() && !std::regex_search(k.value("raw_name", std::string()), re)) continue;
+    rows.push_back(k);
+  }
+  auto key = q.sort == "count" ? "count_per_step" : "ms_per_step";
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    if (q.sort == "name") return a.value("kernel", std::string()) < b.value("kernel", std::string());
+    return a.value(key, 0.0) > b.value(key, 0.0);
+  });
+  std::ostringstream o;
+  char line[96];
+  std::snprintf(line, sizeof line, "%7s %10s %9s  %-14s %2s  %s\n", "pct", "ms/step", "count", "category", "TC", "kernel");
+  o << line;
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(q.top); ++i) {
+    const auto& k = rows[i];
+    std::snprintf(line, sizeof line, "%6s%% %10s %9s  %-14s %2s  ", detail::num_at(k, "pct_of_gpu", 1).c_str(),
+                  detail::num_at(k, "ms_per_step", 4).c_str(), detail::num_at(k, "count_per_step", 1).c_str(),
+                  k.value("category", std::string()).c_str(), k.value("tensorcore", false) ? "TC" : "");
+    o << line << k.value("kernel", std::string()) << "\n";
+  }
+  o << rows.size() << " kernels match" << (rows.size() > static_cast<size_t>(q.top) ? " (top " + std::to_string(q.top) + " shown)" : "") << "\n";
+  return o.str();
+}
+
+}  // namespace libreyolo::profile

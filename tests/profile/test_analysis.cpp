@@ -1,0 +1,256 @@
+// Analysis of profiler windows: verdict thresholds, busy-time union, correlation-based attribution,
+// window rounding, the no-trace case, and the synthetic fixture checked against figures computed
+// independently by tests/data/profile/make_synthetic_record.py.
+#include <doctest/doctest.h>
+
+#include <libreyolo/profile/analysis.hpp>
+#include <libreyolo/profile/window.hpp>
+
+#include <fstream>
+
+using namespace libreyolo::profile;
+using nlohmann::json;
+
+namespace {
+constexpr int64_t ms = 1'000'000;
+
+json read_json(const std::string& rel) {
+  std::ifstream f(std::string(LIBREYOLO_SOURCE_DIR) + "/tests/data/profile/" + rel);
+  REQUIRE(f.good());
+  return json::parse(f);
+}
+
+VerdictInputs traced(double mallocs, double util_raw, double dl_frac) {
+  VerdictInputs in;
+  in.trace_collected = true;
+  in.mallocs_per_step = mallocs;
+  in.gpu_util_raw = util_raw;
+  in.dataload_frac = dl_frac;
+  return in;
+}
+
+// Two 100 ms steps (one unsynced, one synced), forward = [10, 40] ms and backward = [40, 70] ms of each.
+WindowRecord two_step_record() {
+  WindowRecord r;
+  r.trace_collected = true;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t t = i * 100 * ms;
+    r.steps.push_back({t, t + 100 * ms, i == 1, 8});
+    r.phases.push_back({i, Phase::dataload, t, t + 10 * ms, i == 1});
+    r.phases.push_back({i, Phase::forward, t + 10 * ms, t + 40 * ms, i == 1});
+    r.phases.push_back({i, Phase::backward, t + 40 * ms, t + 70 * ms, i == 1});
+  }
+  return r;
+}
+}  // namespace
+
+TEST_CASE("verdict: memory-pressure at 5 device mallocs per step and above raw utilization 1.05") {
+  CHECK(decide_verdict(traced(5.0, 0.5, 0.0)).bound == bound::memory_pressure);
+  CHECK(decide_verdict(traced(4.99, 0.5, 0.0)).bound == bound::host_launch);
+  CHECK(decide_verdict(traced(0, 1.05, 0.0)).bound == bound::compute);  // 1.05 itself is not over
+  CHECK(decide_verdict(traced(0, 1.0501, 0.0)).bound == bound::memory_pressure);
+  // Checked first: a starved loader does not hide memory pressure.
+  CHECK(decide_verdict(traced(6, 0.3, 0.5)).bound == bound::memory_pressure);
+  const auto v = decide_verdict(traced(5.0, 0.5, 0.0));
+  CHECK(v.why.find("5.0 device mallocs") != std::string::npos);
+  CHECK(v.levers.size() == 3);
+}
+
+TEST_CASE("verdict: dataloader at dataload_frac 0.2, compute at utilization 0.8, else host/launch") {
+  CHECK(decide_verdict(traced(0, 0.9, 0.2)).bound == bound::dataloader);
+  CHECK(decide_verdict(traced(0, 0.9, 0.1999)).bound == bound::compute);
+  CHECK(decide_verdict(traced(0, 0.8, 0.0)).bound == bound::compute);
+  CHECK(decide_verdict(traced(0, 0.7999, 0.0)).bound == bound::host_launch);
+  CHECK(decide_verdict(traced(0, 0.0, 0.0)).bound == bound::host_launch);
+  // dataload_frac exactly 0.2 through the analysis: 20 ms of loader in a 100 ms step.
+  WindowRecord r = two_step_record();
+  r.phases[0].end_ns = 20 * ms;
+  r.phases[1].start_ns = 20 * ms;
+  const auto a = analyse(r);
+  CHECK(a.dataload_frac == 0.2);
+  CHECK(a.verdict.bound == bound::dataloader);
+}
+
+TEST_CASE("verdict: the fp32 note appears exactly when AMP is off") {
+  auto in = traced(0, 0.9, 0.0);
+  in.amp = false;
+  auto v = decide_verdict(in);
+  REQUIRE(v.notes.size() == 1);
+  CHECK(v.notes[0].find("Tensor Cores") != std::string::npos);
+  in.amp = true;
+  CHECK(decide_verdict(in).notes.empty());
+}
+
+TEST_CASE("verdict without a kernel trace never says host/launch") {
+  VerdictInputs in;  // trace_collected = false, utilization 0
+  in.dataload_frac = 0.1;
+  auto v = decide_verdict(in);
+  CHECK(v.bound == bound::unknown_no_trace);
+  REQUIRE(!v.notes.empty());
+  CHECK(v.notes[0].find("no GPU kernel trace") != std::string::npos);
+  in.dataload_frac = 0.2;
+  CHECK(decide_verdict(in).bound == bound::dataloader);
+  in.dataload_frac = 0.0;
+  in.mallocs_per_step = 7;  // allocator counts do not need the tracer
+  CHECK(decide_verdict(in).bound == bound::memory_pressure);
+  // Through the analysis: a record with host spans only.
+  WindowRecord r = two_step_record();
+  r.trace_collected = false;
+  const auto a = analyse(r);
+  CHECK(a.verdict.bound == bound::unknown_no_trace);
+  CHECK(a.kernels_per_step == 0);
+}
+
+TEST_CASE("busy time is the union of kernel intervals across streams; the raw sum is kept") {
+  CHECK(interval_union_ns({{0, 10}, {20, 30}, {5, 25}}) == 30);
+  CHECK(interval_union_ns({{0, 10}, {10, 20}}) == 20);   // touching
+  CHECK(interval_union_ns({{0, 100}, {10, 20}}) == 100);  // nested
+  CHECK(interval_union_ns({}) == 0);
+  WindowRecord r = two_step_record();
+  // stream 7: [10,20) and [30,40) ms; stream 13: [15,35) ms -> union 30 ms, raw 40 ms, over 2 steps.
+  r.gpu = {{GpuKind::kernel, "k_a", 7, 10 * ms, 10 * ms, 1}, {GpuKind::kernel, "k_b", 7, 30 * ms, 10 * ms, 2},
+           {GpuKind::kernel, "k_c", 13, 15 * ms, 20 * ms, 3}};
+  const auto a = analyse(r);
+  CHECK(a.gpu_busy_ms_per_step == doctest::Approx(15.0));
+  CHECK(a.gpu_kernel_sum_ms_per_step == doctest::Approx(20.0));
+  CHECK(a.gpu_util_raw == doctest::Approx(0.15));  // 15 ms busy / 100 ms unsynced step
+  CHECK(a.kernels_per_step == doctest::Approx(1.5));
+  CHECK(a.mean_kernel_us == doctest::Approx(40.0 * 1000 / 3));
+  CHECK(a.unique_kernels == 3);
+  // host overhead = step - busy - dataload = 100 - 15 - 10
+  CHECK(a.host_overhead_ms_per_step == doctest::Approx(75.0));
+}
+
+TEST_CASE("a kernel belongs to the phase of its launch call, not to the phase its start falls in") {
+  WindowRecord r = two_step_record();
+  r.runtime = {{"cudaLaunchKernel", 39 * ms, 5000, 1, 1},   // end of forward
+               {"cudaLaunchKernel", 45 * ms, 5000, 2, 1},   // backward
+               {"cudaLaunchKernel", 80 * ms, 5000, 4, 1},   // after backward: zero_grad/EMA
+               {"cudaMemcpyAsync", 12 * ms, 5000, 5, 1}};  // forward
+  r.gpu = {{GpuKind::kernel, "late_forward", 7, 55 * ms, 2 * ms, 1},  // runs while the host is in backward
+           {GpuKind::kernel, "bwd", 7, 58 * ms, 1 * ms, 2},
+           {GpuKind::kernel, "orphan", 7, 20 * ms, 1 * ms, 3},  // no launch recorded
+           {GpuKind::kernel, "ema", 7, 81 * ms, 1 * ms, 4},
+           {GpuKind::memcpy, "Memcpy HtoD", 7, 13 * ms, 3 * ms, 5}};
+  const auto slots = attribute_gpu_to_phases(r);
+  CHECK(slots == std::vector<int>{int(Phase::forward), int(Phase::backward), outside_slot, outside_slot,
+                                  int(Phase::forward)});
+  const auto a = analyse(r);
+  const auto& fwd = a.phases[int(Phase::forward)];
+  CHECK(fwd.phase == "forward");
+  CHECK(fwd.gpu_ms_per_step == doctest::Approx((2.0 + 3.0) / 2));  // kernel + memcpy, 2 steps
+  CHECK(fwd.kernels_per_step == doctest::Approx(0.5));
+  REQUIRE(fwd.kernels.size() == 1);
+  CHECK(fwd.kernels[0].raw_name == "late_forward");
+  CHECK(a.phases[outside_slot].phase == "outside");
+  CHECK(a.phases[outside_slot].kernels_per_step == doctest::Approx(1.0));
+  CHECK(a.launches_per_step == doctest::Approx(1.5));  // 3 launch calls over 2 steps, memcpy is no launch
+  // Phase wall ms from the synced step (the second): forward 30 ms, outside = 100 - 70.
+  CHECK(fwd.wall_ms_per_step == doctest::Approx(30.0));
+  CHECK(a.phases[outside_slot].wall_ms_per_step == doctest::Approx(30.0));
+}
+
+TEST_CASE("window plan: warm-up and window round up to multiples of the accumulation count") {
+  auto check = [](int w, int act, int acc, WindowPlan want) {
+    const auto p = plan_window(w, act, acc);
+    CAPTURE(w);
+    CAPTURE(act);
+    CAPTURE(acc);
+    CHECK(p.warmup == want.warmup);
+    CHECK(p.active == want.active);
+    CHECK(p.unsynced == want.unsynced);
+  };
+  check(5, 20, 1, {5, 20, 10});
+  check(5, 5, 1, {5, 5, 3});
+  check(0, 2, 1, {0, 2, 1});
+  check(5, 20, 4, {8, 20, 12});  // 5 optimizer steps: 3 unsynced, 2 synced
+  check(5, 18, 4, {8, 20, 12});
+  check(5, 20, 3, {6, 21, 12});
+  check(3, 2, 4, {4, 4, 2});  // a single optimizer step is split in micro-steps
+  check(5, 20, 0, {5, 20, 10});  // accumulate < 1 counts as 1
+}
+
+TEST_CASE("kernel names: short names, categories, Tensor-Core patterns") {
+  CHECK(short_kernel_name("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                          "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>)") ==
+        "at::native::vectorized_elementwise_kernel");
+  CHECK(short_kernel_name("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<X>(Y)") ==
+        "at::native::anon::multi_tensor_apply_kernel");
+  CHECK(short_kernel_name("sm90_xmma_gemm_f16f16_f16f32") == "sm90_xmma_gemm_f16f16_f16f32");
+  CHECK(is_tensorcore_kernel("cutlass_80_TensorOp_f16_s16816gemm"));
+  CHECK(is_tensorcore_kernel("volta_h884gemm_HMMA"));
+  CHECK(is_tensorcore_kernel("sm90_gmma_kernel"));
+  CHECK_FALSE(is_tensorcore_kernel("void at::native::reduce_kernel<512>"));
+  CHECK(kernel_category("void cudnn::engines_precompiled::nchwToNhwcKernel<__half>") == "layout/copy");
+  CHECK(kernel_category("cudnn::bn_fw_tr_1C11_kernel_NCHW") == "reduction/norm");
+  CHECK(kernel_category("implicit_convolve_sgemm") == "gemm/conv");
+  CHECK(kernel_category("void at::native::vectorized_elementwise_kernel<4, silu>") == "elementwise");
+  CHECK(kernel_category("nms_kernel_impl") == "other");
+  // Parameter types do not count: cudnn::reduced_divisor is no reduction.
+  CHECK(kernel_category("void cudnn::conv2d_grouped_direct_kernel<float>(cudnn::reduced_divisor, int)") == "gemm/conv");
+  CHECK(kernel_category("void cublasLt::splitKreduce_kernel<32, 16>(cublasLt::cublasSplitKParams<float>)") == "gemm/conv");
+  CHECK(without_parameter_list("void a::(anonymous namespace)::k<x(y)>(int)") == "void a::anon::k<x(y)>");
+}
+
+TEST_CASE("synthetic fixture: every figure matches the independent Python computation") {
+  const json rec_json = read_json("synthetic_record.json");
+  const json want = read_json("synthetic_expected.json");
+  const WindowRecord rec = record_from_json(rec_json);
+  // The fixture only tests attribution if start-time attribution would have got kernels wrong.
+  REQUIRE(want["kernels_misattributed_by_start_time"].get<int>() > 0);
+  const Analysis a = analyse(rec);
+  auto approx = [](double v) { return doctest::Approx(v).epsilon(1e-9); };
+  CHECK(a.real_steps == want["real_steps"].get<int>());
+  CHECK(a.synced_steps == want["synced_steps"].get<int>());
+  for (auto [name, got] : std::initializer_list<std::pair<const char*, double>>{
+           {"step_ms", a.step_ms}, {"dataload_ms", a.dataload_ms}, {"dataload_frac", a.dataload_frac},
+           {"img_per_s", a.img_per_s}, {"gpu_busy_ms_per_step", a.gpu_busy_ms_per_step},
+           {"gpu_kernel_sum_ms_per_step", a.gpu_kernel_sum_ms_per_step}, {"gpu_util_raw", a.gpu_util_raw},
+           {"gpu_util", a.gpu_util}, {"kernels_per_step", a.kernels_per_step}, {"mean_kernel_us", a.mean_kernel_us},
+           {"memcpy_ms_per_step", a.memcpy_ms_per_step}, {"memset_ms_per_step", a.memset_ms_per_step},
+           {"tensorcore_pct", a.tensorcore_pct}, {"launches_per_step", a.launches_per_step},
+           {"cuda_mallocs_per_step", a.cuda_mallocs_per_step},
+           {"host_overhead_ms_per_step", a.host_overhead_ms_per_step}, {"peak_vram_mb", a.peak_vram_mb}}) {
+    CAPTURE(name);
+    CHECK(got == approx(want[name].get<double>()));
+  }
+  CHECK(a.unique_kernels == want["unique_kernels"].get<int>());
+  CHECK(a.gpu_busy_ms_per_step < a.gpu_kernel_sum_ms_per_step);  // the two streams overlap
+  for (const auto& p : a.phases) {
+    CAPTURE(p.phase);
+    CHECK(p.gpu_ms_per_step == approx(want["phase_gpu_ms"][p.phase].get<double>()));
+    CHECK(p.kernels_per_step == approx(want["phase_kernels"][p.phase].get<double>()));
+    if (p.phase != "outside") CHECK(p.wall_ms_per_step == approx(want["phase_wall_ms"][p.phase].get<double>()));
+  }
+  for (const auto& k : a.kernels) {
+    CAPTURE(k.raw_name);
+    CHECK(k.category == want["category_of"][k.raw_name].get<std::string>());
+  }
+  for (const auto& c : a.categories) {
+    CAPTURE(c.name);
+    const double w = want["category_ms"].contains(c.name) ? want["category_ms"][c.name].get<double>() : 0.0;
+    CHECK(c.ms_per_step == approx(w));
+  }
+  CHECK(a.verdict.bound == want["bound"].get<std::string>());
+  CHECK(a.verdict.notes.empty());  // AMP on, trace present
+}
+
+TEST_CASE("record JSON: round trip, and errors that name the bad key or value") {
+  const json j = read_json("synthetic_record.json");
+  CHECK(to_json(record_from_json(j)) == j);
+  json bad = j;
+  bad["schema"] = "something/v9";
+  CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains("libreyolo.profile.record/v1"), libreyolo::DataError);
+  bad = j;
+  bad["steps"][3].erase("end_ns");
+  CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains("steps[3] lacks key 'end_ns'"), libreyolo::DataError);
+  bad = j;
+  bad["phases"][0]["phase"] = "warmup";
+  CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains("'warmup'; allowed: dataload"), libreyolo::DataError);
+  bad = j;
+  bad["gpu"][1]["kind"] = "graph";
+  CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains("gpu[1].kind is 'graph'"), libreyolo::DataError);
+  bad = j;
+  bad["phases"][0]["step"] = 99;
+  CHECK_THROWS_AS(record_from_json(bad), libreyolo::DataError);
+}
