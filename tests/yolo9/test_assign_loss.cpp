@@ -6,7 +6,13 @@
 
 #include <doctest/doctest.h>
 
+#include "support.hpp"
+
 #include <cmath>
+
+#if defined(LIBREYOLO_WITH_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace y9 = libreyolo::families::yolo9;
 using libreyolo::assign::ciou;
@@ -230,4 +236,57 @@ TEST_CASE("yolo9-t overfits one synthetic 128 px image with two boxes") {
   MESSAGE("overfit loss " << first << " -> " << last);
   CHECK(std::isfinite(last));
   CHECK(last < 0.5 * first);
+}
+
+TEST_SUITE("gpu") {
+TEST_CASE("yolo9 forward under fp16 autocast + loss on CUDA: float32, finite, no host synchronisation") {
+  LRY_REQUIRE_CUDA();
+#if defined(LIBREYOLO_WITH_CUDA)
+  torch::manual_seed(0);
+  const torch::Device cuda(torch::kCUDA, 0);
+  const int64_t nc = 3;
+  y9::Yolo9 net(y9::Yolo9Options{"s", nc, 16});
+  net->to(cuda);
+  net->train();
+  y9::DetectionLoss loss(net->strides(), nc);
+  auto image = torch::rand({4, 3, 160, 160}, cuda);
+  auto targets = torch::full({4, 6, 5}, -1.0, torch::TensorOptions().device(cuda));
+  targets[0][0] = torch::tensor({2.0, 10.0, 20.0, 90.0, 100.0}, torch::kFloat64).to(cuda);  // before sync checks
+  for (int i = 0; i < 6; ++i)
+    targets[3][i] = torch::tensor({double(i % nc), 5.0 + 20 * i, 5.0, 30.0 + 20 * i, 150.0}, torch::kFloat64).to(cuda);
+  torch::cuda::synchronize();
+
+  libreyolo::compat::set_cuda_autocast(true, torch::kHalf);
+  auto feats = net->forward(image);
+  libreyolo::compat::set_cuda_autocast(false, torch::kHalf);
+  at::autocast::clear_cache();
+  CHECK((feats[0].scalar_type() == torch::kHalf));
+
+  // Any device->host synchronisation inside the assigner or the loss throws here.
+  auto& warn = c10::cuda::warning_state();
+  warn.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  y9::DetLossOutput out;
+  bool threw = false;
+  try {
+    out = loss(feats, targets);
+    loss(feats, torch::zeros({4, 0, 5}, targets.options()));  // M = 0
+  } catch (const std::exception& e) {
+    threw = true;
+    MESSAGE("synchronised: " << e.what());
+  }
+  warn.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  REQUIRE_FALSE(threw);
+  CHECK((out.total.scalar_type() == torch::kFloat32));
+  CHECK(std::isfinite(out.total.item<double>()));
+  out.total.backward();
+  for (const auto& p : net->parameters()) {
+    if (!p.grad().defined()) continue;
+    CHECK(torch::isfinite(p.grad()).all().item<bool>());
+  }
+  auto dets = y9::postprocess(feats, net->strides(), 16, {0.001, 0.7, 300, 30000, false, false});
+  REQUIRE(dets.size() == 4);
+  CHECK(dets[0].device() == cuda);
+  CHECK(dets[0].size(1) == 6);
+#endif
+}
 }

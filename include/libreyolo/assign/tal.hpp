@@ -75,7 +75,9 @@ class TaskAlignedAssigner {
     auto flat_index = gt_index + torch::arange(batch, gt_index.options()).unsqueeze(1) * max_boxes;
     auto t_labels = labels.view({-1}).index_select(0, flat_index.view({-1})).view({batch, num_anchors});
     auto t_boxes = gboxes.view({-1, 4}).index_select(0, flat_index.view({-1})).view({batch, num_anchors, 4});
-    auto t_scores = torch::one_hot(t_labels, nc_).to(torch::kFloat32) * fg.unsqueeze(-1);
+    // scatter rather than one_hot: one_hot validates the labels by reading them back on some builds.
+    auto t_scores = torch::zeros({batch, num_anchors, nc_}, fopts).scatter_(-1, t_labels.unsqueeze(-1), 1.0) *
+                    fg.unsqueeze(-1);
 
     // Soft targets: each positive's alignment rescaled so that the best-aligned anchor of its gt gets
     // that gt's best overlap.
