@@ -1,7 +1,5 @@
 // LR/momentum schedules at hand-computed points, and checkpoints (round trip, atomic writes, errors,
 // optimizer continuation after a restore).
-#include <doctest/doctest.h>
-
 #include "support.hpp"
 
 #include <libreyolo/train/checkpoint.hpp>
@@ -11,6 +9,9 @@
 
 #include <algorithm>
 #include <fstream>
+
+// Last: c10 defines its own CHECK(cond) macro; doctest's must be the one in effect.
+#include <doctest/doctest.h>
 
 using namespace libreyolo;
 using namespace libreyolo::train;
@@ -204,7 +205,7 @@ TEST_CASE("checkpoint round trip: meta, tensors, module state") {
     CAPTURE(k);
     CHECK(torch::equal(back.tensors.at(k), t));
   }
-  get_module_state(back, "model", *dst);
+  get_module_state(back, "model.", *dst);  // a trailing dot on the prefix names the same keys
   CHECK(same_params(src, dst));
   CHECK(torch::equal(dst->bn->running_mean, src->bn->running_mean));
   CHECK(dst->bn->num_batches_tracked.item<int64_t>() == 42);
@@ -223,14 +224,16 @@ TEST_CASE("checkpoint: a restored optimizer continues exactly like the original"
     opt_a.set_momentum(0.85);
     Checkpoint ck;
     put_module_state(ck, "model", *a);
-    opt_a.save(ck, "optimizer");
+    opt_a.save(ck, "optim.");
+    CHECK(ck.meta.contains("optim"));
+    CHECK(ck.tensors.count(std::string("optim.2.1.") + (oo.name == "SGD" ? "momentum_buffer" : "exp_avg_sq")) == 1);
     save_checkpoint(ck, dir / "c.pt");
 
     Small b;
     Optimizer opt_b(groups_of(b), oo);
     Checkpoint back = load_checkpoint(dir / "c.pt");
     get_module_state(back, "model", *b);
-    opt_b.load(back, "optimizer");
+    opt_b.load(back, "optim");
     CHECK(opt_b.lr(2) == 0.02);
     CHECK(opt_b.momentum() == 0.85);
     for (int k = 3; k < 6; ++k) {
@@ -293,7 +296,7 @@ TEST_CASE("checkpoint atomicity: a failed write keeps the old file and leaves no
   Checkpoint new_ck;
   new_ck.meta = {{"epoch", 2}};
   CHECK_THROWS_WITH_AS(save_checkpoint(new_ck, dir / "busy"), doctest::Contains("rename"), CheckpointError);
-  CHECK(dir_entries(dir.path) == std::vector<std::string>{"busy", "last.pt"});
+  CHECK((dir_entries(dir.path) == std::vector<std::string>{"busy", "last.pt"}));
   CHECK(std::filesystem::is_directory(dir / "busy" / "inner"));
 
   CHECK_THROWS_WITH_AS(save_checkpoint(new_ck, dir / "missing_dir" / "x.pt"), doctest::Contains("missing_dir"),

@@ -39,8 +39,14 @@ inline std::string shape_str(const torch::Tensor& t) {
   return os.str();
 }
 
+// "model" and "model." both give "model.<name>": callers may write the prefix either way.
 inline std::string join_key(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
+  if (prefix.empty() || prefix.back() == '.') return prefix + name;
+  return prefix + "." + name;
+}
+// The meta key for a prefix: the prefix without a trailing dot ("optim." -> "optim").
+inline std::string meta_key(const std::string& prefix) {
+  return !prefix.empty() && prefix.back() == '.' ? prefix.substr(0, prefix.size() - 1) : prefix;
 }
 
 inline std::string errno_text(int e) { return std::strerror(e); }

@@ -70,17 +70,18 @@ class ModelEMA {
   torch::nn::Module& module() { return *ema_; }
   std::shared_ptr<torch::nn::Module> module_ptr() const { return ema_; }
 
-  // Weights under "<prefix>.<name>", the update count under meta[prefix].
+  // Weights under "<prefix>.<name>", the update count under meta["<prefix>"] (trailing dot optional).
   void save(Checkpoint& ck, const std::string& prefix) const {
     put_module_state(ck, prefix, *ema_);
-    ck.meta[prefix] = {{"updates", updates_}, {"decay", decay_}, {"tau", tau_}};
+    ck.meta[detail::meta_key(prefix)] = {{"updates", updates_}, {"decay", decay_}, {"tau", tau_}};
   }
   void load(const Checkpoint& ck, const std::string& prefix) {
-    if (!ck.meta.contains(prefix) || !ck.meta[prefix].is_object() || !ck.meta[prefix].contains("updates") ||
-        !ck.meta[prefix]["updates"].is_number_integer())
-      throw CheckpointError("checkpoint lacks EMA state (meta key '" + prefix + "' with an integer 'updates')");
+    const std::string key = detail::meta_key(prefix);
+    if (!ck.meta.contains(key) || !ck.meta[key].is_object() || !ck.meta[key].contains("updates") ||
+        !ck.meta[key]["updates"].is_number_integer())
+      throw CheckpointError("checkpoint lacks EMA state (meta key '" + key + "' with an integer 'updates')");
     get_module_state(ck, prefix, *ema_);
-    updates_ = ck.meta[prefix]["updates"].get<int64_t>();
+    updates_ = ck.meta[key]["updates"].get<int64_t>();
   }
 
  private:

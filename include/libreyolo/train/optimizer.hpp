@@ -105,7 +105,8 @@ class Optimizer {
   }
   bool uses_foreach() const { return foreach_; }
 
-  // Tensors go to "<prefix>.<group>.<param>.<field>" (CPU copies); the rest to meta[prefix].
+  // Tensors go to "<prefix>.<group>.<param>.<field>" (CPU copies); the rest to meta["<prefix>"]
+  // (a trailing dot on the prefix is optional).
   void save(Checkpoint& ck, const std::string& prefix) const {
     nlohmann::json groups = nlohmann::json::array();
     for (size_t i = 0; i < groups_.size(); ++i) {
@@ -121,7 +122,7 @@ class Optimizer {
       groups.push_back({{"name", groups_[i].name}, {"lr", groups_[i].lr}, {"weight_decay", groups_[i].weight_decay},
                         {"num_params", groups_[i].params.size()}, {"steps", steps}, {"has_state", has_state}});
     }
-    ck.meta[prefix] = {{"optimizer", opt_.name}, {"momentum", momentum_}, {"groups", groups}};
+    ck.meta[detail::meta_key(prefix)] = {{"optimizer", opt_.name}, {"momentum", momentum_}, {"groups", groups}};
   }
 
   // Restores state, step counts, group lrs and momentum; checks everything before changing anything.
@@ -293,10 +294,11 @@ class Optimizer {
   }
 
   const nlohmann::json& checked_meta(const Checkpoint& ck, const std::string& prefix) const {
-    const std::string where = "optimizer state '" + prefix + "'";
-    if (!ck.meta.contains(prefix) || !ck.meta[prefix].is_object() || !ck.meta[prefix].contains("groups"))
-      throw CheckpointError("checkpoint lacks " + where + " (meta key '" + prefix + "')");
-    const nlohmann::json& m = ck.meta[prefix];
+    const std::string key = detail::meta_key(prefix);
+    const std::string where = "optimizer state '" + key + "'";
+    if (!ck.meta.contains(key) || !ck.meta[key].is_object() || !ck.meta[key].contains("groups"))
+      throw CheckpointError("checkpoint lacks " + where + " (meta key '" + key + "')");
+    const nlohmann::json& m = ck.meta[key];
     if (m.value("optimizer", std::string()) != opt_.name)
       throw CheckpointError(where + " was saved for optimizer '" + m.value("optimizer", std::string("?")) +
                             "', this optimizer is '" + opt_.name + "'");
