@@ -211,6 +211,9 @@ TEST_CASE("GradScaler state survives a checkpoint file round trip") {
   one_step(r, opt, torch::tensor({1.0f}));  // fourth clean step since the backoff
   CHECK(r.scale_value() == 1024.0);
 
+  train::Checkpoint bad_meta = back;
+  bad_meta.meta["precision.grad_scaler"]["growth_interval"] = 0;
+  CHECK_THROWS_WITH_AS(r.load(bad_meta, "precision."), doctest::Contains("growth_interval"), CheckpointError);
   train::Checkpoint broken = back;
   broken.tensors["precision.grad_scaler.scale"] = torch::tensor({-1.0f});
   CHECK_THROWS_WITH_AS(r.load(broken, "precision."), doctest::Contains("precision.grad_scaler.scale"),

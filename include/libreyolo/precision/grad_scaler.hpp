@@ -64,17 +64,7 @@ inline void update_scale(torch::Tensor& scale, torch::Tensor& growth_tracker, co
 class GradScaler {
  public:
   GradScaler() : GradScaler(GradScalerOptions{}) {}
-  explicit GradScaler(GradScalerOptions o) : opt_(o) {
-    if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
-      throw ConfigError("GradScaler init_scale = " + std::to_string(o.init_scale) + ": must be finite and > 0");
-    if (!(o.growth_factor > 1.0))
-      throw ConfigError("GradScaler growth_factor = " + std::to_string(o.growth_factor) + ": must be > 1");
-    if (!(o.backoff_factor > 0 && o.backoff_factor < 1.0))
-      throw ConfigError("GradScaler backoff_factor = " + std::to_string(o.backoff_factor) +
-                        ": must be in (0, 1)");
-    if (o.growth_interval <= 0)
-      throw ConfigError("GradScaler growth_interval = " + std::to_string(o.growth_interval) + ": must be > 0");
-  }
+  explicit GradScaler(GradScalerOptions o) : opt_(o) { validate(o); }
 
   bool enabled() const { return opt_.enabled; }
   const GradScalerOptions& options() const { return opt_; }
@@ -158,9 +148,10 @@ class GradScaler {
   // factors in meta. A disabled scaler stores nothing.
   void save(train::Checkpoint& ck, const std::string& prefix) const {
     if (!opt_.enabled) return;
-    ck.tensors[train::detail::join_key(prefix, "grad_scaler.scale")] = torch::full({}, scale_value(), torch::kFloat);
-    ck.tensors[train::detail::join_key(prefix, "grad_scaler.growth_tracker")] = torch::full({}, growth_tracker_value(), torch::kInt);
-    ck.meta[train::detail::join_key(prefix, "grad_scaler")] = {{"growth_factor", opt_.growth_factor},
+    using train::detail::join_key;
+    ck.tensors[join_key(prefix, "grad_scaler.scale")] = torch::full({}, scale_value(), torch::kFloat);
+    ck.tensors[join_key(prefix, "grad_scaler.growth_tracker")] = torch::full({}, growth_tracker_value(), torch::kInt);
+    ck.meta[join_key(prefix, "grad_scaler")] = {{"growth_factor", opt_.growth_factor},
                                        {"backoff_factor", opt_.backoff_factor},
                                        {"growth_interval", opt_.growth_interval}};
   }
@@ -169,7 +160,8 @@ class GradScaler {
   // the initial scale, with one log line.
   void load(const train::Checkpoint& ck, const std::string& prefix) {
     if (!opt_.enabled) return;
-    const std::string ks = train::detail::join_key(prefix, "grad_scaler.scale"), kt = train::detail::join_key(prefix, "grad_scaler.growth_tracker");
+    using train::detail::join_key;
+    const std::string ks = join_key(prefix, "grad_scaler.scale"), kt = join_key(prefix, "grad_scaler.growth_tracker");
     auto is = ck.tensors.find(ks), it = ck.tensors.find(kt);
     if (is == ck.tensors.end() && it == ck.tensors.end()) {
       log::notice_once("precision.grad_scaler.no_state",
@@ -179,10 +171,19 @@ class GradScaler {
     }
     const double s = checked_scalar(ks, is == ck.tensors.end() ? nullptr : &is->second, true);
     const double g = checked_scalar(kt, it == ck.tensors.end() ? nullptr : &it->second, false);
-    if (auto m = ck.meta.find(train::detail::join_key(prefix, "grad_scaler")); m != ck.meta.end() && m->is_object()) {
-      opt_.growth_factor = m->value("growth_factor", opt_.growth_factor);
-      opt_.backoff_factor = m->value("backoff_factor", opt_.backoff_factor);
-      opt_.growth_interval = m->value("growth_interval", opt_.growth_interval);
+    if (auto m = ck.meta.find(join_key(prefix, "grad_scaler")); m != ck.meta.end()) {
+      // PyTorch's load_state_dict takes the factors and interval from the saved state too.
+      GradScalerOptions o = opt_;
+      try {
+        o.growth_factor = m->value("growth_factor", o.growth_factor);
+        o.backoff_factor = m->value("backoff_factor", o.backoff_factor);
+        o.growth_interval = m->value("growth_interval", o.growth_interval);
+        validate(o);
+      } catch (const std::exception& e) {
+        throw CheckpointError("checkpoint meta '" + join_key(prefix, "grad_scaler") + "' = " + m->dump() + ": " +
+                              e.what());
+      }
+      opt_ = o;
     }
     // Like PyTorch: before the first scale() the values wait to be created on the loss's device.
     opt_.init_scale = s;
@@ -195,6 +196,18 @@ class GradScaler {
   }
 
  private:
+  static void validate(const GradScalerOptions& o) {
+    if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
+      throw ConfigError("GradScaler init_scale = " + std::to_string(o.init_scale) + ": must be finite and > 0");
+    if (!(o.growth_factor > 1.0))
+      throw ConfigError("GradScaler growth_factor = " + std::to_string(o.growth_factor) + ": must be > 1");
+    if (!(o.backoff_factor > 0 && o.backoff_factor < 1.0))
+      throw ConfigError("GradScaler backoff_factor = " + std::to_string(o.backoff_factor) +
+                        ": must be in (0, 1)");
+    if (o.growth_interval <= 0)
+      throw ConfigError("GradScaler growth_interval = " + std::to_string(o.growth_interval) + ": must be > 0");
+  }
+
   enum class Stage { ready, unscaled, stepped };
   struct OptimizerState {
     Stage stage = Stage::ready;
@@ -213,7 +226,8 @@ class GradScaler {
 
   static double checked_scalar(const std::string& key, const torch::Tensor* t,
                                bool floating) {
-    if (t == nullptr) throw CheckpointError("checkpoint key '" + key + "' missing (the grad scaler state is incomplete)");
+    if (t == nullptr)
+      throw CheckpointError("checkpoint key '" + key + "' missing (the grad scaler state is incomplete)");
     if (t->numel() != 1 || (floating != t->is_floating_point()))
       throw CheckpointError("checkpoint key '" + key + "': expected one " + (floating ? "float" : "integer") +
                             " value, got shape " + train::detail::shape_str(*t) + " of " +
