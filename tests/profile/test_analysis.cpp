@@ -1,12 +1,13 @@
 // Analysis of profiler windows: verdict thresholds, busy-time union, correlation-based attribution,
 // window rounding, the no-trace case, and the synthetic fixture checked against figures computed
 // independently by tests/data/profile/make_synthetic_record.py.
-#include <doctest/doctest.h>
-
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/window.hpp>
 
 #include <fstream>
+
+// Last: LibTorch 2.x (c10/util/logging_is_not_google_glog.h) defines CHECK too; doctest's must win.
+#include <doctest/doctest.h>
 
 using namespace libreyolo::profile;
 using nlohmann::json;

@@ -1,15 +1,17 @@
 // The Window policy on CPU: a fake training loop with sleeps drives it through warm-up, the
 // unsynchronised and synchronised halves, the report, the artifacts and the detach.
-#include <doctest/doctest.h>
-
 #include "support.hpp"
 
 #include <libreyolo/profile/window.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+// Last: LibTorch 2.x (c10/util/logging_is_not_google_glog.h) defines CHECK too; doctest's must win.
+#include <doctest/doctest.h>
 
 using namespace libreyolo::profile;
 using nlohmann::json;
@@ -206,5 +208,10 @@ TEST_SUITE("gpu") {
     CHECK(a.phases[int(Phase::backward)].kernels_per_step >= 2);
     CHECK(a.phases[int(Phase::to_device)].gpu_ms_per_step > 0);
     CHECK(a.verdict.bound != bound::unknown_no_trace);
+    // On the GPU machine, keep the real record and artifacts for inspection when asked to.
+    if (const char* keep = std::getenv("LRY_PROFILE_GPU_OUT")) {
+      std::ofstream(fs::path(keep) / "gpu_record.json") << to_json(prof.record()).dump();
+      for (const char* f : {"profile.json", "timeline.html"}) std::ofstream(fs::path(keep) / f) << slurp(dir / f);
+    }
   }
 }

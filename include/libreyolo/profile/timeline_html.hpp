@@ -67,7 +67,7 @@ function fmt(v,d){return (v===null||v===undefined)?'n/a':(typeof v==='number'?v.
 var H=D.head;
 document.getElementById('model').textContent='Training profile: '+(H.model||'(model not named)');
 document.getElementById('verdict').textContent='BOUND: '+H.bound;
-document.getElementById('why').textContent=H.bound_why+(H.levers&&H.levers.length?'  Levers: '+H.levers.join('; ')+'.':'');
+document.getElementById('why').textContent=H.bound_why+'.'+(H.levers&&H.levers.length?' Levers: '+H.levers.join('; ')+'.':'');
 document.getElementById('notes').textContent=(H.notes||[]).join(' | ');
 var nums=[['img/s',fmt(H.img_per_s,1)],['step ms',fmt(H.step_ms,2)],['dataload',H.dataload_frac===null?'n/a':fmt(100*H.dataload_frac,0)+'%'],
  ['GPU util',H.gpu_util===null?'n/a':fmt(100*H.gpu_util,0)+'% (raw '+fmt(H.gpu_util_raw,2)+')'],
