@@ -10,6 +10,7 @@
 #include <set>
 
 // Last: c10 defines its own CHECK(cond) macro; doctest's must be the one in effect.
+#undef CHECK
 #include <doctest/doctest.h>
 
 using namespace libreyolo;

@@ -11,6 +11,7 @@
 #include <fstream>
 
 // Last: c10 defines its own CHECK(cond) macro; doctest's must be the one in effect.
+#undef CHECK
 #include <doctest/doctest.h>
 
 using namespace libreyolo;

@@ -27,14 +27,10 @@ class ModelEMA {
       throw ConfigError("ema foreach = " + std::to_string(foreach) + ": allowed -1 (auto), 0, 1");
     const auto pairs = matched(model);
     torch::NoGradGuard no_grad;
-    bool any_cuda = false;
-    for (const auto& [e, m] : pairs) {
-      e.copy_(m);
-      any_cuda = any_cuda || e.is_cuda();
-    }
+    for (const auto& [e, m] : pairs) e.copy_(m);
     for (auto& p : ema_->parameters()) p.set_requires_grad(false);
     ema_->eval();
-    foreach_ = foreach == 1 || (foreach == -1 && any_cuda);
+    foreach_mode_ = foreach;
   }
 
   // e = d*e + (1-d)*m for floating parameters and buffers; integer buffers are copied.
@@ -55,7 +51,7 @@ class ModelEMA {
         e.copy_(m);
       }
     }
-    if (foreach_) {
+    if (uses_foreach()) {
       at::_foreach_mul_(ef, at::Scalar(d));
       at::_foreach_add_(ef, mf, at::Scalar(1 - d));
     } else {
@@ -66,7 +62,12 @@ class ModelEMA {
   // The decay the last update used (0 before any update).
   double current_decay() const { return decay_ * (1 - std::exp(-static_cast<double>(updates_) / tau_)); }
   int64_t updates() const { return updates_; }
-  bool uses_foreach() const { return foreach_; }
+  // Decided per update from where the EMA weights are now (the copy may be moved after construction).
+  bool uses_foreach() const {
+    if (foreach_mode_ != -1) return foreach_mode_ == 1;
+    auto ps = ema_->parameters();
+    return !ps.empty() && ps.front().is_cuda();
+  }
   torch::nn::Module& module() { return *ema_; }
   std::shared_ptr<torch::nn::Module> module_ptr() const { return ema_; }
 
@@ -111,7 +112,7 @@ class ModelEMA {
   double decay_;
   double tau_;
   int64_t updates_ = 0;
-  bool foreach_ = false;
+  int foreach_mode_ = -1;
   const torch::nn::Module* cached_model_ = nullptr;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> cached_pairs_;
 };

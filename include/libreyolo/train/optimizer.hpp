@@ -41,7 +41,6 @@ class Optimizer {
     if (opt_.foreach < -1 || opt_.foreach > 1)
       throw ConfigError("optimizer foreach = " + std::to_string(opt_.foreach) + ": allowed -1 (auto), 0, 1");
     momentum_ = opt_.momentum;
-    bool any_cuda = false;
     state_.resize(groups_.size());
     for (size_t i = 0; i < groups_.size(); ++i) {
       auto& g = groups_[i];
@@ -51,21 +50,20 @@ class Optimizer {
                           ": must be >= 0");
       if (g.lr == 0) g.lr = opt_.lr0;
       state_[i].resize(g.params.size());
-      for (const auto& p : g.params) any_cuda = any_cuda || p.is_cuda();
     }
-    foreach_ = opt_.foreach == 1 || (opt_.foreach == -1 && any_cuda);
   }
 
   // One update of every parameter with a defined grad, using each group's current lr.
   void step() {
     torch::NoGradGuard no_grad;
+    const bool multi = uses_foreach();
     for (size_t i = 0; i < groups_.size(); ++i) {
       Batch b = collect(i);
       if (b.params.empty()) continue;
       if (kind_ == Kind::sgd)
-        foreach_ ? sgd_foreach(groups_[i], b) : sgd_loop(groups_[i], b);
+        multi ? sgd_foreach(groups_[i], b) : sgd_loop(groups_[i], b);
       else
-        foreach_ ? adamw_foreach(groups_[i], b) : adamw_loop(groups_[i], b);
+        multi ? adamw_foreach(groups_[i], b) : adamw_loop(groups_[i], b);
     }
   }
 
@@ -103,7 +101,14 @@ class Optimizer {
     for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
     return out;
   }
-  bool uses_foreach() const { return foreach_; }
+  // Decided per step from where the params are now (a model moved to CUDA after construction counts).
+  bool uses_foreach() const {
+    if (opt_.foreach != -1) return opt_.foreach == 1;
+    for (const auto& g : groups_)
+      for (const auto& p : g.params)
+        if (p.is_cuda()) return true;
+    return false;
+  }
 
   // Tensors go to "<prefix>.<group>.<param>.<field>" (CPU copies); the rest to meta["<prefix>"]
   // (a trailing dot on the prefix is optional).
@@ -302,13 +307,20 @@ class Optimizer {
     if (m.value("optimizer", std::string()) != opt_.name)
       throw CheckpointError(where + " was saved for optimizer '" + m.value("optimizer", std::string("?")) +
                             "', this optimizer is '" + opt_.name + "'");
+    if (!m["groups"].is_array() || !m.contains("momentum") || !m["momentum"].is_number())
+      throw CheckpointError(where + " lacks a 'groups' array or a numeric 'momentum'");
     if (m["groups"].size() != groups_.size())
       throw CheckpointError(where + " has " + std::to_string(m["groups"].size()) + " param groups, expected " +
                             std::to_string(groups_.size()));
     for (size_t i = 0; i < groups_.size(); ++i) {
       const auto& gm = m["groups"][i];
-      if (gm.value("name", std::string()) != groups_[i].name ||
-          gm.value("num_params", size_t{0}) != groups_[i].params.size())
+      const size_t n = groups_[i].params.size();
+      if (!gm.contains("steps") || !gm["steps"].is_array() || gm["steps"].size() != n ||
+          !gm.contains("has_state") || !gm["has_state"].is_array() || gm["has_state"].size() != n ||
+          !gm.contains("lr") || !gm["lr"].is_number())
+        throw CheckpointError(where + " group " + std::to_string(i) + " lacks 'lr' or " + std::to_string(n) +
+                              "-entry 'steps' / 'has_state' arrays");
+      if (gm.value("name", std::string()) != groups_[i].name || gm.value("num_params", size_t{0}) != n)
         throw CheckpointError(where + " group " + std::to_string(i) + " is '" + gm.value("name", std::string("?")) +
                               "' with " + std::to_string(gm.value("num_params", size_t{0})) + " params, expected '" +
                               groups_[i].name + "' with " + std::to_string(groups_[i].params.size()));
@@ -330,7 +342,6 @@ class Optimizer {
   OptimizerOptions opt_;
   Kind kind_ = Kind::sgd;
   double momentum_ = 0;
-  bool foreach_ = false;
   std::vector<std::vector<ParamState>> state_;
 };
 
