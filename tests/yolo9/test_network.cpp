@@ -131,3 +131,12 @@ TEST_CASE("yolo9 clone is a deep copy that computes the same outputs") {
   CHECK(torch::equal(a[0], c[0]));
   CHECK_FALSE(torch::equal(copy->forward(x)[0], c[0]));
 }
+
+TEST_CASE("ADown (used by the larger YOLOv9 sizes) halves the resolution with split branches") {
+  // cv1: Conv 16->32 3x3 s2 = 32·16·9 + 2·32 (BN) = 4672; cv2: Conv 16->32 1x1 = 512 + 64 = 576.
+  libreyolo::nn::ADown down(32, 64);
+  CHECK(parameter_count(*down) == 5248);
+  torch::NoGradGuard no_grad;
+  down->eval();
+  CHECK(down->forward(torch::zeros({2, 32, 16, 16})).sizes() == torch::IntArrayRef({2, 64, 8, 8}));
+}
