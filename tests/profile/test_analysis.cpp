@@ -5,6 +5,8 @@
 #include <libreyolo/profile/window.hpp>
 
 #include <fstream>
+#include <map>
+#include <unordered_map>
 
 // Last: LibTorch 2.x (c10/util/logging_is_not_google_glog.h) defines CHECK too; doctest's must win.
 #include <doctest/doctest.h>
@@ -254,4 +256,34 @@ TEST_CASE("record JSON: round trip, and errors that name the bad key or value") 
   bad = j;
   bad["phases"][0]["step"] = 99;
   CHECK_THROWS_AS(record_from_json(bad), libreyolo::DataError);
+}
+
+// Recorded on an H200 (LibTorch 2.11, Kineto) by the gpu test case in test_window.cpp: a toy
+// 512x512 MLP step, Window<2,6>. Checks facts of the trace itself and of attribution through it.
+TEST_CASE("real H200 record: every kernel has its launch, and each step attributes the same kernels") {
+  const WindowRecord rec = record_from_json(read_json("h200_toy_record.json"));
+  REQUIRE(rec.trace_collected);
+  REQUIRE(rec.steps.size() == 6);
+  std::map<uint64_t, int> launches;
+  for (const auto& c : rec.runtime) launches[c.correlation] += 1;
+  for (const auto& g : rec.gpu) CHECK(launches[g.correlation] == 1);
+  // Per step and slot, count kernels; a deterministic loop must give the same counts every step.
+  const auto slots = attribute_gpu_to_phases(rec);
+  std::unordered_map<uint64_t, int64_t> launch_at;
+  for (const auto& c : rec.runtime) launch_at[c.correlation] = c.start_ns;
+  std::vector<std::vector<int>> per_step(rec.steps.size(), std::vector<int>(phase_count + 1, 0));
+  for (size_t i = 0; i < rec.gpu.size(); ++i) {
+    if (rec.gpu[i].kind != GpuKind::kernel) continue;
+    const int64_t t = launch_at[rec.gpu[i].correlation];
+    for (size_t s = 0; s < rec.steps.size(); ++s)
+      if (rec.steps[s].start_ns <= t && t <= rec.steps[s].end_ns) per_step[s][slots[i]] += 1;
+  }
+  for (size_t s = 1; s < per_step.size(); ++s) CHECK(per_step[s] == per_step[0]);
+  CHECK(per_step[0][int(Phase::dataload)] == 0);  // the loader runs on the CPU
+  CHECK(per_step[0][int(Phase::forward)] > 0);
+  CHECK(per_step[0][int(Phase::backward)] > per_step[0][int(Phase::forward)]);
+  CHECK(per_step[0][int(Phase::optimizer)] > 0);
+  const auto a = analyse(rec);
+  CHECK(a.phases[int(Phase::to_device)].gpu_ms_per_step > 0);  // the host-to-device copy
+  CHECK(a.verdict.bound == bound::host_launch);                 // ~2% GPU busy on a toy step
 }
