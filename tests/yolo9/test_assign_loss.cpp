@@ -272,7 +272,7 @@ TEST_CASE("yolo9 forward under fp16 autocast + loss on CUDA: float32, finite, no
     loss(feats, torch::zeros({4, 0, 5}, targets.options()));  // M = 0
   } catch (const std::exception& e) {
     threw = true;
-    MESSAGE("synchronised: " << e.what());
+    MESSAGE("synchronised: " << std::string(e.what()));
   }
   warn.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
   REQUIRE_FALSE(threw);
