@@ -23,7 +23,13 @@ endfunction()
 # An imported target that carries this machine's TORCH_LIBRARIES for installed consumers.
 if(NOT TARGET libreyolo_torch)
   add_library(libreyolo_torch INTERFACE IMPORTED)
-  set_target_properties(libreyolo_torch PROPERTIES INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}")
+  # libstdc++ is linked ahead of LibTorch: pip LibTorch 2.x exports its own copies of std::filesystem
+  # symbols, and resolving ours to them crashes (seen: fs::remove_all on torch 2.11).
+  set(_lry_torch_libs ${TORCH_LIBRARIES})
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    list(PREPEND _lry_torch_libs stdc++)
+  endif()
+  set_target_properties(libreyolo_torch PROPERTIES INTERFACE_LINK_LIBRARIES "${_lry_torch_libs}")
   if(TARGET c10_cuda OR TARGET torch_cuda)
     set_property(TARGET libreyolo_torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS LIBREYOLO_WITH_CUDA=1)
   endif()

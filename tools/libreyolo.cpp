@@ -3,7 +3,7 @@
 //   libreyolo data synth --task classify --out DIR --images 600 --imgsz 64 --seed 0
 //   libreyolo profile summary|phases|kernels|compare ...
 // Exit codes: 0 ok, 1 run-time failure, 2 bad arguments / configuration, 3 no profile produced.
-#include <libreyolo/cli/profile_commands.hpp>
+#include "profile_commands.hpp"
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
 #include <libreyolo/train/interrupt.hpp>
@@ -11,12 +11,16 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <thread>
 
 namespace {
 
 int run_train(const std::vector<std::string>& args) {
   auto cfg = libreyolo::parse_args(args);
   libreyolo::train::install_interrupt_handlers();
+  // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine.
+  if (unsigned hw = std::thread::hardware_concurrency(); hw > 1 && at::get_num_threads() < static_cast<int>(hw))
+    at::set_num_threads(static_cast<int>(hw));
   libreyolo::Model m(cfg.model);
   auto r = m.train(cfg);
   std::cout << "run: " << r.run_dir.string() << "\nbest_fitness: " << r.best_fitness << "\nmetrics: "

@@ -8,6 +8,8 @@
 #include <libreyolo/core/traits.hpp>
 
 #include <libreyolo/capture/eager.hpp>
+#include <libreyolo/precision/amp.hpp>
+#include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/profile/window.hpp>
 

@@ -5,6 +5,7 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/registry.hpp>
+#include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/train/trainer.hpp>
 
 #include <boost/hana.hpp>
@@ -37,11 +38,10 @@ decltype(auto) with_family(const std::string& model, Fn&& fn) {
 // Composes the trainer for a family from the run-time switches (profile) and trains.
 template <class F>
 TrainResult train_with(F family, const TrainConfig& cfg) {
-  using precision_t = precision::Fp32;
+  using precision_t = precision::FamilyDefault;
   if (cfg.profile) {
-    profile::Window<> w;
-    w.set_window(cfg.profile_warmup, cfg.profile_steps);
-    Trainer<F, precision_t, capture::Eager, profile::Window<>> t(cfg, std::move(family), std::move(w));
+    Trainer<F, precision_t, capture::Eager, profile::Window<>> t(cfg, std::move(family));
+    t.profiler().set_window(cfg.profile_warmup, cfg.profile_steps);
     return t.fit();
   }
   Trainer<F, precision_t, capture::Eager, profile::Off> t(cfg, std::move(family));

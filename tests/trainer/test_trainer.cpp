@@ -50,7 +50,7 @@ TEST_CASE("ResNet-18 trains end to end: loss falls, results and checkpoints are 
   ResNetTrainer t(ly::parse_args(args));
   auto r = t.fit();
   CHECK(r.epochs_done == 4);
-  CHECK(r.optimizer_steps == 4 * 5);  // 38 train images / batch 8 -> 5 batches, accumulate 1
+  CHECK(r.optimizer_steps == 4 * 5);  // 39 train images / batch 8 -> 5 batches, accumulate 1
   auto dir = runs.path / "t1";
   CHECK(r.run_dir == dir);
   REQUIRE(std::filesystem::exists(dir / "results.csv"));

@@ -66,6 +66,7 @@ struct TrainConfig {
   bool profile = false;
   int profile_warmup = 5;
   int profile_steps = 20;
+  bool profile_stop = false;       // stop the run once the profile is written (profile run)
   // run
   std::string device;               // "" = cuda when available, else cpu; cpu | cuda | cuda:N | N
   int64_t seed = 0;
@@ -287,6 +288,7 @@ inline const std::vector<Field>& fields() {
     v.push_back(flag("profile", &TrainConfig::profile, "profile a window of training steps"));
     v.push_back(num("profile_warmup", &TrainConfig::profile_warmup, 0, 1e6, "profiler warm-up steps (discarded)"));
     v.push_back(num("profile_steps", &TrainConfig::profile_steps, 2, 1e6, "profiler measured steps"));
+    v.push_back(flag("profile_stop", &TrainConfig::profile_stop, "stop training once the profile window is written"));
     v.push_back(Field{"device", "cpu | cuda | cuda:N | N | N,M,... (empty = cuda when available)",
                       "cpu | cuda | cuda:N | N | N,M,...",
                       [](TrainConfig& c, const std::string& w, const std::string& val) {

@@ -63,8 +63,7 @@ class Trainer {
   using Batch = typename F::Batch;
   using Loader = data::Loader<typename F::Dataset>;
 
-  explicit Trainer(TrainConfig cfg, F family = F{}, Prof prof = Prof{})
-      : cfg_(std::move(cfg)), family_(std::move(family)), prof_(std::move(prof)) {}
+  explicit Trainer(TrainConfig cfg, F family = F{}) : cfg_(std::move(cfg)), family_(std::move(family)) {}
 
   // Opens data, builds network/EMA/optimizer/schedule, restores a checkpoint when asked.
   void setup();

@@ -32,6 +32,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     train_loader_->start_epoch(epoch_);
     batch_in_epoch_ = 0;
     for (; skip_batches_ > 0; --skip_batches_, ++batch_in_epoch_) train_loader_->next();  // exact resume
+    const int64_t resumed_at = batch_in_epoch_;
     loss_sum_ = torch::Tensor();
     loss_count_ = 0;
     const auto t0 = clock::now();
@@ -46,12 +47,15 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
                   trainer_detail::fmt(batch_in_epoch_ / secs, "%.2f"), " it/s");
         next_progress += std::max<int64_t>(nb / 10, 1);
       }
-      if (train::stop_requested() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
+      bool profiled = false;
+      if constexpr (Prof::enabled) profiled = cfg_.profile_stop && prof_.finished();
+      if (profiled || train::stop_requested() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
         stop = true;
         break;
       }
     }
     const bool epoch_complete = !stop || batch_in_epoch_ >= nb;
+    const int64_t trained_batches = batch_in_epoch_ - resumed_at;
     const double secs = std::chrono::duration<double>(clock::now() - t0).count();
     std::optional<train::ValResult> v;
     const bool last_epoch = epoch_ + 1 == cfg_.epochs;
@@ -80,7 +84,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     auto names = family_.loss_names();
     for (size_t i = 0; mean_loss.defined() && i < names.size(); ++i)
       losses += names[i] + " " + trainer_detail::fmt(mean_loss[i].item<double>(), "%.4f") + "  ";
-    log::info("epoch ", epoch_ + 1, "/", cfg_.epochs, "  ", trainer_detail::fmt(batch_in_epoch_ / secs, "%.2f"),
+    log::info("epoch ", epoch_ + 1, "/", cfg_.epochs, "  ", trainer_detail::fmt(trained_batches / secs, "%.2f"),
               " it/s  ", losses, v ? v->summary + "  " : "", "lr ", trainer_detail::fmt(opt_->lr(0)),
               "  ", train::format_duration(secs), "  ETA ", train::format_duration(eta),
               epoch_complete ? "" : "  (stopped mid-epoch; resume=true continues here)");

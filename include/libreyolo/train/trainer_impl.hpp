@@ -114,6 +114,7 @@ void LIBREYOLO_TRAINER::build() {
   so.no_aug_epochs = cfg_.no_aug_epochs;
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);
+  if constexpr (requires { precision_.set_capture_active(true); }) precision_.set_capture_active(Capture::graphs);
   precision_.setup(cfg_, device_, family_traits<F>::amp_default);
   capture_.setup(cfg_, device_);
 }

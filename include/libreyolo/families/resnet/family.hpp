@@ -45,6 +45,7 @@ class ResNetFamily {
     data::ClassifyAugment aug;
     aug.imgsz = cfg.imgsz;
     aug.fliplr = cfg.fliplr;
+    aug.scale_min = std::max(0.05, 1.0 - cfg.scale);  // random-resized-crop keeps >= (1 - scale) of the area
     aug.hsv_h = cfg.hsv_h;
     aug.hsv_s = cfg.hsv_s;
     aug.hsv_v = cfg.hsv_v;
