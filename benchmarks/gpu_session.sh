@@ -17,8 +17,12 @@ if has build; then
   echo "build rc=$? in $(( $(date +%s) - t0 ))s"; grep -E "error|FAILED" $L/build.log | head -20
 fi
 if has tests; then
-  $B/tests/libreyolo_tests --test-suite=gpu > $L/gpu_tests.log 2>&1; echo "gpu tests rc=$?"; tail -4 $L/gpu_tests.log
-  $B/tests/libreyolo_tests --test-suite-exclude=gpu > $L/unit_tests.log 2>&1; echo "unit tests (2.11) rc=$?"; tail -4 $L/unit_tests.log
+  # Per-area runners, so an area that failed to build does not hide the others.
+  for t in $B/tests/test_*; do
+    a=$(basename $t)
+    $t --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "$a gpu rc=$? $(grep 'test cases' $L/gpu_$a.log)"
+    $t --test-suite-exclude=gpu > $L/unit_$a.log 2>&1; echo "$a unit rc=$? $(grep 'test cases' $L/unit_$a.log)"
+  done
 fi
 if has train; then
   $CLI data synth --task classify --out /tmp/cls --images 2400 --imgsz 256 --classes 10 --seed 0 > $L/synth.log 2>&1
