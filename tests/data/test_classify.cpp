@@ -232,6 +232,13 @@ TEST_CASE("draw: fills cover exactly the expected pixels and report tight boxes"
   CHECK(stripes.at(0.5, 0.5) == Rgb{0, 0, 0});   // u in [0,2): first half-period is colour a
   CHECK(stripes.at(2.5, 0.5) == Rgb{255, 255, 255});
   CHECK(stripes.at(4.5, 9.5) == Rgb{0, 0, 0});
+  Texture rings = stripes, grid = stripes;
+  rings.kind = TextureKind::rings;  // radius in [0,2) -> a, [2,4) -> b
+  CHECK(rings.at(1.0, 1.0) == Rgb{0, 0, 0});
+  CHECK(rings.at(3.0, 0.0) == Rgb{255, 255, 255});
+  grid.kind = TextureKind::grid;  // lines of b on the first quarter of every 4-pixel cell
+  CHECK(grid.at(0.5, 2.5) == Rgb{255, 255, 255});
+  CHECK(grid.at(2.5, 2.5) == Rgb{0, 0, 0});
 }
 
 TEST_CASE("synth: every class shape stays inside its box and is non-trivial; bad shape index throws") {

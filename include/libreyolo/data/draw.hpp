@@ -41,14 +41,14 @@ struct PixelBox {
   }
 };
 
-enum class TextureKind { solid, stripes, checker, dots, noise, gradient };
+enum class TextureKind { solid, stripes, checker, dots, noise, gradient, rings, grid };
 
 // A procedural fill. The pattern is laid out in its own frame: origin (ox, oy), rotated by `angle`
 // radians, so a shape's texture can move and turn with the shape.
 struct Texture {
   TextureKind kind = TextureKind::solid;
   Rgb a, b;             // base colour, pattern colour
-  double period = 8;    // stripe pair / checker pair / dot cell / 4 x noise cell, in pixels
+  double period = 8;    // stripe pair / checker pair / dot cell / ring pair / grid cell / 4 x noise cell, pixels
   double angle = 0;
   double ox = 0, oy = 0;
   double extent = 64;   // gradient: distance over which a turns into b
@@ -75,6 +75,11 @@ struct Texture {
         return lerp((mix64(seed ^ mix64(ix ^ (iy << 32 | iy >> 32))) >> 11) * 0x1.0p-53);
       }
       case TextureKind::gradient: return lerp(std::clamp(u / std::max(extent, 1.0) + 0.5, 0.0, 1.0));
+      case TextureKind::rings: return parity(std::floor(2 * std::hypot(u, v) / p)) ? b : a;
+      case TextureKind::grid: {  // lines of colour b, a quarter period wide, every period along u and v
+        const double fu = u / p - std::floor(u / p), fv = v / p - std::floor(v / p);
+        return fu < 0.25 || fv < 0.25 ? b : a;
+      }
     }
     return a;
   }

@@ -1,0 +1,343 @@
+#pragma once
+// Detection augmentations with their boxes: letterbox, 4-image mosaic, random perspective/affine
+// (degrees, translate, scale, shear, perspective), HSV jitter, flips, mixup. The maths follows
+// Ultralytics' random_perspective/Mosaic/LetterBox (defaults and box filtering), but pixels use
+// half-pixel centres so that a box edge on a pixel boundary stays on the transformed boundary.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/data/image_ops.hpp>
+#include <libreyolo/data/rng.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numbers>
+#include <random>
+#include <vector>
+
+namespace libreyolo::data {
+
+// A labelled box in pixels of its image: [x1, x2) x [y1, y2).
+struct DetBox {
+  float cls = 0, x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+};
+using DetBoxes = std::vector<DetBox>;
+
+inline constexpr uint8_t kLetterboxFill = 114;  // the grey YOLO pads with
+
+// Copies src into dst with src's top-left pixel at (y, x); parts outside dst are cut off.
+inline void paste(Image& dst, const Image& src, int y, int x) {
+  const int ya = std::max(0, y), yb = std::min(dst.h, y + src.h);
+  const int xa = std::max(0, x), xb = std::min(dst.w, x + src.w);
+  if (ya >= yb || xa >= xb) return;
+  const size_t bytes = static_cast<size_t>(xb - xa) * dst.c;
+  for (int r = ya; r < yb; ++r)
+    std::memcpy(&dst.px[(static_cast<size_t>(r) * dst.w + xa) * dst.c],
+                &src.px[(static_cast<size_t>(r - y) * src.w + (xa - x)) * src.c], bytes);
+}
+
+struct LetterboxInfo {
+  double scale_x = 1, scale_y = 1;  // resized size / input size, per axis
+  int pad_x = 0, pad_y = 0;         // left and top padding
+};
+
+// Resizes img to fit out_h x out_w with its aspect ratio kept (never up when !scaleup), centres it
+// on a grey canvas and moves the boxes along.
+inline Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr,
+                       bool scaleup = true) {
+  double r = std::min(static_cast<double>(out_h) / img.h, static_cast<double>(out_w) / img.w);
+  if (!scaleup) r = std::min(r, 1.0);
+  const int w = std::clamp(static_cast<int>(std::lround(img.w * r)), 1, out_w);
+  const int h = std::clamp(static_cast<int>(std::lround(img.h * r)), 1, out_h);
+  const int left = (out_w - w) / 2, top = (out_h - h) / 2;
+  Image out(out_h, out_w, img.c, kLetterboxFill);
+  if (h == img.h && w == img.w) paste(out, img, top, left);
+  else paste(out, resize_bilinear(img, h, w), top, left);
+  const float sx = static_cast<float>(w) / img.w, sy = static_cast<float>(h) / img.h;
+  for (auto& b : boxes) {
+    b.x1 = b.x1 * sx + left, b.x2 = b.x2 * sx + left;
+    b.y1 = b.y1 * sy + top, b.y2 = b.y2 * sy + top;
+  }
+  if (info) *info = {static_cast<double>(w) / img.w, static_cast<double>(h) / img.h, left, top};
+  return out;
+}
+
+// ---- random perspective / affine ------------------------------------------------------------
+
+using Mat3 = std::array<double, 9>;  // row-major 3x3
+
+inline Mat3 mat_mul(const Mat3& a, const Mat3& b) {
+  Mat3 c{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) c[i * 3 + j] = a[i * 3] * b[j] + a[i * 3 + 1] * b[3 + j] + a[i * 3 + 2] * b[6 + j];
+  return c;
+}
+inline constexpr Mat3 kIdentity3 = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+
+inline Mat3 mat_inverse(const Mat3& m) {
+  const double a = m[0], b = m[1], c = m[2], d = m[3], e = m[4], f = m[5], g = m[6], h = m[7], i = m[8];
+  const double A = e * i - f * h, B = -(d * i - f * g), C = d * h - e * g;
+  const double det = a * A + b * B + c * C;
+  if (std::abs(det) < 1e-12) throw Error("mat_inverse: the transform is singular (determinant " + std::to_string(det) + ")");
+  const double k = 1.0 / det;
+  return {A * k, -(b * i - c * h) * k, (b * f - c * e) * k, B * k, (a * i - c * g) * k, -(a * f - c * d) * k,
+          C * k, -(a * h - b * g) * k, (a * e - b * d) * k};
+}
+
+struct AffineParams {
+  double degrees = 0, translate = 0.1, scale = 0.5, shear = 0, perspective = 0;
+};
+
+// Draws the transform of Ultralytics' random_perspective: M = T * S * R * P * C, where C moves the
+// input centre to the origin, P is the perspective, R rotation and scale, S shear, T the translation
+// to the output centre +- translate. `extra_scale` multiplies R's scale (multi-scale output).
+// *box_scale receives the total scale, which the box filter compares areas with.
+inline Mat3 random_affine_matrix(int in_h, int in_w, int out_h, int out_w, const AffineParams& p, double extra_scale,
+                                 std::mt19937_64& rng, double* box_scale = nullptr) {
+  Mat3 C = kIdentity3, P = kIdentity3, R = kIdentity3, S = kIdentity3, T = kIdentity3;
+  C[2] = -in_w / 2.0, C[5] = -in_h / 2.0;
+  P[6] = uniform(rng, -p.perspective, p.perspective), P[7] = uniform(rng, -p.perspective, p.perspective);
+  const double a = uniform(rng, -p.degrees, p.degrees) * std::numbers::pi / 180;
+  const double s = uniform(rng, 1 - p.scale, 1 + p.scale) * extra_scale;
+  // OpenCV's getRotationMatrix2D: positive angles turn counter-clockwise as displayed (y down).
+  R[0] = s * std::cos(a), R[1] = s * std::sin(a), R[3] = -s * std::sin(a), R[4] = s * std::cos(a);
+  S[1] = std::tan(uniform(rng, -p.shear, p.shear) * std::numbers::pi / 180);
+  S[3] = std::tan(uniform(rng, -p.shear, p.shear) * std::numbers::pi / 180);
+  T[2] = uniform(rng, 0.5 - p.translate, 0.5 + p.translate) * out_w;
+  T[5] = uniform(rng, 0.5 - p.translate, 0.5 + p.translate) * out_h;
+  if (box_scale) *box_scale = s;
+  return mat_mul(T, mat_mul(S, mat_mul(R, mat_mul(P, C))));
+}
+
+namespace detail {
+inline int floor_int(float v) {
+  const int i = static_cast<int>(v);
+  return v < static_cast<float>(i) ? i - 1 : i;
+}
+// Bilinear sample of an RGB image at continuous (u, v) in pixel-index units; neighbours outside
+// the image count as `fill` (OpenCV's BORDER_CONSTANT). Weights are 11-bit fixed point.
+inline void sample_bilinear(const Image& src, float u, float v, uint8_t fill, uint8_t* out) {
+  const int x0 = floor_int(u), y0 = floor_int(v);
+  if (x0 < -1 || y0 < -1 || x0 >= src.w || y0 >= src.h) {
+    out[0] = out[1] = out[2] = fill;
+    return;
+  }
+  const int wx = static_cast<int>((u - x0) * 2048.f), wy = static_cast<int>((v - y0) * 2048.f);
+  const int w00 = (2048 - wx) * (2048 - wy), w01 = wx * (2048 - wy), w10 = (2048 - wx) * wy, w11 = wx * wy;
+  const size_t stride = src.row_bytes();
+  if (x0 >= 0 && y0 >= 0 && x0 + 1 < src.w && y0 + 1 < src.h) {
+    const uint8_t* p = &src.px[static_cast<size_t>(y0) * stride + static_cast<size_t>(x0) * 3];
+    for (int ch = 0; ch < 3; ++ch)
+      out[ch] = static_cast<uint8_t>((p[ch] * w00 + p[3 + ch] * w01 + p[stride + ch] * w10 + p[stride + 3 + ch] * w11 +
+                                      (1 << 21)) >> 22);
+    return;
+  }
+  auto px = [&](int y, int x, int ch) -> int {
+    return (x < 0 || y < 0 || x >= src.w || y >= src.h) ? fill : src.px[static_cast<size_t>(y) * stride + x * 3 + ch];
+  };
+  for (int ch = 0; ch < 3; ++ch)
+    out[ch] = static_cast<uint8_t>((px(y0, x0, ch) * w00 + px(y0, x0 + 1, ch) * w01 + px(y0 + 1, x0, ch) * w10 +
+                                    px(y0 + 1, x0 + 1, ch) * w11 + (1 << 21)) >> 22);
+}
+}  // namespace detail
+
+// out(x, y) = src(M^-1 (x, y)) with bilinear sampling and grey outside; pixel centres at +0.5.
+inline Image warp_image(const Image& src, const Mat3& M, int out_h, int out_w, uint8_t fill = kLetterboxFill) {
+  if (src.c != 3) throw Error("warp_image: needs an RGB image, got " + std::to_string(src.c) + " channels");
+  const Mat3 inv = mat_inverse(M);
+  Image out(out_h, out_w, 3);
+  const bool affine = inv[6] == 0 && inv[7] == 0;
+  for (int y = 0; y < out_h; ++y) {
+    uint8_t* row = &out.px[static_cast<size_t>(y) * out.row_bytes()];
+    const double yc = y + 0.5;
+    if (affine) {  // source point moves by (inv[0], inv[3]) per output column
+      const double k = 1.0 / inv[8];
+      const float du = static_cast<float>(inv[0] * k), dv = static_cast<float>(inv[3] * k);
+      const float u0 = static_cast<float>((inv[0] * 0.5 + inv[1] * yc + inv[2]) * k - 0.5);
+      const float v0 = static_cast<float>((inv[3] * 0.5 + inv[4] * yc + inv[5]) * k - 0.5);
+      for (int x = 0; x < out_w; ++x)  // u0 + x * du, not a running sum: no drift along the row
+        detail::sample_bilinear(src, u0 + x * du, v0 + x * dv, fill, row + 3 * x);
+    } else {
+      for (int x = 0; x < out_w; ++x) {
+        const double xc = x + 0.5, z = inv[6] * xc + inv[7] * yc + inv[8];
+        const float u = static_cast<float>((inv[0] * xc + inv[1] * yc + inv[2]) / z - 0.5);
+        const float v = static_cast<float>((inv[3] * xc + inv[4] * yc + inv[5]) / z - 0.5);
+        detail::sample_bilinear(src, u, v, fill, row + 3 * x);
+      }
+    }
+  }
+  return out;
+}
+
+// Ultralytics' box_candidates: keep a transformed box when both sides exceed wh_thr pixels, it kept
+// more than area_thr of its (scaled) area after clipping, and its aspect ratio stays below ar_thr.
+inline bool box_candidate(const DetBox& before, double scale, const DetBox& after, double wh_thr = 2,
+                          double ar_thr = 100, double area_thr = 0.1) {
+  const double w1 = (before.x2 - before.x1) * scale, h1 = (before.y2 - before.y1) * scale;
+  const double w2 = after.x2 - after.x1, h2 = after.y2 - after.y1;
+  const double ar = std::max(w2 / (h2 + 1e-16), h2 / (w2 + 1e-16));
+  return w2 > wh_thr && h2 > wh_thr && w2 * h2 / (w1 * h1 + 1e-16) > area_thr && ar < ar_thr;
+}
+
+// Maps each box's four corners through M, takes their bounding box, clips it to the output and
+// keeps the box_candidate()s. `scale`: the transform's scale (for the area test).
+inline DetBoxes warp_boxes(const DetBoxes& boxes, const Mat3& M, int out_h, int out_w, double scale) {
+  DetBoxes out;
+  out.reserve(boxes.size());
+  for (const auto& b : boxes) {
+    const double xs[4] = {b.x1, b.x2, b.x2, b.x1}, ys[4] = {b.y1, b.y1, b.y2, b.y2};
+    double x_lo = 1e30, x_hi = -1e30, y_lo = 1e30, y_hi = -1e30;
+    for (int k = 0; k < 4; ++k) {
+      const double z = M[6] * xs[k] + M[7] * ys[k] + M[8];
+      const double x = (M[0] * xs[k] + M[1] * ys[k] + M[2]) / z, y = (M[3] * xs[k] + M[4] * ys[k] + M[5]) / z;
+      x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
+    }
+    DetBox a{b.cls, static_cast<float>(std::clamp(x_lo, 0.0, double(out_w))), static_cast<float>(std::clamp(y_lo, 0.0, double(out_h))),
+             static_cast<float>(std::clamp(x_hi, 0.0, double(out_w))), static_cast<float>(std::clamp(y_hi, 0.0, double(out_h)))};
+    if (box_candidate(b, scale, a)) out.push_back(a);
+  }
+  return out;
+}
+
+inline bool is_identity(const Mat3& M) {
+  for (int k = 0; k < 9; ++k)
+    if (std::abs(M[k] - kIdentity3[k]) > 1e-12) return false;
+  return true;
+}
+
+// Draws a random perspective transform of `img` into out_h x out_w and applies it to pixels and
+// boxes. The identity with equal sizes is skipped (bit-exact pass-through), as in Ultralytics.
+inline Image random_perspective(const Image& img, DetBoxes& boxes, int out_h, int out_w, const AffineParams& p,
+                                double extra_scale, std::mt19937_64& rng) {
+  double s = 1;
+  const Mat3 M = random_affine_matrix(img.h, img.w, out_h, out_w, p, extra_scale, rng, &s);
+  if (out_h == img.h && out_w == img.w && is_identity(M)) return img;
+  boxes = warp_boxes(boxes, M, out_h, out_w, s);
+  return warp_image(img, M, out_h, out_w);
+}
+
+// ---- mosaic ------------------------------------------------------------------------------------
+
+// Ultralytics' 4-image mosaic on a 2S x 2S grey canvas: tile 0 ends at the centre (xc, yc) from
+// the top-left, tiles 1, 2, 3 start there towards the top-right, bottom-left, bottom-right; parts
+// beyond the canvas are cut and the boxes clipped to it. Tiles are images of long side <= S.
+inline Image mosaic4(const std::array<const Image*, 4>& tiles, const std::array<const DetBoxes*, 4>& tile_boxes, int S,
+                     int xc, int yc, DetBoxes& out_boxes) {
+  const int S2 = 2 * S;
+  Image canvas(S2, S2, 3, kLetterboxFill);
+  out_boxes.clear();
+  for (int i = 0; i < 4; ++i) {
+    const Image& t = *tiles[i];
+    const int x = (i == 0 || i == 2) ? xc - t.w : xc;  // left column ends at xc, right starts there
+    const int y = (i == 0 || i == 1) ? yc - t.h : yc;
+    paste(canvas, t, y, x);
+    for (const auto& b : *tile_boxes[i]) {
+      DetBox m{b.cls, std::clamp(b.x1 + x, 0.f, float(S2)), std::clamp(b.y1 + y, 0.f, float(S2)),
+               std::clamp(b.x2 + x, 0.f, float(S2)), std::clamp(b.y2 + y, 0.f, float(S2))};
+      if (m.x2 > m.x1 && m.y2 > m.y1) out_boxes.push_back(m);
+    }
+  }
+  return canvas;
+}
+
+// ---- colour, flips, mixup ------------------------------------------------------------------------
+
+namespace detail {
+// OpenCV's 8-bit RGB -> HSV (H in [0, 180)) with integer arithmetic and reciprocal tables.
+struct HsvTables {
+  std::array<int, 256> sdiv{}, hdiv{};
+  HsvTables() {
+    for (int i = 1; i < 256; ++i) {
+      sdiv[i] = static_cast<int>(std::lround((255 << 12) / static_cast<double>(i)));
+      hdiv[i] = static_cast<int>(std::lround((180 << 12) / (6.0 * i)));
+    }
+  }
+};
+inline const HsvTables& hsv_tables() {
+  static const HsvTables t;
+  return t;
+}
+}  // namespace detail
+
+// Same draws and gains as hsv_jitter (image_ops.hpp) with a faster conversion: integer RGB -> HSV,
+// float HSV -> RGB. Used by the detection pipeline, where it runs on every 640 x 640 image.
+inline void hsv_augment(Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
+  if (h_gain == 0 && s_gain == 0 && v_gain == 0) return;
+  const double rh = uniform(rng, -1, 1) * h_gain + 1, rs = uniform(rng, -1, 1) * s_gain + 1;
+  const double rv = uniform(rng, -1, 1) * v_gain + 1;
+  std::array<uint8_t, 256> lut_h{}, lut_s{}, lut_v{};
+  for (int x = 0; x < 256; ++x) {
+    double hx = std::fmod(x * rh, 180.0);
+    lut_h[x] = static_cast<uint8_t>(hx < 0 ? hx + 180.0 : hx);
+    lut_s[x] = static_cast<uint8_t>(std::clamp(x * rs, 0.0, 255.0));
+    lut_v[x] = static_cast<uint8_t>(std::clamp(x * rv, 0.0, 255.0));
+  }
+  const auto& tb = detail::hsv_tables();
+  uint8_t* p = img.px.data();
+  const size_t n = img.px.size() / 3;
+  for (size_t i = 0; i < n; ++i, p += 3) {
+    const int r = p[0], g = p[1], b = p[2];
+    const int v = std::max({r, g, b}), diff = v - std::min({r, g, b});
+    const int s = (diff * tb.sdiv[v] + (1 << 11)) >> 12;
+    int h = v == r ? g - b : v == g ? b - r + 2 * diff : r - g + 4 * diff;
+    h = (h * tb.hdiv[diff] + (1 << 11)) >> 12;
+    if (h < 0) h += 180;
+    // HSV -> RGB in float, as OpenCV does for 8-bit input.
+    const float hh = lut_h[h >= 180 ? h - 180 : h] * (6.f / 180.f), ss = lut_s[s] * (1.f / 255.f), vv = lut_v[v];
+    const int sector = std::min(static_cast<int>(hh), 5);
+    const float f = hh - sector, pp = vv * (1 - ss), q = vv * (1 - ss * f), t = vv * (1 - ss * (1 - f));
+    float R, G, B;
+    switch (sector) {
+      case 0: R = vv, G = t, B = pp; break;
+      case 1: R = q, G = vv, B = pp; break;
+      case 2: R = pp, G = vv, B = t; break;
+      case 3: R = pp, G = q, B = vv; break;
+      case 4: R = t, G = pp, B = vv; break;
+      default: R = vv, G = pp, B = q; break;
+    }
+    p[0] = static_cast<uint8_t>(R + 0.5f), p[1] = static_cast<uint8_t>(G + 0.5f), p[2] = static_cast<uint8_t>(B + 0.5f);
+  }
+}
+
+inline void flip_boxes_lr(DetBoxes& boxes, int width) {
+  for (auto& b : boxes) {
+    const float x1 = width - b.x2, x2 = width - b.x1;
+    b.x1 = x1, b.x2 = x2;
+  }
+}
+inline void flip_boxes_ud(DetBoxes& boxes, int height) {
+  for (auto& b : boxes) {
+    const float y1 = height - b.y2, y2 = height - b.y1;
+    b.y1 = y1, b.y2 = y2;
+  }
+}
+
+// Portable Gamma(k, 1) for k >= 1 (Marsaglia-Tsang, normals by Box-Muller), so Beta draws are the
+// same with every standard library.
+inline double gamma_draw(double k, std::mt19937_64& rng) {
+  const double d = k - 1.0 / 3, c = 1 / std::sqrt(9 * d);
+  for (;;) {
+    const double u1 = 1 - uniform01(rng), u2 = uniform01(rng);
+    const double x = std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+    const double v = std::pow(1 + c * x, 3);
+    if (v <= 0) continue;
+    const double u = 1 - uniform01(rng);
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+  }
+}
+inline double beta_draw(double a, double b, std::mt19937_64& rng) {
+  const double x = gamma_draw(a, rng), y = gamma_draw(b, rng);
+  return x / (x + y);
+}
+
+// a = a * r + b * (1 - r), per byte (same-sized images).
+inline void blend_into(Image& a, const Image& b, double r) {
+  if (a.h != b.h || a.w != b.w || a.c != b.c)
+    throw Error("blend_into: image sizes differ (" + std::to_string(a.h) + "x" + std::to_string(a.w) + " vs " +
+                std::to_string(b.h) + "x" + std::to_string(b.w) + ")");
+  const float fr = static_cast<float>(r), fq = 1 - fr;
+  for (size_t i = 0; i < a.px.size(); ++i) a.px[i] = static_cast<uint8_t>(a.px[i] * fr + b.px[i] * fq);
+}
+
+}  // namespace libreyolo::data

@@ -1,0 +1,402 @@
+#pragma once
+// Detection dataset (YOLO format) for the threaded Loader: labels from the cached label index
+// (label_cache.hpp), images decoded with DCT scaling and resized to long side imgsz (optionally
+// cached: image_cache.hpp), then the training pipeline of Ultralytics:
+//   mosaic (p = mosaic, while open) or letterbox -> random perspective -> mixup (p = mixup)
+//   -> HSV -> flip up-down (p = flipud) -> flip left-right (p = fliplr);
+// or, for validation (train = false), a plain letterbox to imgsz x imgsz with the mapping kept.
+// Mosaic closes for the last no_aug_epochs epochs; set_epoch() reports the change to listeners.
+//
+// An image that fails to decode at load time (changed after indexing) is warned about once and
+// replaced by the next usable image, with that image's labels (deterministic for any worker count).
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/data/augment.hpp>
+#include <libreyolo/data/detect_yaml.hpp>
+#include <libreyolo/data/image.hpp>
+#include <libreyolo/data/image_cache.hpp>
+#include <libreyolo/data/label_cache.hpp>
+#include <libreyolo/data/rng.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace libreyolo::data {
+
+struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them from TrainConfig
+  int imgsz = 640;
+  bool train = true;
+  double mosaic = 1.0, mixup = 0.0, degrees = 0, translate = 0.1, scale = 0.5, shear = 0, perspective = 0,
+         fliplr = 0.5, flipud = 0, hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  int no_aug_epochs = 15;
+  int epochs = 300;            // mosaic closes for the last no_aug_epochs epochs
+  std::string cache = "off";   // off | ram | disk
+  int max_boxes = 0;           // > 0: pad targets to this fixed M (static shapes); 0: the batch's max
+  bool multi_scale = false;    // training: a new size per batch, multiples of stride in [0.5, 1.5] * imgsz
+  int stride = 32;
+};
+
+static_assert(sizeof(DetBox) == 5 * sizeof(float), "DetBox rows are copied into [n, 5] float tensors");
+
+struct DetectSample {
+  torch::Tensor image;  // uint8 [3, S, S]
+  torch::Tensor boxes;  // float [n, 5]: cls, x1, y1, x2, y2 in pixels of `image`
+  std::string path;
+  int orig_h = 0, orig_w = 0;
+  // Validation only (train = false): original pixel = (pixel - pad) / ratio. Training: 1, 0, 0.
+  double ratio = 1;
+  double pad_x = 0, pad_y = 0;
+  int max_boxes = 0;  // copied from DetectAugment so the static collate knows the padding
+};
+
+struct DetectBatch {
+  torch::Tensor images;                            // uint8 [B, 3, S, S]
+  torch::Tensor targets;                           // float [B, M, 5], padding rows: cls = -1, zeros
+  std::vector<torch::Tensor> boxes;                // per image [n, 5] (stays on the CPU)
+  std::vector<std::string> paths;
+  std::vector<std::array<double, 5>> letterbox;    // orig_h, orig_w, ratio, pad_x, pad_y
+
+  // The tensors the loader pins and the trainer moves: images and targets.
+  template <class F>
+  void for_each_tensor(F&& f) {
+    f(images);
+    f(targets);
+  }
+  DetectBatch to(const torch::Device& device, bool non_blocking = true) const {
+    DetectBatch b = *this;
+    b.images = images.to(device, non_blocking);
+    b.targets = targets.to(device, non_blocking);
+    return b;
+  }
+};
+
+// Time spent per stage, summed over all threads, while enabled (the loader benchmark reads it).
+struct DetectStageTimes {
+  std::atomic<bool> enabled{false};
+  std::atomic<int64_t> load_ns{0}, augment_ns{0}, tensor_ns{0}, collate_ns{0}, samples{0};
+  void reset() {
+    load_ns = augment_ns = tensor_ns = collate_ns = samples = 0;
+  }
+};
+inline DetectStageTimes& detect_stage_times() {
+  static DetectStageTimes t;
+  return t;
+}
+
+namespace detail {
+struct StageClock {
+  std::atomic<int64_t>* sink;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  explicit StageClock(std::atomic<int64_t>& s) : sink(detect_stage_times().enabled ? &s : nullptr) {}
+  ~StageClock() {
+    if (sink) *sink += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+inline void validate_detect_augment(const DetectAugment& a) {
+  auto bad = [](const std::string& key, double v, const char* allowed) {
+    throw ConfigError("detection augment " + key + " = " + log::cat(v) + " is outside " + allowed);
+  };
+  if (a.stride < 1) bad("stride", a.stride, "[1, inf)");
+  if (a.imgsz < a.stride || a.imgsz % a.stride != 0) bad("imgsz", a.imgsz, "the positive multiples of the stride (32)");
+  const std::pair<const char*, double> probs[] = {{"mosaic", a.mosaic}, {"mixup", a.mixup}, {"fliplr", a.fliplr},
+                                                  {"flipud", a.flipud}, {"hsv_h", a.hsv_h}, {"hsv_s", a.hsv_s},
+                                                  {"hsv_v", a.hsv_v}, {"translate", a.translate}};
+  for (const auto& [k, v] : probs)
+    if (!(v >= 0 && v <= 1)) bad(k, v, "[0, 1]");
+  if (!(a.scale >= 0 && a.scale < 1)) bad("scale", a.scale, "[0, 1)");
+  if (!(a.degrees >= 0 && a.degrees <= 180)) bad("degrees", a.degrees, "[0, 180]");
+  if (!(a.shear >= 0 && a.shear < 90)) bad("shear", a.shear, "[0, 90)");
+  if (!(a.perspective >= 0 && a.perspective <= 0.01)) bad("perspective", a.perspective, "[0, 0.01]");
+  if (a.no_aug_epochs < 0) bad("no_aug_epochs", a.no_aug_epochs, "[0, inf)");
+  if (a.epochs < 1) bad("epochs", a.epochs, "[1, inf)");
+  if (a.max_boxes < 0) bad("max_boxes", a.max_boxes, "[0, inf) (0 = the batch's largest count)");
+  parse_cache_mode(a.cache);
+}
+
+// Indices found undecodable at load time: warned about once, then skipped directly.
+struct DetectLoadFailures {
+  std::mutex mu;
+  std::vector<bool> bad;
+};
+}  // namespace detail
+
+class DetectDataset {
+ public:
+  using Sample = DetectSample;
+  using Batch = DetectBatch;
+  using MosaicListener = std::function<void(bool active, int epoch)>;
+
+  // One split of a dataset YAML ("train", "val" or "test").
+  static std::shared_ptr<DetectDataset> open(const DatasetYaml& yaml, const std::string& split, DetectAugment aug) {
+    const auto& sources = yaml.split(split);
+    if (sources.empty())
+      throw DataError("dataset YAML '" + yaml.file.string() + "' has no '" + split + "' split");
+    const auto images = split_image_files(sources);
+    if (images.empty())
+      throw DataError("split '" + split + "' of dataset YAML '" + yaml.file.string() +
+                      "' lists no images (.jpg, .jpeg, .png) in its folders or list files");
+    return open_images(images, yaml.names, aug, label_cache_path(sources, images), split);
+  }
+
+  // A split given as an explicit image list; cache_file empty = no label cache.
+  static std::shared_ptr<DetectDataset> open_images(const std::vector<std::filesystem::path>& images,
+                                                    std::vector<std::string> names, DetectAugment aug,
+                                                    const std::filesystem::path& cache_file,
+                                                    const std::string& split = "split") {
+    detail::validate_detect_augment(aug);
+    if (names.empty()) throw ConfigError("detection dataset: no class names");
+    auto ds = std::shared_ptr<DetectDataset>(new DetectDataset());
+    ds->aug_ = aug;
+    ds->names_ = std::move(names);
+    ds->index_ = build_label_index(images, static_cast<int>(ds->names_.size()), cache_file);
+    log_label_summary(split, ds->index_);
+    if (ds->index_.entries.empty())
+      throw DataError("split '" + split + "' has no usable image: all " + std::to_string(images.size()) +
+                      " were skipped (see the warnings above)");
+    ds->affine_ = {aug.degrees, aug.translate, aug.scale, aug.shear, aug.perspective};
+    ds->failures_ = std::make_shared<detail::DetectLoadFailures>();
+    ds->failures_->bad.assign(ds->index_.entries.size(), false);
+    ds->mosaic_active_ = ds->mosaic_on(0);
+    ds->init_cache(split);
+    return ds;
+  }
+
+  size_t size() const { return index_.entries.size(); }
+  const std::vector<std::string>& names() const { return names_; }
+  const DetectAugment& augment() const { return aug_; }
+  const LabelIndex& index() const { return index_; }
+  const ImageCache& cache() const { return *cache_; }
+
+  // Whether mosaic is used in `epoch` (train, mosaic > 0, not in the last no_aug_epochs).
+  bool mosaic_on(int epoch) const { return aug_.train && aug_.mosaic > 0 && epoch < aug_.epochs - aug_.no_aug_epochs; }
+  bool mosaic_active() const { return mosaic_active_; }
+
+  // Called by the Loader before each epoch; listeners hear when mosaic opens or closes (also on the
+  // first call when a resumed run starts past the closing epoch).
+  void set_epoch(int epoch) {
+    const bool now = mosaic_on(epoch);
+    if (now != mosaic_active_) {
+      log::info(now ? "mosaic on from epoch " : "mosaic closed from epoch ", epoch + 1);
+      mosaic_active_ = now;
+      for (auto& f : listeners_) f(now, epoch);
+    }
+    epoch_ = epoch;
+  }
+  void on_mosaic_change(MosaicListener f) { listeners_.push_back(std::move(f)); }
+
+  // Image size of batch b: imgsz, or with multi_scale (training) a multiple of the stride in
+  // [0.5, 1.5] * imgsz drawn from (seed, epoch, b) alone. The Loader calls it for every batch.
+  int imgsz_for_batch(uint64_t seed, int epoch, size_t b) const {
+    if (!aug_.multi_scale || !aug_.train) return aug_.imgsz;
+    const int st = aug_.stride;
+    const int lo = std::max(1, (aug_.imgsz / 2 + st - 1) / st), hi = aug_.imgsz * 3 / 2 / st;
+    std::mt19937_64 rng(sample_seed(seed ^ 0x4D554C5449ull, epoch, b));
+    return static_cast<int>(randint(rng, lo, hi)) * st;
+  }
+
+  Sample get(size_t i, std::mt19937_64& rng, int epoch) const { return get(i, rng, epoch, aug_.imgsz); }
+
+  Sample get(size_t i, std::mt19937_64& rng, int epoch, int size) const {
+    Sample s;
+    Image img;
+    DetBoxes boxes;
+    size_t used = i;
+    if (aug_.train) {
+      img = build_train(i, rng, epoch, size, boxes, &used);
+      detail::StageClock clock(detect_stage_times().augment_ns);
+      if (aug_.mixup > 0 && bernoulli(rng, aug_.mixup)) {
+        DetBoxes other_boxes;
+        const Image other = build_train(static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(size()) - 1)), rng,
+                                        epoch, size, other_boxes, nullptr);
+        blend_into(img, other, beta_draw(32.0, 32.0, rng));
+        boxes.insert(boxes.end(), other_boxes.begin(), other_boxes.end());
+      }
+      hsv_augment(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
+      if (bernoulli(rng, aug_.flipud)) flip_ud(img), flip_boxes_ud(boxes, img.h);
+      if (bernoulli(rng, aug_.fliplr)) flip_lr(img), flip_boxes_lr(boxes, img.w);
+    } else {
+      auto loaded = load(i, &used);
+      boxes = pixel_boxes(used, *loaded);
+      detail::StageClock clock(detect_stage_times().augment_ns);
+      LetterboxInfo lb;
+      img = letterbox(*loaded, size, size, boxes, &lb);
+      const auto& e = index_.entries[used];
+      s.ratio = static_cast<double>(loaded->w) * lb.scale_x / e.w;
+      s.pad_x = lb.pad_x, s.pad_y = lb.pad_y;
+    }
+    detail::StageClock clock(detect_stage_times().tensor_ns);
+    const auto& e = index_.entries[used];
+    s.path = e.image, s.orig_h = e.h, s.orig_w = e.w;
+    s.image = to_chw_tensor(img);
+    s.boxes = torch::empty({static_cast<int64_t>(boxes.size()), 5}, torch::kFloat32);
+    std::memcpy(s.boxes.data_ptr<float>(), boxes.data(), boxes.size() * sizeof(DetBox));
+    s.max_boxes = aug_.max_boxes;
+    if (detect_stage_times().enabled) ++detect_stage_times().samples;
+    return s;
+  }
+
+  static Batch collate(std::vector<Sample>&& samples);
+
+  // The decoded image i resized to long side imgsz (cached when cache = ram | disk); *used receives
+  // the index really loaded (i, or its substitute when i cannot be decoded any more).
+  std::shared_ptr<const Image> load(size_t i, size_t* used = nullptr) const {
+    detail::StageClock clock(detect_stage_times().load_ns);
+    const size_t n = size();
+    for (size_t k = 0; k < n; ++k) {
+      const size_t j = (i + k) % n;
+      {
+        std::lock_guard<std::mutex> lk(failures_->mu);
+        if (failures_->bad[j]) continue;
+      }
+      try {
+        auto img = cache_->get(j, index_.entries[j].image, [&] { return decode_resized(index_.entries[j]); });
+        if (used) *used = j;
+        return img;
+      } catch (const DataError& e) {
+        std::lock_guard<std::mutex> lk(failures_->mu);
+        if (!failures_->bad[j]) log::warn(e.what(), " (using the next image of the split instead)");
+        failures_->bad[j] = true;
+      }
+    }
+    throw DataError("no image of this split can be decoded any more (see the warnings above)");
+  }
+
+  // Labels of entry i in pixels of `img` (its resized image), clipped to the image.
+  DetBoxes pixel_boxes(size_t i, const Image& img) const {
+    DetBoxes out;
+    for (const auto& b : index_.entries[i].boxes) {
+      DetBox d{b[0], std::clamp((b[1] - b[3] / 2) * img.w, 0.f, float(img.w)), std::clamp((b[2] - b[4] / 2) * img.h, 0.f, float(img.h)),
+               std::clamp((b[1] + b[3] / 2) * img.w, 0.f, float(img.w)), std::clamp((b[2] + b[4] / 2) * img.h, 0.f, float(img.h))};
+      if (d.x2 > d.x1 && d.y2 > d.y1) out.push_back(d);
+    }
+    return out;
+  }
+
+ private:
+  DetectDataset() = default;
+
+  // Decodes with DCT scaling where the file is much larger than imgsz, then resizes (bilinear) so
+  // the long side is imgsz: size (min(ceil(w0 r), S), min(ceil(h0 r), S)), r = S / max(h0, w0).
+  Image decode_resized(const LabelEntry& e) const {
+    const int S = aug_.imgsz;
+    const double r = static_cast<double>(S) / std::max(e.h, e.w);
+    const int w = std::min(static_cast<int>(std::ceil(e.w * r - 1e-9)), S);
+    const int h = std::min(static_cast<int>(std::ceil(e.h * r - 1e-9)), S);
+    Image img = read_image(e.image, r < 1 ? std::min(h, w) : 0);
+    if (img.h == h && img.w == w) return img;
+    return resize_bilinear(img, h, w);
+  }
+
+  // Mosaic (when open and drawn) or letterbox, then the random perspective, at size x size.
+  Image build_train(size_t i, std::mt19937_64& rng, int epoch, int size, DetBoxes& boxes, size_t* used) const {
+    const int S = aug_.imgsz;
+    if (mosaic_on(epoch) && bernoulli(rng, aug_.mosaic)) {
+      std::array<size_t, 4> idx{i, 0, 0, 0};
+      for (int k = 1; k < 4; ++k) idx[k] = static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(size()) - 1));
+      std::array<std::shared_ptr<const Image>, 4> tiles;
+      std::array<DetBoxes, 4> tile_boxes;
+      for (int k = 0; k < 4; ++k) {
+        size_t u = idx[k];
+        tiles[k] = load(idx[k], &u);
+        tile_boxes[k] = pixel_boxes(u, *tiles[k]);
+        if (k == 0 && used) *used = u;
+      }
+      detail::StageClock clock(detect_stage_times().augment_ns);
+      const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
+      const Image canvas = mosaic4({tiles[0].get(), tiles[1].get(), tiles[2].get(), tiles[3].get()},
+                                   {&tile_boxes[0], &tile_boxes[1], &tile_boxes[2], &tile_boxes[3]}, S, xc, yc, boxes);
+      return random_perspective(canvas, boxes, size, size, affine_, static_cast<double>(size) / S, rng);
+    }
+    size_t u = i;
+    auto img = load(i, &u);
+    if (used) *used = u;
+    boxes = pixel_boxes(u, *img);
+    detail::StageClock clock(detect_stage_times().augment_ns);
+    const Image lb = letterbox(*img, size, size, boxes);
+    return random_perspective(lb, boxes, size, size, affine_, 1.0, rng);
+  }
+
+  void init_cache(const std::string& split) {
+    CacheMode mode = parse_cache_mode(aug_.cache);
+    if (mode == CacheMode::ram) {
+      uint64_t bytes = 0;
+      for (const auto& e : index_.entries) {
+        const double r = static_cast<double>(aug_.imgsz) / std::max(e.h, e.w);
+        bytes += static_cast<uint64_t>(std::ceil(e.h * r)) * static_cast<uint64_t>(std::ceil(e.w * r)) * 3;
+      }
+      const uint64_t avail = available_memory_bytes();
+      if (avail > 0 && bytes > avail / 10 * 7) {
+        log::warn(split, ": cache=ram needs ", bytes >> 20, " MiB but only ", avail >> 20,
+                  " MiB are available; not caching (use cache=disk)");
+        mode = CacheMode::off;
+      } else {
+        log::info(split, ": cache=ram will hold ", bytes >> 20, " MiB of decoded images");
+      }
+    }
+    cache_ = std::make_shared<ImageCache>(mode, size(), aug_.imgsz);
+  }
+
+  DetectAugment aug_;
+  AffineParams affine_;
+  std::vector<std::string> names_;
+  LabelIndex index_;
+  std::shared_ptr<ImageCache> cache_;
+  std::shared_ptr<detail::DetectLoadFailures> failures_;
+  std::vector<MosaicListener> listeners_;
+  bool mosaic_active_ = false;
+  int epoch_ = 0;
+};
+
+// Stacks the images; targets are padded to M rows (max_boxes, or the batch's largest count, >= 1)
+// with cls = -1. With a fixed max_boxes, an image with more boxes keeps its M largest in `targets`
+// (all of them stay in `boxes`), with a warning.
+inline DetectBatch DetectDataset::collate(std::vector<DetectSample>&& samples) {
+  if (samples.empty()) throw Error("DetectDataset::collate: empty batch");
+  detail::StageClock clock(detect_stage_times().collate_ns);
+  DetectBatch b;
+  const int64_t B = static_cast<int64_t>(samples.size());
+  const auto& first = samples.front().image;
+  for (const auto& s : samples)
+    if (!s.image.sizes().equals(first.sizes()))
+      throw Error("DetectDataset::collate: image '" + s.path + "' has a different size than '" + samples.front().path + "'");
+  b.images = torch::empty({B, first.size(0), first.size(1), first.size(2)}, torch::kUInt8);
+  int64_t most = 1;
+  for (const auto& s : samples) most = std::max(most, s.boxes.size(0));
+  const int64_t M = samples.front().max_boxes > 0 ? samples.front().max_boxes : most;
+  b.targets = torch::zeros({B, M, 5}, torch::kFloat32);
+  float* t = b.targets.data_ptr<float>();
+  for (int64_t k = 0; k < B; ++k) {
+    auto& s = samples[k];
+    b.images[k].copy_(s.image);
+    torch::Tensor rows = s.boxes;
+    if (rows.size(0) > M) {
+      log::notice_once("detect_collate_truncate:" + std::to_string(M),
+                       "max_boxes = " + std::to_string(M) + ": image '" + s.path + "' has " + std::to_string(rows.size(0)) +
+                           " boxes; the padded targets keep the largest " + std::to_string(M) +
+                           " (raise max_boxes to keep all; warned once)",
+                       log::Level::warn);
+      const auto area = (rows.select(1, 3) - rows.select(1, 1)) * (rows.select(1, 4) - rows.select(1, 2));
+      rows = rows.index_select(0, std::get<0>(std::get<1>(area.topk(M)).sort()));
+    }
+    for (int64_t m = 0; m < M; ++m) t[(k * M + m) * 5] = -1.f;
+    if (rows.size(0) > 0) std::memcpy(t + k * M * 5, rows.contiguous().data_ptr<float>(), rows.numel() * sizeof(float));
+    b.boxes.push_back(std::move(s.boxes));
+    b.paths.push_back(std::move(s.path));
+    b.letterbox.push_back({double(s.orig_h), double(s.orig_w), s.ratio, s.pad_x, s.pad_y});
+  }
+  return b;
+}
+
+}  // namespace libreyolo::data

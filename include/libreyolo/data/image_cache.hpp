@@ -1,0 +1,165 @@
+#pragma once
+// Caches of decoded, resized images for the detection pipeline (cache=ram | disk).
+//
+// ram: each image is decoded and resized once (on first use, by whichever worker needs it) and
+//      kept in memory; the caller checks the estimated size against the free memory first.
+// disk: the resized pixels are written once to a raw file in a hidden folder next to the image
+//      (<image folder>/.libreyolo_cache/<name>.<imgsz>.rgb), stamped with the source file's size
+//      and mtime; a stale or unreadable file is rebuilt. If the folder cannot be written, the cache
+//      says so once and the images are decoded every time instead.
+// Both are thread-safe and give exactly the pixels an uncached load gives.
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/data/image_ops.hpp>
+#include <libreyolo/data/rng.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace libreyolo::data {
+
+enum class CacheMode { off, ram, disk };
+
+inline CacheMode parse_cache_mode(const std::string& s) {
+  if (s == "off" || s == "false" || s.empty()) return CacheMode::off;
+  if (s == "ram" || s == "true") return CacheMode::ram;
+  if (s == "disk") return CacheMode::disk;
+  throw ConfigError("cache = '" + s + "' is not allowed (allowed: off, ram, disk)");
+}
+
+// Bytes of memory the kernel reports as available (MemAvailable), or 0 when unknown.
+inline uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+namespace detail {
+
+struct DiskImageHeader {
+  char magic[4] = {'L', 'R', 'Y', 'I'};
+  int32_t version = 1, h = 0, w = 0, c = 0, imgsz = 0;
+  uint64_t src_size = 0;
+  int64_t src_mtime = 0;
+};
+
+inline bool source_stamp(const std::filesystem::path& src, uint64_t& size, int64_t& mtime) {
+  std::error_code ec;
+  size = std::filesystem::file_size(src, ec);
+  if (ec) return false;
+  mtime = std::filesystem::last_write_time(src, ec).time_since_epoch().count();
+  return !ec;
+}
+
+}  // namespace detail
+
+class ImageCache {
+ public:
+  ImageCache(CacheMode mode, size_t n, int imgsz) : mode_(mode), imgsz_(imgsz), slots_(mode == CacheMode::ram ? n : 0) {}
+
+  CacheMode mode() const { return mode_; }
+
+  // The cached image i (source file `src`), or load() (which decodes and resizes) stored for next time.
+  template <class Load>
+  std::shared_ptr<const Image> get(size_t i, const std::filesystem::path& src, Load&& load) const {
+    if (mode_ == CacheMode::ram) {
+      {
+        std::lock_guard<std::mutex> lk(stripe(i));
+        if (slots_[i]) return slots_[i];
+      }
+      auto img = std::make_shared<const Image>(load());
+      std::lock_guard<std::mutex> lk(stripe(i));
+      if (!slots_[i]) slots_[i] = img;  // two workers may race on one image: the first one stays
+      return slots_[i];
+    }
+    if (mode_ == CacheMode::disk && !disk_failed_.load()) {
+      const auto file = disk_path(src, imgsz_);
+      if (auto hit = read_disk(file, src)) return hit;
+      auto img = std::make_shared<const Image>(load());
+      write_disk(file, src, *img);
+      return img;
+    }
+    return std::make_shared<const Image>(load());
+  }
+
+  // Where the disk cache keeps image `src` resized for `imgsz`.
+  static std::filesystem::path disk_path(const std::filesystem::path& src, int imgsz) {
+    return src.parent_path() / ".libreyolo_cache" / (src.filename().string() + "." + std::to_string(imgsz) + ".rgb");
+  }
+
+  size_t cached_in_ram() const {
+    size_t n = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      std::lock_guard<std::mutex> lk(stripe(i));
+      n += slots_[i] != nullptr;
+    }
+    return n;
+  }
+
+ private:
+  std::mutex& stripe(size_t i) const { return locks_[i % locks_.size()]; }
+
+  std::shared_ptr<const Image> read_disk(const std::filesystem::path& file, const std::filesystem::path& src) const {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return nullptr;
+    detail::DiskImageHeader hd, want;
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    if (!in.read(reinterpret_cast<char*>(&hd), sizeof hd) || std::memcmp(hd.magic, want.magic, 4) != 0 ||
+        hd.version != want.version || hd.imgsz != imgsz_ || hd.c != 3 || hd.h <= 0 || hd.w <= 0 ||
+        !detail::source_stamp(src, size, mtime) || hd.src_size != size || hd.src_mtime != mtime)
+      return nullptr;
+    auto img = std::make_shared<Image>(hd.h, hd.w, 3);
+    if (!in.read(reinterpret_cast<char*>(img->px.data()), static_cast<std::streamsize>(img->px.size()))) return nullptr;
+    if (in.peek() != std::char_traits<char>::eof()) return nullptr;  // a longer file is not ours
+    return img;
+  }
+
+  void write_disk(const std::filesystem::path& file, const std::filesystem::path& src, const Image& img) const {
+    detail::DiskImageHeader hd;
+    hd.h = img.h, hd.w = img.w, hd.c = img.c, hd.imgsz = imgsz_;
+    if (!detail::source_stamp(src, hd.src_size, hd.src_mtime)) return;
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    // A unique temporary name per thread, then rename: readers never see a half-written file.
+    const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
+    const std::filesystem::path tmp = file.string() + ".tmp" + std::to_string(mix64(tid) % 1000000007u);
+    bool ok = !ec;
+    if (ok) {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      ok = static_cast<bool>(out);
+      if (ok) {
+        out.write(reinterpret_cast<const char*>(&hd), sizeof hd);
+        out.write(reinterpret_cast<const char*>(img.px.data()), static_cast<std::streamsize>(img.px.size()));
+        ok = static_cast<bool>(out);
+      }
+    }
+    if (ok) std::filesystem::rename(tmp, file, ec);
+    if (!ok || ec) {
+      std::filesystem::remove(tmp, ec);
+      if (!disk_failed_.exchange(true))
+        log::warn("cache=disk: cannot write '", file.string(), "' (folder not writable?); images are decoded every ",
+                  "time instead");
+    }
+  }
+
+  CacheMode mode_;
+  int imgsz_;
+  mutable std::vector<std::shared_ptr<const Image>> slots_;
+  mutable std::array<std::mutex, 64> locks_;
+  mutable std::atomic<bool> disk_failed_{false};
+};
+
+}  // namespace libreyolo::data
