@@ -208,18 +208,18 @@ class DetectDataset {
 
   Sample get(size_t i, std::mt19937_64& rng, int epoch) const { return get(i, rng, epoch, aug_.imgsz); }
 
-  Sample get(size_t i, std::mt19937_64& rng, int epoch, int size) const {
+  Sample get(size_t i, std::mt19937_64& rng, int epoch, int out_size) const {
     Sample s;
     Image img;
     DetBoxes boxes;
     size_t used = i;
     if (aug_.train) {
-      img = build_train(i, rng, epoch, size, boxes, &used);
+      img = build_train(i, rng, epoch, out_size, boxes, &used);
       detail::StageClock clock(detect_stage_times().augment_ns);
       if (aug_.mixup > 0 && bernoulli(rng, aug_.mixup)) {
         DetBoxes other_boxes;
         const Image other = build_train(static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(size()) - 1)), rng,
-                                        epoch, size, other_boxes, nullptr);
+                                        epoch, out_size, other_boxes, nullptr);
         blend_into(img, other, beta_draw(32.0, 32.0, rng));
         boxes.insert(boxes.end(), other_boxes.begin(), other_boxes.end());
       }
@@ -231,7 +231,7 @@ class DetectDataset {
       boxes = pixel_boxes(used, *loaded);
       detail::StageClock clock(detect_stage_times().augment_ns);
       LetterboxInfo lb;
-      img = letterbox(*loaded, size, size, boxes, &lb);
+      img = letterbox(*loaded, out_size, out_size, boxes, &lb);
       const auto& e = index_.entries[used];
       s.ratio = static_cast<double>(loaded->w) * lb.scale_x / e.w;
       s.pad_x = lb.pad_x, s.pad_y = lb.pad_y;
@@ -300,7 +300,7 @@ class DetectDataset {
   }
 
   // Mosaic (when open and drawn) or letterbox, then the random perspective, at size x size.
-  Image build_train(size_t i, std::mt19937_64& rng, int epoch, int size, DetBoxes& boxes, size_t* used) const {
+  Image build_train(size_t i, std::mt19937_64& rng, int epoch, int out_size, DetBoxes& boxes, size_t* used) const {
     const int S = aug_.imgsz;
     if (mosaic_on(epoch) && bernoulli(rng, aug_.mosaic)) {
       std::array<size_t, 4> idx{i, 0, 0, 0};
@@ -317,15 +317,15 @@ class DetectDataset {
       const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
       const Image canvas = mosaic4({tiles[0].get(), tiles[1].get(), tiles[2].get(), tiles[3].get()},
                                    {&tile_boxes[0], &tile_boxes[1], &tile_boxes[2], &tile_boxes[3]}, S, xc, yc, boxes);
-      return random_perspective(canvas, boxes, size, size, affine_, static_cast<double>(size) / S, rng);
+      return random_perspective(canvas, boxes, out_size, out_size, affine_, static_cast<double>(out_size) / S, rng);
     }
     size_t u = i;
     auto img = load(i, &u);
     if (used) *used = u;
     boxes = pixel_boxes(u, *img);
     detail::StageClock clock(detect_stage_times().augment_ns);
-    const Image lb = letterbox(*img, size, size, boxes);
-    return random_perspective(lb, boxes, size, size, affine_, 1.0, rng);
+    const Image lb = letterbox(*img, out_size, out_size, boxes);
+    return random_perspective(lb, boxes, out_size, out_size, affine_, 1.0, rng);
   }
 
   void init_cache(const std::string& split) {

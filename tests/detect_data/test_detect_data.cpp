@@ -1,0 +1,365 @@
+// Detection datasets: YAML variants and errors, the label index (each bad input, its cache),
+// validation letterbox mapping, padded collate, mosaic closing, the end-to-end training pipeline
+// (boxes on their pixels). Loader-level behaviour is in test_detect_loader.cpp.
+#include <doctest/doctest.h>
+#include <libreyolo/data/detect.hpp>
+#include <libreyolo/data/draw.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "support.hpp"
+
+using namespace libreyolo;
+using namespace libreyolo::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+Image rect_image(int h, int w, int x1, int y1, int x2, int y2, Rgb c) {
+  Image img(h, w, 3, 0);
+  for (int y = y1; y < y2; ++y)
+    for (int x = x1; x < x2; ++x) img.at(y, x, 0) = c.r, img.at(y, x, 1) = c.g, img.at(y, x, 2) = c.b;
+  return img;
+}
+
+void write_png_image(const fs::path& p, const Image& img) {
+  fs::create_directories(p.parent_path());
+  write_png(p, img);
+}
+
+// Collects log lines while alive.
+struct LogCapture {
+  std::vector<std::string> lines;
+  std::function<void(log::Level, std::string_view)> previous;
+  LogCapture() {
+    previous = log::set_sink([this](log::Level, std::string_view m) { lines.emplace_back(m); });
+  }
+  ~LogCapture() { log::set_sink(previous); }
+  bool has(const std::string& a, const std::string& b = "") const {
+    for (const auto& l : lines)
+      if (l.find(a) != std::string::npos && l.find(b) != std::string::npos) return true;
+    return false;
+  }
+};
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+DetectAugment val_aug(int imgsz) {
+  DetectAugment a;
+  a.imgsz = imgsz;
+  a.train = false;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("dataset YAML: names as list, map or nc; root relative to the YAML; folders, list files, lists") {
+  lry_test::TempDir td("lry_yaml");
+  write_png_image(td / "ds/images/a/1.png", Image(8, 8, 3, 9));
+  write_png_image(td / "ds/images/b/2.png", Image(8, 8, 3, 9));
+  write_text(td / "ds/extra.txt", "# comment\n\nimages/b/2.png\n  ./images/a/1.png  \n");
+  write_text(td / "cfg/d1.yaml", "path: ../ds\ntrain: images/a\nval: [images/b, extra.txt]\nnames: [cat, dog]\n");
+  DatasetYaml d = load_dataset_yaml(td / "cfg/d1.yaml");
+  CHECK(d.root == (td.path / "ds").lexically_normal());
+  REQUIRE(d.train.size() == 1);
+  CHECK(d.train[0] == (td.path / "ds/images/a").lexically_normal());
+  REQUIRE(d.val.size() == 2);
+  CHECK(d.test.empty());
+  CHECK(d.names == std::vector<std::string>{"cat", "dog"});
+  const auto val_images = split_image_files(d.val);
+  REQUIRE(val_images.size() == 3);  // folder b, then the list file's two lines in order
+  CHECK(val_images[0].filename() == "2.png");
+  CHECK(val_images[1] == (td.path / "ds/images/b/2.png").lexically_normal());
+  CHECK(val_images[2] == (td.path / "ds/images/a/1.png").lexically_normal());
+
+  write_text(td / "ds/d2.yaml", "train: images/a\nval: images/b\ntest: images/b\nnames:\n  1: dog\n  0: cat\n  2: bird\nnc: 3\n");
+  d = load_dataset_yaml(td / "ds/d2.yaml");  // no path: the YAML's folder
+  CHECK(d.names == std::vector<std::string>{"cat", "dog", "bird"});
+  CHECK(d.test.size() == 1);
+
+  write_text(td / "ds/d3.yaml", "train: images/a\nval: images/b\nnc: 2\ndownload: https://example.invalid\n");
+  CHECK(load_dataset_yaml(td / "ds/d3.yaml").names == std::vector<std::string>{"class0", "class1"});
+}
+
+TEST_CASE("dataset YAML errors name the file, line and key") {
+  lry_test::TempDir td("lry_yaml_err");
+  fs::create_directories(td / "images/a");
+  auto err = [&](const std::string& text) {
+    write_text(td / "d.yaml", text);
+    return error_of([&] { load_dataset_yaml(td / "d.yaml"); });
+  };
+  std::string e = err("val: images/a\nnames: [a]\n");
+  CHECK(e.find("d.yaml") != std::string::npos);
+  CHECK(e.find("'train' is missing") != std::string::npos);
+  e = err("train: images/a\nval: images/nope\nnames: [a]\n");
+  CHECK(e.find("d.yaml':2, key 'val'") != std::string::npos);
+  CHECK(e.find("images/nope") != std::string::npos);
+  e = err("train: images/a\nval: images/a\nnames:\n  0: a\n  2: c\n");
+  CHECK(e.find("key 'names'") != std::string::npos);
+  CHECK(e.find("id 1 is missing") != std::string::npos);
+  e = err("train: images/a\nval: images/a\nnames: [a, b]\nnc: 3\n");
+  CHECK(e.find(":4, key 'nc'") != std::string::npos);
+  CHECK(e.find("nc = 3 but 'names' has 2") != std::string::npos);
+  e = err("path: nowhere\ntrain: images/a\nval: images/a\nnames: [a]\n");
+  CHECK(e.find(":1, key 'path'") != std::string::npos);
+  e = err("train: images/a\nval: images/a\nnames: [a\n");
+  CHECK(e.find("not valid YAML") != std::string::npos);
+  e = err("train: images/a\nval: images/a\n");
+  CHECK(e.find("neither 'names' nor 'nc'") != std::string::npos);
+  e = err("train: images/a\nval: images/a\nnames: [a]\nnc: two\n");
+  CHECK(e.find("key 'nc': value 'two'") != std::string::npos);
+  CHECK(error_of([&] { load_dataset_yaml(td / "missing.yaml"); }).find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("label_path_for: the last images/ becomes labels/, the extension .txt") {
+  CHECK(label_path_for("/d/images/train/a.jpg") == fs::path("/d/labels/train/a.txt"));
+  CHECK(label_path_for("/images/x/images/y.PNG") == fs::path("/images/x/labels/y.txt"));
+  CHECK(label_path_for("/d/pics/a.b.jpeg") == fs::path("/d/pics/a.b.txt"));
+}
+
+TEST_CASE("label index: every bad input is a counted, logged skip or removal, never a wrong label") {
+  lry_test::TempDir td("lry_labels");
+  const fs::path im = td / "images", lb = td / "labels";
+  Image ok(16, 16, 3, 50);
+  for (const char* n : {"a", "b", "c", "d", "e", "f", "i"}) write_png_image(im / (std::string(n) + ".png"), ok);
+  write_text(lb / "a.txt", "0 0.5 0.5 0.2 0.2\n");
+  write_text(lb / "c.txt", "0 0.5 0.5 0.2\n");
+  write_text(lb / "d.txt", "0 0.5 0.5 0.2 0.2\n5 0.5 0.5 0.1 0.1\n");
+  write_text(lb / "e.txt", "1 1.2 0.5 0.1 0.1\n");
+  write_text(lb / "f.txt", "0 0.5 0.5 0.2 0.2\n\n0 0.5 0.5 0.2 0.2\n1 0.3 0.3 0.1 0.1\n");
+  write_text(lb / "i.txt", "0 abc 0.5 0.1 0.1\n");
+  write_jpeg(im / "g.jpg", ok);
+  const auto full = fs::file_size(im / "g.jpg");
+  fs::resize_file(im / "g.jpg", full / 2);  // truncated download
+  write_text(im / "j.jpg", "this is not an image");
+  std::string list;
+  for (const char* n : {"a.png", "b.png", "c.png", "d.png", "e.png", "f.png", "g.jpg", "h.png", "i.png", "j.jpg"})
+    list += std::string("images/") + n + "\n";
+  write_text(td / "split.txt", list);
+  const auto images = split_image_files({td / "split.txt"});
+  REQUIRE(images.size() == 10);
+
+  LogCapture logs;
+  const LabelIndex idx = build_label_index(images, 2, td / "labels.cache");
+  log_label_summary("val", idx);
+  CHECK(idx.stats.images == 3);  // a, b (background), f
+  CHECK(idx.stats.backgrounds == 1);
+  CHECK(idx.stats.boxes == 3);
+  CHECK(idx.stats.bad_images == 3);  // g truncated, h missing, j not an image
+  CHECK(idx.stats.bad_labels == 4);  // c, d, e, i
+  CHECK(idx.stats.duplicates == 1);
+  REQUIRE(idx.entries.size() == 3);
+  CHECK(idx.entries[0].h == 16);
+  CHECK(idx.entries[2].boxes.size() == 2);
+  CHECK(logs.has("c.txt':1", "has 4 fields, expected 5"));
+  CHECK(logs.has("d.txt':2", "class id '5' is outside [0, 1]"));
+  CHECK(logs.has("e.txt':1", "cx = 1.2 is outside [0, 1]"));
+  CHECK(logs.has("i.txt':1", "field cx = 'abc' is not a number"));
+  CHECK(logs.has("f.txt'", "1 duplicate box(es) removed"));
+  CHECK(logs.has("g.jpg", "truncated JPEG"));
+  CHECK(logs.has("h.png", "does not exist"));
+  CHECK(logs.has("j.jpg", "not a JPEG or PNG"));
+  CHECK(logs.has("val: 3 images, 3 boxes, 1 backgrounds, 7 skipped (3 bad images, 4 bad label files), 1 duplicate"));
+
+  // Nothing usable: an error, not an empty dataset.
+  auto bad_only = std::vector<fs::path>{im / "c.png", im / "j.jpg"};
+  CHECK(error_of([&] { DetectDataset::open_images(bad_only, {"a", "b"}, val_aug(32), {}); }).find("no usable image") !=
+        std::string::npos);
+}
+
+TEST_CASE("label index cache: written once, reused, rebuilt when a label file changes") {
+  lry_test::TempDir td("lry_lcache");
+  for (int k = 0; k < 3; ++k) {
+    write_png_image(td / "images" / (std::to_string(k) + ".png"), Image(10, 20, 3, 7));
+    write_text(td / "labels" / (std::to_string(k) + ".txt"), "1 0.5 0.5 0.5 0.5\n");
+  }
+  const auto images = split_image_files({td / "images"});
+  const fs::path cache = label_cache_path({td / "images"}, images);
+  CHECK(cache.parent_path() == td.path);  // next to the labels folder
+  CHECK(cache.filename().string().rfind("labels.", 0) == 0);
+  LabelIndex a = build_label_index(images, 2, cache);
+  CHECK_FALSE(a.from_cache);
+  REQUIRE(fs::exists(cache));
+  LabelIndex b = build_label_index(images, 2, cache);
+  CHECK(b.from_cache);
+  REQUIRE(b.entries.size() == 3);
+  CHECK(b.entries[1].image == a.entries[1].image);
+  CHECK(b.entries[1].w == 20);
+  CHECK((b.entries[1].boxes == a.entries[1].boxes));
+  CHECK(b.stats.boxes == 3);
+  write_text(td / "labels/1.txt", "0 0.25 0.5 0.5 0.5\n0 0.75 0.5 0.5 0.5\n");
+  fs::last_write_time(td / "labels/1.txt", fs::last_write_time(td / "labels/1.txt") + std::chrono::seconds(5));
+  LabelIndex c = build_label_index(images, 2, cache);
+  CHECK_FALSE(c.from_cache);
+  CHECK(c.entries[1].boxes.size() == 2);
+  CHECK(build_label_index(images, 3, cache).from_cache == false);  // class count is part of the key
+}
+
+TEST_CASE("validation samples: letterbox to imgsz with the inverse mapping kept") {
+  lry_test::TempDir td("lry_val");
+  write_png_image(td / "images/a.png", rect_image(100, 200, 40, 20, 80, 60, {255, 0, 0}));
+  write_text(td / "labels/a.txt", "0 0.3 0.4 0.2 0.4\n");  // the rectangle [40,80) x [20,60)
+  auto ds = DetectDataset::open_images({td / "images/a.png"}, {"box"}, val_aug(64), {});
+  std::mt19937_64 rng(0);
+  const DetectSample s = ds->get(0, rng, 0);
+  REQUIRE(s.image.sizes() == torch::IntArrayRef({3, 64, 64}));
+  // Loaded at 64 x 32 (r = 64/200 = 0.32), padded by 16 rows on top.
+  CHECK(s.orig_h == 100);
+  CHECK(s.orig_w == 200);
+  CHECK(s.ratio == doctest::Approx(0.32));
+  CHECK(s.pad_x == 0);
+  CHECK(s.pad_y == 16);
+  REQUIRE(s.boxes.size(0) == 1);
+  const auto b = s.boxes[0];
+  CHECK(b[1].item<float>() == doctest::Approx(12.8));
+  CHECK(b[2].item<float>() == doctest::Approx(22.4));
+  CHECK(b[3].item<float>() == doctest::Approx(25.6));
+  CHECK(b[4].item<float>() == doctest::Approx(35.2));
+  // Inverse mapping recovers the drawn rectangle.
+  CHECK((b[1].item<float>() - s.pad_x) / s.ratio == doctest::Approx(40));
+  CHECK((b[4].item<float>() - s.pad_y) / s.ratio == doctest::Approx(60));
+  CHECK(s.image[0][30][20].item<int>() == 255);  // inside the box: red
+  CHECK(s.image[0][5][20].item<int>() == kLetterboxFill);
+}
+
+TEST_CASE("collate: padded [B, M, 5] targets (batch max or fixed max_boxes), per-image boxes kept") {
+  auto sample = [](std::vector<std::array<float, 5>> rows, int max_boxes) {
+    DetectSample s;
+    s.image = torch::zeros({3, 8, 8}, torch::kUInt8);
+    s.boxes = torch::zeros({static_cast<int64_t>(rows.size()), 5});
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (int k = 0; k < 5; ++k) s.boxes[i][k] = rows[i][k];
+    s.path = "img" + std::to_string(rows.size());
+    s.max_boxes = max_boxes;
+    return s;
+  };
+  const std::vector<std::array<float, 5>> two = {{1, 0, 0, 2, 2}, {2, 1, 1, 5, 5}};
+  const std::vector<std::array<float, 5>> three = {{0, 0, 0, 1, 1}, {3, 0, 0, 4, 4}, {4, 0, 0, 3, 3}};
+  std::vector<DetectSample> v;
+  v.push_back(sample({}, 0));
+  v.push_back(sample(two, 0));
+  v.push_back(sample(three, 0));
+  DetectBatch b = DetectDataset::collate(std::move(v));
+  CHECK(b.images.sizes() == torch::IntArrayRef({3, 3, 8, 8}));
+  REQUIRE(b.targets.sizes() == torch::IntArrayRef({3, 3, 5}));
+  CHECK(b.targets[0].select(1, 0).eq(-1).all().item<bool>());  // background: all padding
+  CHECK(b.targets[1][1][0].item<float>() == 2);
+  CHECK(b.targets[1][1][3].item<float>() == 5);
+  CHECK(b.targets[1][2][0].item<float>() == -1);
+  CHECK(b.targets[1][2].slice(0, 1).abs().sum().item<float>() == 0);
+  CHECK(b.boxes[2].size(0) == 3);
+  CHECK(b.paths[1] == "img2");
+
+  std::vector<DetectSample> w;
+  w.push_back(sample(two, 2));
+  w.push_back(sample(three, 2));
+  LogCapture logs;
+  DetectBatch f = DetectDataset::collate(std::move(w));
+  REQUIRE(f.targets.sizes() == torch::IntArrayRef({2, 2, 5}));
+  // Three boxes, M = 2: the two largest (areas 16 and 9; not 1) stay, in their original order.
+  CHECK(f.targets[1][0][0].item<float>() == 3);
+  CHECK(f.targets[1][1][0].item<float>() == 4);
+  CHECK(f.boxes[1].size(0) == 3);
+  CHECK(logs.has("max_boxes = 2", "keep the largest 2"));
+}
+
+TEST_CASE("mosaic closes for the last no_aug_epochs epochs, and listeners hear it once") {
+  lry_test::TempDir td("lry_mosaic_close");
+  write_png_image(td / "images/a.png", Image(32, 32, 3, 1));
+  DetectAugment a;
+  a.imgsz = 32, a.epochs = 10, a.no_aug_epochs = 3;
+  auto ds = DetectDataset::open_images({td / "images/a.png"}, {"x"}, a, {});
+  std::vector<std::pair<bool, int>> heard;
+  ds->on_mosaic_change([&](bool on, int epoch) { heard.emplace_back(on, epoch); });
+  CHECK(ds->mosaic_active());
+  for (int e = 0; e < 10; ++e) ds->set_epoch(e);
+  CHECK_FALSE(ds->mosaic_active());
+  CHECK(ds->mosaic_on(6));
+  CHECK_FALSE(ds->mosaic_on(7));
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0] == std::make_pair(false, 7));
+  ds->set_epoch(2);  // resuming earlier reopens it
+  REQUIRE(heard.size() == 2);
+  CHECK(heard[1] == std::make_pair(true, 2));
+}
+
+TEST_CASE("training pipeline end to end: mosaic, affine and flips keep every box on its pixels") {
+  // Seven images, each a black field with one rectangle in its own pure colour (class = colour).
+  const Rgb colours[7] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {255, 255, 0}, {255, 0, 255}, {0, 255, 255}, {255, 255, 255}};
+  lry_test::TempDir td("lry_e2e");
+  std::vector<fs::path> files;
+  std::vector<double> area;  // rectangle area in the loaded (long side 64) image
+  for (int k = 0; k < 7; ++k) {
+    const int x1 = 6 + 4 * k, y1 = 4 + 2 * k, x2 = x1 + 20 + 2 * k, y2 = y1 + 14 + k;  // in a 96 x 72 image
+    files.push_back(td / "images" / (std::to_string(k) + ".png"));
+    write_png_image(files.back(), rect_image(72, 96, x1, y1, x2, y2, colours[k]));
+    char line[96];
+    std::snprintf(line, sizeof line, "%d %f %f %f %f\n", k, (x1 + x2) / 192.0, (y1 + y2) / 144.0, (x2 - x1) / 96.0,
+                  (y2 - y1) / 72.0);
+    write_text(td / "labels" / (std::to_string(k) + ".txt"), line);
+    area.push_back((x2 - x1) * (y2 - y1) * (64.0 / 96) * (64.0 / 96));
+  }
+  DetectAugment a;
+  a.imgsz = 64, a.translate = 0.1, a.scale = 0.3, a.hsv_h = a.hsv_s = a.hsv_v = 0, a.fliplr = 0.5, a.flipud = 0.5;
+  std::vector<std::string> names(7, "c");
+  auto ds = DetectDataset::open_images(files, names, a, {});
+  int checked = 0, boxes_seen = 0;
+  for (uint64_t seed = 0; checked < 12 && seed < 200; ++seed) {
+    std::mt19937_64 probe(seed);  // replay the mosaic's draws: which images are the 4 tiles
+    bernoulli(probe, 1.0);
+    std::set<int64_t> tiles{static_cast<int64_t>(seed % 7)};
+    for (int k = 0; k < 3; ++k) tiles.insert(randint(probe, 0, 6));
+    if (tiles.size() < 4) continue;  // a repeated image would make colours ambiguous
+    std::mt19937_64 rng(seed);
+    const DetectSample s = ds->get(seed % 7, rng, 0);
+    Image img(64, 64, 3);
+    std::memcpy(img.px.data(), s.image.permute({1, 2, 0}).contiguous().data_ptr<uint8_t>(), img.px.size());
+    for (int c = 0; c < 7; ++c) {
+      std::vector<DetBox> mine;
+      for (int64_t r = 0; r < s.boxes.size(0); ++r)
+        if (s.boxes[r][0].item<float>() == c)
+          mine.push_back({float(c), s.boxes[r][1].item<float>(), s.boxes[r][2].item<float>(), s.boxes[r][3].item<float>(),
+                          s.boxes[r][4].item<float>()});
+      REQUIRE(mine.size() <= 1);
+      int coloured = 0, outside = 0, holes = 0;
+      for (int y = 0; y < 64; ++y)
+        for (int x = 0; x < 64; ++x) {
+          const bool is_c = std::abs(img.at(y, x, 0) - colours[c].r) <= 40 && std::abs(img.at(y, x, 1) - colours[c].g) <= 40 &&
+                            std::abs(img.at(y, x, 2) - colours[c].b) <= 40;
+          coloured += is_c;
+          if (mine.empty()) continue;
+          const auto& b = mine[0];
+          const double cx = x + 0.5, cy = y + 0.5;
+          if (is_c && !(cx > b.x1 - 1 && cx < b.x2 + 1 && cy > b.y1 - 1 && cy < b.y2 + 1)) ++outside;
+          if (!is_c && cx > b.x1 + 1 && cx < b.x2 - 1 && cy > b.y1 + 1 && cy < b.y2 - 1) ++holes;
+        }
+      if (!tiles.count(c)) CHECK(coloured == 0);
+      if (!mine.empty()) {
+        ++boxes_seen;
+        CHECK(outside == 0);  // the box covers every pixel of its rectangle
+        CHECK(holes == 0);    // and nothing else
+      } else {
+        // Dropped by the box filter: what is left is a sliver (<= 2 px wide, or <= 10% of the area
+        // at the largest scale 1.3, plus its blended rim).
+        CHECK(coloured <= 0.1 * area[c] * 1.69 + 2 * 64 + 8);
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked == 12);
+  CHECK(boxes_seen > 12);  // 20 of the 48 tiles keep a box with these seeds
+}
