@@ -5,6 +5,7 @@
 // sets; the long side is imgsz and the aspect random, so sizes look like real photos.
 // Layout: out/images/{train,val}/NNNNN.jpg, out/labels/{train,val}/NNNNN.txt, out/data.yaml.
 // Labels are the tight boxes of the painted pixels. Deterministic per seed; written on all cores.
+// synth.hpp declares synth_detect (for its task dispatch) and includes this file at its end.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/synth.hpp>
@@ -103,7 +104,7 @@ inline void validate_synth_detect(const SynthOptions& o, int long_min) {
 
 // Writes the dataset. Image sizes: long side uniform in [long_side_min, imgsz] (0: exactly imgsz),
 // short side 0.56-1.0 of it, landscape 3 times in 4. The first round(val_fraction * images) go to val.
-inline void synth_detect(const SynthOptions& o, int long_side_min = 0) {
+inline void synth_detect(const SynthOptions& o, int long_side_min) {  // default in synth.hpp
   namespace fs = std::filesystem;
   detail::validate_synth_detect(o, long_side_min);
   detail::prepare_synth_out(o.out);

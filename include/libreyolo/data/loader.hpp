@@ -75,6 +75,13 @@ template <class D>
 concept HasConstSetEpoch = requires(const D& d) { d.set_epoch(0); };
 template <class D>
 concept HasSetEpoch = requires(D& d) { d.set_epoch(0); };
+// Per-batch image size (multi-scale training): the loader asks the dataset for each batch's size,
+// a function of (seed, epoch, batch index) only, and builds that batch's samples at it.
+template <class D>
+concept HasBatchImgsz = requires(const D& d, size_t i, std::mt19937_64& rng, int epoch, uint64_t seed) {
+  { d.imgsz_for_batch(seed, epoch, i) } -> std::convertible_to<int>;
+  { d.get(i, rng, epoch, 0) } -> std::same_as<typename D::Sample>;
+};
 }  // namespace detail
 
 template <class Dataset>
@@ -186,9 +193,12 @@ class Loader {
     const size_t end = std::min(begin + static_cast<size_t>(opt_.batch), order_.size());
     std::vector<Sample> samples;
     samples.reserve(end - begin);
+    [[maybe_unused]] int imgsz = 0;
+    if constexpr (detail::HasBatchImgsz<Dataset>) imgsz = ds_->imgsz_for_batch(opt_.seed, epoch_, b);
     for (size_t pos = begin; pos < end; ++pos) {
       std::mt19937_64 rng(sample_seed(opt_.seed, epoch_, pos));
-      samples.push_back(ds_->get(order_[pos], rng, epoch_));
+      if constexpr (detail::HasBatchImgsz<Dataset>) samples.push_back(ds_->get(order_[pos], rng, epoch_, imgsz));
+      else samples.push_back(ds_->get(order_[pos], rng, epoch_));
     }
     Batch out = Dataset::collate(std::move(samples));
     if constexpr (pinnable_batch_v<Batch>) {

@@ -268,10 +268,17 @@ inline void synth_classify(const SynthOptions& o) {
   log::info("synth: wrote ", o.images, " images of ", C, " classes to ", o.out.string());
 }
 
-// Dispatches on o.task; "classify" is the task implemented so far.
+// Detection sets: defined in detect_synth.hpp, which the end of this file includes.
+// long_side_min > 0: image long sides uniform in [long_side_min, imgsz]; 0: exactly imgsz.
+inline void synth_detect(const SynthOptions& o, int long_side_min = 0);
+
+// Dispatches on o.task: classify or detect.
 inline void synth(const SynthOptions& o) {
   if (o.task == "classify") return synth_classify(o);
-  throw ConfigError("synth task '" + o.task + "' is not supported (allowed: classify)");
+  if (o.task == "detect") return synth_detect(o);
+  throw ConfigError("synth task '" + o.task + "' is not supported (allowed: classify, detect)");
 }
 
 }  // namespace libreyolo::data
+
+#include <libreyolo/data/detect_synth.hpp>
