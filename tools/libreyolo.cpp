@@ -24,7 +24,7 @@ int run_train(const std::vector<std::string>& args) {
   libreyolo::Model m(cfg.model);
   auto r = m.train(cfg);
   std::cout << "run: " << r.run_dir.string() << "\nbest_fitness: " << r.best_fitness << "\nmetrics: "
-            << r.last_metrics.dump() << "\n";
+            << r.last_metrics.dump() << std::endl;
   return r.interrupted ? 130 : 0;
 }
 
