@@ -266,3 +266,71 @@ TEST_CASE("beta_draw(32, 32): mean 1/2 and variance ab / ((a+b)^2 (a+b+1)) = 1/2
   for (int i = 0; i < n; ++i) g += gamma_draw(3.0, rng);
   CHECK(g / n == doctest::Approx(3.0).epsilon(0.02));  // Gamma(k, 1) has mean k
 }
+
+TEST_CASE("warp_tiles: a canvas of unscaled tiles renders as mosaic4 + warp_image (away from the seams)") {
+  const int S = 32;
+  std::mt19937_64 fill(9);
+  Image t[4] = {Image(16, 32, 3), Image(32, 20, 3), Image(24, 32, 3), Image(32, 32, 3)};
+  for (auto& im : t)
+    for (auto& v : im.px) v = static_cast<uint8_t>(fill() % 256);
+  const int xc = 37, yc = 29;
+  DetBoxes none[4], out;
+  Image canvas = mosaic4({&t[0], &t[1], &t[2], &t[3]}, {&none[0], &none[1], &none[2], &none[3]}, S, xc, yc, out);
+  std::vector<WarpTile> tiles;
+  for (int k = 0; k < 4; ++k) {
+    const int x = (k == 0 || k == 2) ? xc - t[k].w : xc, y = k < 2 ? yc - t[k].h : yc;
+    WarpTile w;
+    w.img = &t[k], w.ox = x, w.oy = y;
+    w.rx0 = std::max(x, 0), w.ry0 = std::max(y, 0), w.rx1 = std::min(x + t[k].w, 2 * S), w.ry1 = std::min(y + t[k].h, 2 * S);
+    tiles.push_back(w);
+  }
+  std::mt19937_64 rng(4);
+  const Mat3 M = random_affine_matrix(64, 64, 32, 32, {5, 0.1, 0.3, 2, 0}, 1.0, rng);
+  const Image a = warp_image(canvas, M, 32, 32), b = warp_tiles(tiles, M, 32, 32);
+  const Mat3 inv = mat_inverse(M);
+  int compared = 0;
+  for (int y = 0; y < 32; ++y)
+    for (int x = 0; x < 32; ++x) {
+      const double u = inv[0] * (x + 0.5) + inv[1] * (y + 0.5) + inv[2], v = inv[3] * (x + 0.5) + inv[4] * (y + 0.5) + inv[5];
+      // Skip pixels within 1.5 canvas pixels of a tile border: there the canvas blends across it.
+      bool near_seam = std::abs(u - xc) < 1.5 || std::abs(v - yc) < 1.5;
+      for (const auto& w : tiles)
+        near_seam = near_seam || std::abs(u - (w.ox + w.img->w)) < 1.5 || std::abs(v - (w.oy + w.img->h)) < 1.5 ||
+                    std::abs(u - w.ox) < 1.5 || std::abs(v - w.oy) < 1.5;
+      if (near_seam || u < 1.5 || v < 1.5 || u > 62.5 || v > 62.5) continue;
+      for (int ch = 0; ch < 3; ++ch) REQUIRE(std::abs(a.at(y, x, ch) - b.at(y, x, ch)) <= 1);
+      ++compared;
+    }
+  CHECK(compared > 300);
+}
+
+TEST_CASE("warp_tiles: a tile drawn from a 2x larger image lands where its resized copy would") {
+  // 80 x 40 image shown as 40 x 20 (sx = sy = 2) at (12, 22) of a 64 x 64 letterbox canvas.
+  Image big(40, 80, 3, 0);
+  for (int y = 10; y < 30; ++y)
+    for (int x = 20; x < 60; ++x) big.at(y, x, 1) = 255;  // green block [20,60) x [10,30) -> [10,30) x [5,15)
+  WarpTile w;
+  w.img = &big, w.ox = 12, w.oy = 22, w.sx = 2, w.sy = 2, w.rx0 = 12, w.ry0 = 22, w.rx1 = 52, w.ry1 = 42;
+  const Image out = warp_tiles({w}, kIdentity3, 64, 64);
+  CHECK(out.at(0, 0, 0) == kLetterboxFill);           // outside the tile
+  CHECK(out.at(21, 30, 1) == kLetterboxFill);         // the row above the tile
+  CHECK(out.at(22, 12, 0) == 0);                      // tile's first pixel, black
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x) {
+      const bool inside = x >= 22 && x < 42 && y >= 27 && y < 37;  // block at canvas [22,42) x [27,37)
+      if (inside) REQUIRE(out.at(y, x, 1) == 255);
+      const bool near = x >= 21 && x < 43 && y >= 26 && y < 38;
+      if (!near && x >= 12 && x < 52 && y >= 22 && y < 42) REQUIRE(out.at(y, x, 1) == 0);
+    }
+}
+
+TEST_CASE("hsv_augment_chw equals hsv_augment followed by to_chw_tensor") {
+  Image a(9, 13, 3);
+  std::mt19937_64 fill(5);
+  for (auto& v : a.px) v = static_cast<uint8_t>(fill() % 256);
+  Image b = a;
+  std::mt19937_64 r1(8), r2(8);
+  const torch::Tensor fused = hsv_augment_chw(a, 0.015, 0.7, 0.4, r1);
+  hsv_augment(b, 0.015, 0.7, 0.4, r2);
+  CHECK(fused.equal(to_chw_tensor(b)));
+}

@@ -123,23 +123,42 @@ TEST_CASE("multi_scale: a size per batch, multiples of 32 in [0.5, 1.5] * imgsz,
   CHECK(open_synth("val", v)->imgsz_for_batch(3, 1, 7) == 96);
 }
 
-TEST_CASE("cache=ram and cache=disk give the uncached pixels; disk files are reused and refreshed") {
+TEST_CASE("cache=ram and cache=disk: validation pixels exact, training boxes exact; disk files reused and refreshed") {
   lry_test::TempDir td("lry_img_cache");
   fs::copy(synth_root() / "set", td / "set", fs::copy_options::recursive);
   const auto yaml = load_dataset_yaml(td / "set/data.yaml");
-  DetectAugment a = train_aug();
-  std::vector<torch::Tensor> ref;
-  for (const char* mode : {"off", "ram", "disk", "disk"}) {  // the second disk pass reads the files
-    a.cache = mode;
-    auto ds = DetectDataset::open(yaml, "train", a);
-    for (size_t i = 0; i < ds->size(); ++i) {
-      std::mt19937_64 rng(i);
-      auto s = ds->get(i, rng, 0);
-      if (std::string(mode) == "off") ref.push_back(s.image);
-      else CHECK(s.image.equal(ref[i]));
+  for (bool train : {false, true}) {
+    DetectAugment a = train_aug();
+    a.train = train;
+    std::vector<DetectSample> ref, cached_ref;
+    for (const char* mode : {"off", "ram", "disk", "disk"}) {  // the second disk pass reads the files
+      a.cache = mode;
+      auto ds = DetectDataset::open(yaml, "train", a);
+      for (size_t i = 0; i < ds->size(); ++i) {
+        std::mt19937_64 rng(i);
+        auto s = ds->get(i, rng, 0);
+        if (std::string(mode) == "off") {
+          ref.push_back(s);
+          continue;
+        }
+        CHECK(s.boxes.equal(ref[i].boxes));
+        if (!train) {
+          CHECK(s.image.equal(ref[i].image));
+        } else {
+          // Cached training tiles are the resized images (resampled twice, not once as uncached
+          // ones): the same picture up to interpolation noise, and ram and disk agree exactly.
+          // Compared after 4 x 4 average pooling: the fine textures alias differently.
+          auto pooled = [](const torch::Tensor& t) { return torch::avg_pool2d(t.to(torch::kFloat).unsqueeze(0), 4); };
+          const double diff = (pooled(s.image) - pooled(ref[i].image)).abs().mean().item<double>();
+          CHECK(diff < 2.0);
+          if (std::string(mode) == "ram") cached_ref.push_back(s);
+          else CHECK(s.image.equal(cached_ref[i].image));
+        }
+      }
+      if (std::string(mode) == "ram") CHECK(ds->cache().cached_in_ram() == ds->size());
     }
-    if (std::string(mode) == "ram") CHECK(ds->cache().cached_in_ram() == ds->size());
   }
+  DetectAugment a = train_aug();
   const fs::path img0 = td / "set/images/train/00003.jpg";
   const fs::path cached = ImageCache::disk_path(img0, 64);
   REQUIRE(fs::exists(cached));
@@ -268,4 +287,58 @@ TEST_SUITE("gpu") {
     CHECK(g.images.cpu().equal(b->images));
     CHECK(g.targets.cpu().equal(b->targets));
   }
+}
+
+TEST_CASE("DecodeBuffer: one load per key however many threads ask; oldest evicted; failures not kept") {
+  DecodeBuffer buf(3);
+  std::atomic<int> loads{0};
+  auto slow = [&] {
+    ++loads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return Image(2, 2, 3, 7);
+  };
+  std::vector<std::thread> ts;
+  std::vector<std::shared_ptr<const Image>> got(6);
+  for (int t = 0; t < 6; ++t) ts.emplace_back([&, t] { got[t] = buf.get(42, slow); });
+  for (auto& t : ts) t.join();
+  CHECK(loads == 1);
+  for (const auto& g : got) CHECK(g.get() == got[0].get());
+  for (size_t k = 0; k < 3; ++k) buf.get(k, [] { return Image(1, 1, 3); });  // 42 is now the oldest of 4
+  buf.get(42, slow);
+  CHECK(loads == 2);
+  CHECK_THROWS_AS(buf.get(7, []() -> Image { throw DataError("broken"); }), DataError);
+  CHECK(buf.get(7, [] { return Image(1, 1, 3, 1); })->px[0] == 1);  // retried, not the old failure
+}
+
+TEST_CASE("mosaic partners come from the window around the sample in the Loader's order: ~1 decode per image") {
+  DetectAugment a = train_aug();
+  a.mosaic_window = 4, a.mixup = 0;
+  auto ds = open_synth("train", a);
+  LoaderOptions o;
+  o.batch = 1, o.workers = 0, o.seed = 9;
+  Loader<DetectDataset> loader(ds, o);
+  loader.start_epoch(0);  // hands the order to the dataset
+  CHECK(ds->decode_buffer().capacity() == (1 * 2 + 2) * 1 + 4);  // smaller than the 11 images
+  std::vector<size_t> order;
+  while (auto b = loader.next())
+    for (size_t k = 0; k < ds->size(); ++k)
+      if (ds->index().entries[k].image == b->paths[0]) order.push_back(k);
+  REQUIRE(order.size() == ds->size());
+  const int64_t n = static_cast<int64_t>(order.size());
+  // Every mosaic decoded its primary and three partners; with partners near in the order, they are
+  // mostly still buffered: about one decode per image, where random partners would need ~3.5.
+  CHECK(ds->decode_buffer().misses() <= static_cast<uint64_t>(1.6 * n));
+  std::vector<int64_t> pos(order.size());
+  for (int64_t p = 0; p < n; ++p) pos[order[p]] = p;
+  std::mt19937_64 rng(1);
+  std::set<int64_t> offsets;
+  for (int t = 0; t < 400; ++t) {
+    const size_t i = static_cast<size_t>(t % n);
+    const int64_t d = ((pos[ds->partner(i, 0, rng)] - pos[i]) % n + n + 2) % n - 2;  // signed offset in [-2, n-3]
+    offsets.insert(d);
+  }
+  CHECK(offsets == std::set<int64_t>{-2, -1, 1, 2});
+  std::set<size_t> anywhere;  // an epoch the Loader did not announce: any image
+  for (int t = 0; t < 400; ++t) anywhere.insert(ds->partner(0, 5, rng));
+  CHECK(anywhere.size() == ds->size());
 }

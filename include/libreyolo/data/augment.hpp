@@ -170,6 +170,84 @@ inline Image warp_image(const Image& src, const Mat3& M, int out_h, int out_w, u
   return out;
 }
 
+// One source of a composite canvas: an image covering the canvas region [rx0, rx1) x [ry0, ry1),
+// its top-left at canvas (ox, oy), with sx, sy image pixels per canvas pixel. A canvas made of
+// such tiles (a letterbox, a mosaic) is warped without ever being built, straight from the decoded
+// images: one interpolation instead of resize + paste + warp.
+struct WarpTile {
+  const Image* img = nullptr;
+  float rx0 = 0, ry0 = 0, rx1 = 0, ry1 = 0;
+  float ox = 0, oy = 0;
+  float sx = 1, sy = 1;
+};
+
+namespace detail {
+// Bilinear sample at (u, v) in pixel-index units, clamped to the image edges (no fill bleeds in).
+inline void sample_bilinear_clamped(const Image& src, float u, float v, uint8_t* out) {
+  int x0 = floor_int(u), y0 = floor_int(v);
+  int wx = static_cast<int>((u - x0) * 2048.f), wy = static_cast<int>((v - y0) * 2048.f);
+  int x1 = x0 + 1, y1 = y0 + 1;
+  if (x0 < 0 || y0 < 0 || x1 >= src.w || y1 >= src.h) {
+    x0 = std::clamp(x0, 0, src.w - 1), x1 = std::clamp(x1, 0, src.w - 1);
+    y0 = std::clamp(y0, 0, src.h - 1), y1 = std::clamp(y1, 0, src.h - 1);
+  }
+  const size_t stride = src.row_bytes();
+  const uint8_t* a = &src.px[static_cast<size_t>(y0) * stride + static_cast<size_t>(x0) * 3];
+  const uint8_t* b = &src.px[static_cast<size_t>(y0) * stride + static_cast<size_t>(x1) * 3];
+  const uint8_t* c = &src.px[static_cast<size_t>(y1) * stride + static_cast<size_t>(x0) * 3];
+  const uint8_t* d = &src.px[static_cast<size_t>(y1) * stride + static_cast<size_t>(x1) * 3];
+  const int w00 = (2048 - wx) * (2048 - wy), w01 = wx * (2048 - wy), w10 = (2048 - wx) * wy, w11 = wx * wy;
+  for (int ch = 0; ch < 3; ++ch)
+    out[ch] = static_cast<uint8_t>((a[ch] * w00 + b[ch] * w01 + c[ch] * w10 + d[ch] * w11 + (1 << 21)) >> 22);
+}
+}  // namespace detail
+
+// out(x, y) = canvas(M^-1 (x, y)), the canvas being the tiles over a `fill` background.
+inline Image warp_tiles(const std::vector<WarpTile>& tiles, const Mat3& M, int out_h, int out_w,
+                        uint8_t fill = kLetterboxFill) {
+  for (const auto& t : tiles)
+    if (!t.img || t.img->c != 3 || t.img->empty()) throw Error("warp_tiles: every tile needs a non-empty RGB image");
+  const Mat3 inv = mat_inverse(M);
+  Image out(out_h, out_w, 3, fill);
+  if (tiles.empty()) return out;
+  const bool affine = inv[6] == 0 && inv[7] == 0;
+  size_t last = 0;  // neighbouring pixels usually come from the same tile
+  for (int y = 0; y < out_h; ++y) {
+    uint8_t* row = &out.px[static_cast<size_t>(y) * out.row_bytes()];
+    const double yc = y + 0.5;
+    const double k = 1.0 / inv[8];
+    const float du = static_cast<float>(inv[0] * k), dv = static_cast<float>(inv[3] * k);
+    const float u0 = static_cast<float>((inv[0] * 0.5 + inv[1] * yc + inv[2]) * k);
+    const float v0 = static_cast<float>((inv[3] * 0.5 + inv[4] * yc + inv[5]) * k);
+    for (int x = 0; x < out_w; ++x) {
+      float u, v;  // canvas point of this pixel's centre
+      if (affine) {
+        u = u0 + x * du, v = v0 + x * dv;
+      } else {
+        const double xc = x + 0.5, z = inv[6] * xc + inv[7] * yc + inv[8];
+        u = static_cast<float>((inv[0] * xc + inv[1] * yc + inv[2]) / z);
+        v = static_cast<float>((inv[3] * xc + inv[4] * yc + inv[5]) / z);
+      }
+      uint8_t* px = row + 3 * x;
+      const WarpTile* t = &tiles[last];
+      if (!(u >= t->rx0 && u < t->rx1 && v >= t->ry0 && v < t->ry1)) {
+        t = nullptr;
+        for (size_t j = 0; j < tiles.size(); ++j)
+          if (u >= tiles[j].rx0 && u < tiles[j].rx1 && v >= tiles[j].ry0 && v < tiles[j].ry1) {
+            t = &tiles[j], last = j;
+            break;
+          }
+        if (!t) {
+          px[0] = px[1] = px[2] = fill;
+          continue;
+        }
+      }
+      detail::sample_bilinear_clamped(*t->img, (u - t->ox) * t->sx - 0.5f, (v - t->oy) * t->sy - 0.5f, px);
+    }
+  }
+  return out;
+}
+
 // Ultralytics' box_candidates: keep a transformed box when both sides exceed wh_thr pixels, it kept
 // more than area_thr of its (scaled) area after clipping, and its aspect ratio stays below ar_thr.
 inline bool box_candidate(const DetBox& before, double scale, const DetBox& after, double wh_thr = 2,
@@ -260,44 +338,76 @@ inline const HsvTables& hsv_tables() {
 }
 }  // namespace detail
 
-// Same draws and gains as hsv_jitter (image_ops.hpp) with a faster conversion: integer RGB -> HSV,
-// float HSV -> RGB. Used by the detection pipeline, where it runs on every 640 x 640 image.
-inline void hsv_augment(Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
-  if (h_gain == 0 && s_gain == 0 && v_gain == 0) return;
+namespace detail {
+// Per-image lookup tables of the HSV jitter: gains applied to H, S, V, and the HSV -> RGB sector
+// and position (in 30ths) of every jittered hue.
+struct HsvJitterLut {
+  std::array<uint8_t, 256> s{}, v{};
+  std::array<uint8_t, 180> sector{}, f30{};
+};
+inline HsvJitterLut hsv_jitter_lut(double rh, double rs, double rv) {
+  HsvJitterLut L;
+  for (int x = 0; x < 256; ++x) {
+    L.s[x] = static_cast<uint8_t>(std::clamp(x * rs, 0.0, 255.0));
+    L.v[x] = static_cast<uint8_t>(std::clamp(x * rv, 0.0, 255.0));
+  }
+  for (int x = 0; x < 180; ++x) {
+    double hx = std::fmod(x * rh, 180.0);
+    const int h = static_cast<int>(hx < 0 ? hx + 180.0 : hx);
+    L.sector[x] = static_cast<uint8_t>(h / 30), L.f30[x] = static_cast<uint8_t>(h % 30);
+  }
+  return L;
+}
+// One pixel: OpenCV's integer RGB -> HSV, the tables, then HSV -> RGB in integers (the float
+// formulas of OpenCV scaled by 255 * 30, rounded to nearest). Branch-free: the sector picks a
+// permutation of (v, p, q, t) from a table instead of a switch.
+inline void hsv_jitter_pixel(const HsvJitterLut& L, const HsvTables& tb, int r, int g, int b, uint8_t& R, uint8_t& G,
+                             uint8_t& B) {
+  static constexpr uint8_t perm[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3}, {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+  const int v = std::max(std::max(r, g), b), diff = v - std::min(std::min(r, g), b);
+  const int s = (diff * tb.sdiv[v] + (1 << 11)) >> 12;
+  const int h_r = g - b, h_g = b - r + 2 * diff, h_b = r - g + 4 * diff;
+  int h = v == r ? h_r : (v == g ? h_g : h_b);
+  h = (h * tb.hdiv[diff] + (1 << 11)) >> 12;
+  h += h < 0 ? 180 : 0;
+  h -= h >= 180 ? 180 : 0;
+  const int vv = L.v[v], ss = L.s[s], f = L.f30[h];
+  const int vals[4] = {vv, (vv * (255 - ss) + 127) / 255,    // v, p = v (1 - s)
+                       (vv * (7650 - ss * f) + 3825) / 7650,  // q = v (1 - s f)
+                       (vv * (7650 - ss * (30 - f)) + 3825) / 7650};  // t = v (1 - s (1 - f))
+  const uint8_t* pm = perm[L.sector[h]];
+  R = static_cast<uint8_t>(vals[pm[0]]), G = static_cast<uint8_t>(vals[pm[1]]), B = static_cast<uint8_t>(vals[pm[2]]);
+}
+inline HsvJitterLut draw_hsv_jitter(double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
   const double rh = uniform(rng, -1, 1) * h_gain + 1, rs = uniform(rng, -1, 1) * s_gain + 1;
   const double rv = uniform(rng, -1, 1) * v_gain + 1;
-  std::array<uint8_t, 256> lut_h{}, lut_s{}, lut_v{};
-  for (int x = 0; x < 256; ++x) {
-    double hx = std::fmod(x * rh, 180.0);
-    lut_h[x] = static_cast<uint8_t>(hx < 0 ? hx + 180.0 : hx);
-    lut_s[x] = static_cast<uint8_t>(std::clamp(x * rs, 0.0, 255.0));
-    lut_v[x] = static_cast<uint8_t>(std::clamp(x * rv, 0.0, 255.0));
-  }
+  return hsv_jitter_lut(rh, rs, rv);
+}
+}  // namespace detail
+
+// Same draws and gains as hsv_jitter (image_ops.hpp), with integer conversions (OpenCV's 8-bit
+// RGB -> HSV, integer HSV -> RGB): several times faster, within a level or so of it.
+inline void hsv_augment(Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
+  if (h_gain == 0 && s_gain == 0 && v_gain == 0) return;
+  if (img.c != 3) throw Error("hsv_augment: needs a 3-channel RGB image, got " + std::to_string(img.c) + " channels");
+  const auto L = detail::draw_hsv_jitter(h_gain, s_gain, v_gain, rng);
   const auto& tb = detail::hsv_tables();
   uint8_t* p = img.px.data();
-  const size_t n = img.px.size() / 3;
-  for (size_t i = 0; i < n; ++i, p += 3) {
-    const int r = p[0], g = p[1], b = p[2];
-    const int v = std::max({r, g, b}), diff = v - std::min({r, g, b});
-    const int s = (diff * tb.sdiv[v] + (1 << 11)) >> 12;
-    int h = v == r ? g - b : v == g ? b - r + 2 * diff : r - g + 4 * diff;
-    h = (h * tb.hdiv[diff] + (1 << 11)) >> 12;
-    if (h < 0) h += 180;
-    // HSV -> RGB in float, as OpenCV does for 8-bit input.
-    const float hh = lut_h[h >= 180 ? h - 180 : h] * (6.f / 180.f), ss = lut_s[s] * (1.f / 255.f), vv = lut_v[v];
-    const int sector = std::min(static_cast<int>(hh), 5);
-    const float f = hh - sector, pp = vv * (1 - ss), q = vv * (1 - ss * f), t = vv * (1 - ss * (1 - f));
-    float R, G, B;
-    switch (sector) {
-      case 0: R = vv, G = t, B = pp; break;
-      case 1: R = q, G = vv, B = pp; break;
-      case 2: R = pp, G = vv, B = t; break;
-      case 3: R = pp, G = q, B = vv; break;
-      case 4: R = t, G = pp, B = vv; break;
-      default: R = vv, G = pp, B = q; break;
-    }
-    p[0] = static_cast<uint8_t>(R + 0.5f), p[1] = static_cast<uint8_t>(G + 0.5f), p[2] = static_cast<uint8_t>(B + 0.5f);
-  }
+  for (size_t i = 0, n = img.px.size() / 3; i < n; ++i, p += 3) detail::hsv_jitter_pixel(L, tb, p[0], p[1], p[2], p[0], p[1], p[2]);
+}
+
+// hsv_augment and to_chw_tensor in one pass: the uint8 [3, H, W] tensor of the jittered image.
+inline torch::Tensor hsv_augment_chw(const Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
+  if (h_gain == 0 && s_gain == 0 && v_gain == 0) return to_chw_tensor(img);
+  if (img.c != 3) throw Error("hsv_augment_chw: needs a 3-channel RGB image, got " + std::to_string(img.c) + " channels");
+  const auto L = detail::draw_hsv_jitter(h_gain, s_gain, v_gain, rng);
+  const auto& tb = detail::hsv_tables();
+  torch::Tensor out = torch::empty({3, img.h, img.w}, torch::kUInt8);
+  const size_t n = static_cast<size_t>(img.h) * img.w;
+  uint8_t *r = out.data_ptr<uint8_t>(), *g = r + n, *b = g + n;
+  const uint8_t* p = img.px.data();
+  for (size_t i = 0; i < n; ++i, p += 3) detail::hsv_jitter_pixel(L, tb, p[0], p[1], p[2], r[i], g[i], b[i]);
+  return out;
 }
 
 inline void flip_boxes_lr(DetBoxes& boxes, int width) {

@@ -16,6 +16,7 @@
 #include <libreyolo/data/image.hpp>
 #include <libreyolo/data/image_cache.hpp>
 #include <libreyolo/data/label_cache.hpp>
+#include <libreyolo/data/loader.hpp>
 #include <libreyolo/data/rng.hpp>
 
 #include <torch/torch.h>
@@ -26,10 +27,13 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace libreyolo::data {
@@ -45,6 +49,10 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   int max_boxes = 0;           // > 0: pad targets to this fixed M (static shapes); 0: the batch's max
   bool multi_scale = false;    // training: a new size per batch, multiples of stride in [0.5, 1.5] * imgsz
   int stride = 32;
+  // Mosaic/mixup partners come from within +-mosaic_window/2 positions of the sample in the epoch
+  // order (Ultralytics takes them from a buffer of recently loaded images): they are mostly still
+  // decoded in the shared buffer, so a mosaic costs about one decode instead of four.
+  int mosaic_window = 64;
 };
 
 static_assert(sizeof(DetBox) == 5 * sizeof(float), "DetBox rows are copied into [n, 5] float tensors");
@@ -122,6 +130,7 @@ inline void validate_detect_augment(const DetectAugment& a) {
   if (a.no_aug_epochs < 0) bad("no_aug_epochs", a.no_aug_epochs, "[0, inf)");
   if (a.epochs < 1) bad("epochs", a.epochs, "[1, inf)");
   if (a.max_boxes < 0) bad("max_boxes", a.max_boxes, "[0, inf) (0 = the batch's largest count)");
+  if (a.mosaic_window < 2) bad("mosaic_window", a.mosaic_window, "[2, inf)");
   parse_cache_mode(a.cache);
 }
 
@@ -192,7 +201,6 @@ class DetectDataset {
       mosaic_active_ = now;
       for (auto& f : listeners_) f(now, epoch);
     }
-    epoch_ = epoch;
   }
   void on_mosaic_change(MosaicListener f) { listeners_.push_back(std::move(f)); }
 
@@ -210,41 +218,50 @@ class DetectDataset {
 
   Sample get(size_t i, std::mt19937_64& rng, int epoch, int out_size) const {
     Sample s;
-    Image img;
     DetBoxes boxes;
     size_t used = i;
     if (aug_.train) {
-      img = build_train(i, rng, epoch, out_size, boxes, &used);
-      detail::StageClock clock(detect_stage_times().augment_ns);
-      if (aug_.mixup > 0 && bernoulli(rng, aug_.mixup)) {
-        DetBoxes other_boxes;
-        const Image other = build_train(static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(size()) - 1)), rng,
-                                        epoch, out_size, other_boxes, nullptr);
-        blend_into(img, other, beta_draw(32.0, 32.0, rng));
-        boxes.insert(boxes.end(), other_boxes.begin(), other_boxes.end());
-      }
-      hsv_augment(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
-      if (bernoulli(rng, aug_.flipud)) flip_ud(img), flip_boxes_ud(boxes, img.h);
-      if (bernoulli(rng, aug_.fliplr)) flip_lr(img), flip_boxes_lr(boxes, img.w);
+      s.image = build_train(i, rng, epoch, out_size, boxes, used);
     } else {
       auto loaded = load(i, &used);
-      boxes = pixel_boxes(used, *loaded);
+      boxes = pixel_boxes(used, loaded->w, loaded->h);
       detail::StageClock clock(detect_stage_times().augment_ns);
       LetterboxInfo lb;
-      img = letterbox(*loaded, out_size, out_size, boxes, &lb);
-      const auto& e = index_.entries[used];
-      s.ratio = static_cast<double>(loaded->w) * lb.scale_x / e.w;
+      const Image img = letterbox(*loaded, out_size, out_size, boxes, &lb);
+      s.ratio = static_cast<double>(loaded->w) * lb.scale_x / index_.entries[used].w;
       s.pad_x = lb.pad_x, s.pad_y = lb.pad_y;
+      s.image = to_chw_tensor(img);
     }
     detail::StageClock clock(detect_stage_times().tensor_ns);
     const auto& e = index_.entries[used];
     s.path = e.image, s.orig_h = e.h, s.orig_w = e.w;
-    s.image = to_chw_tensor(img);
     s.boxes = torch::empty({static_cast<int64_t>(boxes.size()), 5}, torch::kFloat32);
     std::memcpy(s.boxes.data_ptr<float>(), boxes.data(), boxes.size() * sizeof(DetBox));
     s.max_boxes = aug_.max_boxes;
     if (detect_stage_times().enabled) ++detect_stage_times().samples;
     return s;
+  }
+
+  // Called by the Loader at each epoch start (no worker running): the epoch's order, so mosaic
+  // partners can be drawn near each sample, and the decode buffer sized for the workers in flight.
+  void set_epoch_order(int epoch, const std::vector<size_t>& order, const LoaderOptions& opt) {
+    order_ = order;
+    pos_of_.assign(order.size(), 0);
+    for (size_t p = 0; p < order.size(); ++p) pos_of_[order[p]] = p;
+    order_epoch_ = epoch;
+    const size_t in_flight = static_cast<size_t>(std::max(1, opt.workers)) * opt.prefetch + 2;
+    buffer_->set_capacity(in_flight * static_cast<size_t>(opt.batch) + static_cast<size_t>(aug_.mosaic_window));
+  }
+  const DecodeBuffer& decode_buffer() const { return *buffer_; }
+
+  // A mosaic or mixup partner of i: near it in the epoch order when the Loader gave one, else any.
+  size_t partner(size_t i, int epoch, std::mt19937_64& rng) const {
+    const int64_t n = static_cast<int64_t>(size());
+    if (order_epoch_ != epoch || pos_of_.size() != static_cast<size_t>(n)) return static_cast<size_t>(randint(rng, 0, n - 1));
+    const int64_t half = aug_.mosaic_window / 2;
+    int64_t d = randint(rng, -half, half - 1);
+    d += d >= 0;  // in [-half, half] without 0
+    return order_[static_cast<size_t>(((static_cast<int64_t>(pos_of_[i]) + d) % n + n) % n)];
   }
 
   static Batch collate(std::vector<Sample>&& samples);
@@ -253,6 +270,70 @@ class DetectDataset {
   // the index really loaded (i, or its substitute when i cannot be decoded any more).
   std::shared_ptr<const Image> load(size_t i, size_t* used = nullptr) const {
     detail::StageClock clock(detect_stage_times().load_ns);
+    return with_substitute(i, used, [&](size_t j) {
+      return cache_->get(j, index_.entries[j].image, [&] { return decode_resized(index_.entries[j]); });
+    });
+  }
+
+  // Image i as a tile of the training canvas: with cache = off, decoded (DCT-scaled when it is at
+  // least twice imgsz) but not resized, through the shared decode buffer; else the cached image.
+  struct Tile {
+    std::shared_ptr<const Image> img;
+    int w = 0, h = 0;  // its size once resized to long side imgsz (canvas pixels)
+    size_t index = 0;  // the entry really loaded
+  };
+  Tile load_tile(size_t i) const {
+    Tile t;
+    if (cache_->mode() != CacheMode::off) {
+      t.img = load(i, &t.index);
+    } else {
+      detail::StageClock clock(detect_stage_times().load_ns);
+      t.img = with_substitute(i, &t.index, [&](size_t j) {
+        return buffer_->get(j, [&] {
+          const auto& e = index_.entries[j];
+          const auto [w, h] = resized_size(e);
+          return read_image(e.image, std::max(e.h, e.w) > aug_.imgsz ? std::min(h, w) : 0);
+        });
+      });
+    }
+    std::tie(t.w, t.h) = resized_size(index_.entries[t.index]);
+    return t;
+  }
+
+  // Labels of entry i in pixels of its image shown w x h, clipped to it.
+  DetBoxes pixel_boxes(size_t i, int w, int h) const {
+    DetBoxes out;
+    const float W = static_cast<float>(w), H = static_cast<float>(h);
+    for (const auto& b : index_.entries[i].boxes) {
+      DetBox d{b[0], std::clamp((b[1] - b[3] / 2) * W, 0.f, W), std::clamp((b[2] - b[4] / 2) * H, 0.f, H),
+               std::clamp((b[1] + b[3] / 2) * W, 0.f, W), std::clamp((b[2] + b[4] / 2) * H, 0.f, H)};
+      if (d.x2 > d.x1 && d.y2 > d.y1) out.push_back(d);
+    }
+    return out;
+  }
+
+ private:
+  DetectDataset() = default;
+
+  // Size once resized so the long side is imgsz: (min(ceil(w0 r), S), min(ceil(h0 r), S)),
+  // r = S / max(h0, w0), as Ultralytics' load_image.
+  std::pair<int, int> resized_size(const LabelEntry& e) const {
+    const int S = aug_.imgsz;
+    const double r = static_cast<double>(S) / std::max(e.h, e.w);
+    return {std::min(static_cast<int>(std::ceil(e.w * r - 1e-9)), S), std::min(static_cast<int>(std::ceil(e.h * r - 1e-9)), S)};
+  }
+
+  // Decodes with DCT scaling where the file is at least twice imgsz, then resizes (bilinear).
+  Image decode_resized(const LabelEntry& e) const {
+    const auto [w, h] = resized_size(e);
+    Image img = read_image(e.image, std::max(e.h, e.w) > aug_.imgsz ? std::min(h, w) : 0);
+    if (img.h == h && img.w == w) return img;
+    return resize_bilinear(img, h, w);
+  }
+
+  // fetch(j) for i, or for the next index when i fails to decode (warned once, then skipped).
+  template <class Fetch>
+  std::shared_ptr<const Image> with_substitute(size_t i, size_t* used, Fetch&& fetch) const {
     const size_t n = size();
     for (size_t k = 0; k < n; ++k) {
       const size_t j = (i + k) % n;
@@ -261,7 +342,7 @@ class DetectDataset {
         if (failures_->bad[j]) continue;
       }
       try {
-        auto img = cache_->get(j, index_.entries[j].image, [&] { return decode_resized(index_.entries[j]); });
+        auto img = fetch(j);
         if (used) *used = j;
         return img;
       } catch (const DataError& e) {
@@ -273,59 +354,78 @@ class DetectDataset {
     throw DataError("no image of this split can be decoded any more (see the warnings above)");
   }
 
-  // Labels of entry i in pixels of `img` (its resized image), clipped to the image.
-  DetBoxes pixel_boxes(size_t i, const Image& img) const {
-    DetBoxes out;
-    for (const auto& b : index_.entries[i].boxes) {
-      DetBox d{b[0], std::clamp((b[1] - b[3] / 2) * img.w, 0.f, float(img.w)), std::clamp((b[2] - b[4] / 2) * img.h, 0.f, float(img.h)),
-               std::clamp((b[1] + b[3] / 2) * img.w, 0.f, float(img.w)), std::clamp((b[2] + b[4] / 2) * img.h, 0.f, float(img.h))};
-      if (d.x2 > d.x1 && d.y2 > d.y1) out.push_back(d);
-    }
-    return out;
-  }
-
- private:
-  DetectDataset() = default;
-
-  // Decodes with DCT scaling where the file is much larger than imgsz, then resizes (bilinear) so
-  // the long side is imgsz: size (min(ceil(w0 r), S), min(ceil(h0 r), S)), r = S / max(h0, w0).
-  Image decode_resized(const LabelEntry& e) const {
+  // The canvas of a training sample, in imgsz units, not rendered: a 4-image mosaic on 2S x 2S
+  // (when open and drawn) or the image letterboxed on S x S. Boxes are clipped to the canvas.
+  struct Canvas {
+    int h = 0, w = 0;
+    std::vector<WarpTile> tiles;
+    std::vector<std::shared_ptr<const Image>> hold;  // keeps the tiles' pixels alive
+    DetBoxes boxes;
+    size_t primary = 0;
+  };
+  Canvas make_canvas(size_t i, std::mt19937_64& rng, int epoch) const {
     const int S = aug_.imgsz;
-    const double r = static_cast<double>(S) / std::max(e.h, e.w);
-    const int w = std::min(static_cast<int>(std::ceil(e.w * r - 1e-9)), S);
-    const int h = std::min(static_cast<int>(std::ceil(e.h * r - 1e-9)), S);
-    Image img = read_image(e.image, r < 1 ? std::min(h, w) : 0);
-    if (img.h == h && img.w == w) return img;
-    return resize_bilinear(img, h, w);
-  }
-
-  // Mosaic (when open and drawn) or letterbox, then the random perspective, at size x size.
-  Image build_train(size_t i, std::mt19937_64& rng, int epoch, int out_size, DetBoxes& boxes, size_t* used) const {
-    const int S = aug_.imgsz;
-    if (mosaic_on(epoch) && bernoulli(rng, aug_.mosaic)) {
-      std::array<size_t, 4> idx{i, 0, 0, 0};
-      for (int k = 1; k < 4; ++k) idx[k] = static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(size()) - 1));
-      std::array<std::shared_ptr<const Image>, 4> tiles;
-      std::array<DetBoxes, 4> tile_boxes;
-      for (int k = 0; k < 4; ++k) {
-        size_t u = idx[k];
-        tiles[k] = load(idx[k], &u);
-        tile_boxes[k] = pixel_boxes(u, *tiles[k]);
-        if (k == 0 && used) *used = u;
+    Canvas c;
+    auto place = [&](const Tile& t, int x, int y) {
+      WarpTile w;
+      w.img = t.img.get();
+      w.ox = static_cast<float>(x), w.oy = static_cast<float>(y);
+      w.sx = static_cast<float>(t.img->w) / t.w, w.sy = static_cast<float>(t.img->h) / t.h;
+      w.rx0 = static_cast<float>(std::max(x, 0)), w.ry0 = static_cast<float>(std::max(y, 0));
+      w.rx1 = static_cast<float>(std::min(x + t.w, c.w)), w.ry1 = static_cast<float>(std::min(y + t.h, c.h));
+      if (w.rx1 > w.rx0 && w.ry1 > w.ry0) c.tiles.push_back(w);
+      c.hold.push_back(t.img);
+      for (auto b : pixel_boxes(t.index, t.w, t.h)) {
+        b.x1 = std::clamp(b.x1 + x, 0.f, float(c.w)), b.x2 = std::clamp(b.x2 + x, 0.f, float(c.w));
+        b.y1 = std::clamp(b.y1 + y, 0.f, float(c.h)), b.y2 = std::clamp(b.y2 + y, 0.f, float(c.h));
+        if (b.x2 > b.x1 && b.y2 > b.y1) c.boxes.push_back(b);
       }
-      detail::StageClock clock(detect_stage_times().augment_ns);
+    };
+    if (mosaic_on(epoch) && bernoulli(rng, aug_.mosaic)) {
+      const std::array<size_t, 4> idx{i, partner(i, epoch, rng), partner(i, epoch, rng), partner(i, epoch, rng)};
+      std::array<Tile, 4> t;
+      for (int k = 0; k < 4; ++k) t[k] = load_tile(idx[k]);
+      c.h = c.w = 2 * S;
+      // Ultralytics' mosaic4: tile 0 ends at the centre from the top-left, 1 top-right, 2 bottom-left, 3 bottom-right.
       const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
-      const Image canvas = mosaic4({tiles[0].get(), tiles[1].get(), tiles[2].get(), tiles[3].get()},
-                                   {&tile_boxes[0], &tile_boxes[1], &tile_boxes[2], &tile_boxes[3]}, S, xc, yc, boxes);
-      return random_perspective(canvas, boxes, out_size, out_size, affine_, static_cast<double>(out_size) / S, rng);
+      for (int k = 0; k < 4; ++k) place(t[k], (k == 0 || k == 2) ? xc - t[k].w : xc, k < 2 ? yc - t[k].h : yc);
+      c.primary = t[0].index;
+    } else {
+      const Tile t = load_tile(i);
+      c.h = c.w = S;
+      place(t, (S - t.w) / 2, (S - t.h) / 2);
+      c.primary = t.index;
     }
-    size_t u = i;
-    auto img = load(i, &u);
-    if (used) *used = u;
-    boxes = pixel_boxes(u, *img);
+    return c;
+  }
+
+  // Canvas -> random perspective (+ mixup) -> flips -> HSV, rendered in one warp per canvas.
+  torch::Tensor build_train(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const {
+    const Canvas c = make_canvas(i, rng, epoch);
+    used = c.primary;
+    Canvas c2;
+    const bool mix = aug_.mixup > 0 && bernoulli(rng, aug_.mixup);
+    if (mix) c2 = make_canvas(partner(i, epoch, rng), rng, epoch);
     detail::StageClock clock(detect_stage_times().augment_ns);
-    const Image lb = letterbox(*img, out_size, out_size, boxes);
-    return random_perspective(lb, boxes, out_size, out_size, affine_, 1.0, rng);
+    const double extra = static_cast<double>(out) / aug_.imgsz;  // multi-scale: the canvas shrinks or grows
+    double sc = 1;
+    const Mat3 M = random_affine_matrix(c.h, c.w, out, out, affine_, extra, rng, &sc);
+    boxes = warp_boxes(c.boxes, M, out, out, sc);
+    Mat3 M2 = kIdentity3;
+    double r = 1;
+    if (mix) {
+      M2 = random_affine_matrix(c2.h, c2.w, out, out, affine_, extra, rng, &sc);
+      const DetBoxes b2 = warp_boxes(c2.boxes, M2, out, out, sc);
+      boxes.insert(boxes.end(), b2.begin(), b2.end());
+      r = beta_draw(32.0, 32.0, rng);
+    }
+    // Flips are folded into the warp (a mirror of the output is a mirror of its transform).
+    Mat3 F = kIdentity3;
+    if (bernoulli(rng, aug_.flipud)) F[4] = -1, F[5] = out, flip_boxes_ud(boxes, out);
+    if (bernoulli(rng, aug_.fliplr)) F[0] = -1, F[2] = out, flip_boxes_lr(boxes, out);
+    Image img = warp_tiles(c.tiles, mat_mul(F, M), out, out);
+    if (mix) blend_into(img, warp_tiles(c2.tiles, mat_mul(F, M2), out, out), r);
+    return hsv_augment_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
   }
 
   void init_cache(const std::string& split) {
@@ -346,6 +446,7 @@ class DetectDataset {
       }
     }
     cache_ = std::make_shared<ImageCache>(mode, size(), aug_.imgsz);
+    buffer_ = std::make_shared<DecodeBuffer>(64);
   }
 
   DetectAugment aug_;
@@ -354,9 +455,11 @@ class DetectDataset {
   LabelIndex index_;
   std::shared_ptr<ImageCache> cache_;
   std::shared_ptr<detail::DetectLoadFailures> failures_;
+  std::shared_ptr<DecodeBuffer> buffer_;
   std::vector<MosaicListener> listeners_;
   bool mosaic_active_ = false;
-  int epoch_ = 0;
+  std::vector<size_t> order_, pos_of_;  // the Loader's epoch order and each index's position in it
+  int order_epoch_ = std::numeric_limits<int>::min();
 };
 
 // Stacks the images; targets are padded to M rows (max_boxes, or the batch's largest count, >= 1)

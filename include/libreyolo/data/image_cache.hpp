@@ -8,6 +8,10 @@
 //      and mtime; a stale or unreadable file is rebuilt. If the folder cannot be written, the cache
 //      says so once and the images are decoded every time instead.
 // Both are thread-safe and give exactly the pixels an uncached load gives.
+//
+// DecodeBuffer: the last N decoded images, shared by all workers, with in-flight loads shared too
+// (a second request for an image being decoded waits for that decode instead of repeating it).
+// Mosaic partners are drawn near each sample in the epoch order, so they are mostly found here.
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/image_ops.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -17,8 +21,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <deque>
 #include <fstream>
+#include <future>
 #include <memory>
+#include <unordered_map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -160,6 +167,64 @@ class ImageCache {
   mutable std::vector<std::shared_ptr<const Image>> slots_;
   mutable std::array<std::mutex, 64> locks_;
   mutable std::atomic<bool> disk_failed_{false};
+};
+
+class DecodeBuffer {
+ public:
+  explicit DecodeBuffer(size_t capacity = 64) : capacity_(std::max<size_t>(1, capacity)) {}
+
+  void set_capacity(size_t capacity) {
+    std::lock_guard<std::mutex> lk(mu_);
+    capacity_ = std::max<size_t>(1, capacity);
+    evict();
+  }
+  size_t capacity() const { return capacity_; }
+
+  // The image for `key`, from the buffer or from load() (run once however many threads ask).
+  // A load that throws is not kept: every waiter gets the exception, a later call tries again.
+  template <class Load>
+  std::shared_ptr<const Image> get(size_t key, Load&& load) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (auto it = map_.find(key); it != map_.end()) {
+      auto fut = it->second;
+      lk.unlock();
+      ++hits_;
+      return fut.get();
+    }
+    std::promise<std::shared_ptr<const Image>> promise;
+    const auto mine = promise.get_future().share();
+    map_.emplace(key, mine);
+    fifo_.push_back(key);
+    evict();
+    lk.unlock();
+    ++misses_;
+    try {
+      promise.set_value(std::make_shared<const Image>(load()));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> relock(mu_);
+      map_.erase(key);
+      throw;
+    }
+    return mine.get();
+  }
+
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+
+ private:
+  void evict() {  // oldest first; holders of an evicted image keep it alive until they are done
+    while (map_.size() > capacity_ && !fifo_.empty()) {
+      map_.erase(fifo_.front());
+      fifo_.pop_front();
+    }
+  }
+
+  std::mutex mu_;
+  size_t capacity_;
+  std::unordered_map<size_t, std::shared_future<std::shared_ptr<const Image>>> map_;
+  std::deque<size_t> fifo_;
+  std::atomic<uint64_t> hits_{0}, misses_{0};
 };
 
 }  // namespace libreyolo::data
