@@ -82,6 +82,11 @@ concept HasBatchImgsz = requires(const D& d, size_t i, std::mt19937_64& rng, int
   { d.imgsz_for_batch(seed, epoch, i) } -> std::convertible_to<int>;
   { d.get(i, rng, epoch, 0) } -> std::same_as<typename D::Sample>;
 };
+// Datasets that want each epoch's order (e.g. to draw mosaic partners near a sample).
+template <class D>
+concept HasEpochOrder = requires(D& d, const std::vector<size_t>& order, const LoaderOptions& o) {
+  d.set_epoch_order(0, order, o);
+};
 }  // namespace detail
 
 template <class Dataset>
@@ -132,6 +137,7 @@ class Loader {
       std::mt19937_64 rng(mix64(opt_.seed ^ 0x5EED5EED5EED5EEDull) ^ mix64(static_cast<uint64_t>(epoch)));
       shuffle_portable(order_, rng);
     }
+    if constexpr (detail::HasEpochOrder<Dataset>) const_cast<Dataset&>(*ds_).set_epoch_order(epoch, order_, opt_);
     total_ = num_batches();
     next_out_ = next_claim_ = 0;
     stop_ = false;
