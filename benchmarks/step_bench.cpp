@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     t = t.to(dev);
     auto loss = std::make_shared<ly::families::yolo9::DetectionLoss>(y->strides(), 80);
     forward_loss = [y, t, loss, x, &prec]() mutable {
-      auto g = prec.autocast();
+      [[maybe_unused]] auto g = prec.autocast();
       return (*loss)(y->forward(x), t).total;
     };
   } else {
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     net = r.ptr();
     auto labels = torch::randint(0, 1000, {a.batch}, torch::TensorOptions().dtype(torch::kLong).device(dev));
     forward_loss = [r, labels, x, &prec]() mutable {
-      auto g = prec.autocast();
+      [[maybe_unused]] auto g = prec.autocast();
       return torch::nn::functional::cross_entropy(r->forward(x).to(torch::kFloat32), labels);
     };
   }

@@ -28,6 +28,45 @@ int run_train(const std::vector<std::string>& args) {
   return r.interrupted ? 130 : 0;
 }
 
+// Splits key=value arguments, taking out the ones a command handles itself (e.g. source=, conf=).
+std::string take(std::vector<std::string>& args, const std::string& key, std::string def = "") {
+  for (auto it = args.begin(); it != args.end(); ++it)
+    if (it->rfind(key + "=", 0) == 0) {
+      def = it->substr(key.size() + 1);
+      args.erase(it);
+      break;
+    }
+  return def;
+}
+
+int run_val(std::vector<std::string> args) {
+  auto cfg = libreyolo::parse_args(args);
+  auto r = libreyolo::Model(cfg.model).val(cfg);
+  std::cout << r.summary << "\n" << r.metrics.dump() << std::endl;
+  return 0;
+}
+
+int run_predict(std::vector<std::string> args) {
+  auto source = take(args, "source");
+  if (source.empty()) throw libreyolo::ConfigError("predict: source= is required (an image or a folder of images)");
+  const auto conf_text = take(args, "conf", "0.25");
+  double conf = 0;
+  try {
+    conf = std::stod(conf_text);
+  } catch (const std::exception&) {
+    conf = -1;
+  }
+  if (!(conf >= 0 && conf <= 1)) throw libreyolo::ConfigError("conf=" + conf_text + ": invalid value; allowed: 0 .. 1");
+  auto cfg = libreyolo::parse_args(args);
+  if (!cfg.is_explicit("project")) cfg.project = "runs/predict";
+  auto out = libreyolo::train::prepare_run_dir(cfg);
+  auto j = libreyolo::Model(cfg.model).predict(source, cfg, out, conf);
+  size_t n = 0;
+  for (auto& f : j) n += f["boxes"].size();
+  std::cout << j.size() << " image(s), " << n << " box(es) -> " << (out / "predictions.json").string() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,12 +77,17 @@ int main(int argc, char** argv) {
   train->allow_extras();
   train->footer("Keys (key=value; cfg=FILE.yaml loads keys from YAML first):\n" + libreyolo::config_help());
 
+  auto* val = app.add_subcommand("val", "validate a checkpoint: libreyolo val model=weights/best.ckpt [data=...]");
+  val->allow_extras();
+  auto* predict = app.add_subcommand("predict", "detect objects: libreyolo predict model=best.ckpt source=IMG_OR_DIR [conf=0.25]");
+  predict->allow_extras();
+
   auto* data = app.add_subcommand("data", "dataset tools");
   data->require_subcommand(1);
   auto* synth = data->add_subcommand("synth", "write a synthetic dataset of real JPEGs with learnable objects");
   libreyolo::data::SynthOptions so;
   std::string out;
-  synth->add_option("--task", so.task, "classify")->check(CLI::IsMember({"classify"}));
+  synth->add_option("--task", so.task, "classify | detect")->check(CLI::IsMember({"classify", "detect"}));
   synth->add_option("--out", out, "output folder")->required();
   synth->add_option("--images", so.images, "number of images (train + val)")->check(CLI::PositiveNumber);
   synth->add_option("--imgsz", so.imgsz, "image side in pixels")->check(CLI::Range(16, 4096));
@@ -59,9 +103,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (train->parsed()) return run_train(train->remaining());
+    if (val->parsed()) return run_val(val->remaining());
+    if (predict->parsed()) return run_predict(predict->remaining());
     if (synth->parsed()) {
       so.out = out;
-      libreyolo::data::synth_classify(so);
+      libreyolo::data::synth(so);
       std::cout << "wrote " << so.images << " images to " << out << "\n";
       return 0;
     }

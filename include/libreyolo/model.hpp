@@ -5,6 +5,7 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/registry.hpp>
+#include <libreyolo/families/yolo9/predict.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/train/trainer.hpp>
 
@@ -17,10 +18,11 @@
 namespace libreyolo {
 
 // Runs `fn(family_instance)` for the family that a model name (e.g. "resnet18", "yolo9t") names.
+// Returns the callable's result by value.
 template <class Fn>
-decltype(auto) with_family(const std::string& model, Fn&& fn) {
+auto with_family(const std::string& model, Fn&& fn) {
   namespace hana = boost::hana;
-  using R = decltype(fn(std::declval<ResNetFamily>()));
+  using R = std::decay_t<decltype(fn(std::declval<ResNetFamily>()))>;
   std::optional<R> out;
   std::string known;
   hana::for_each(registered_families, [&](auto t) {
@@ -30,9 +32,12 @@ decltype(auto) with_family(const std::string& model, Fn&& fn) {
       known += (known.empty() ? "" : ", ") + full;
       if (!out && model == full) out.emplace(fn(F(std::string(size))));
     }
+    if constexpr (requires { F::planned_sizes; })
+      for (std::string_view size : F::planned_sizes)
+        if (model == std::string(F::name) + std::string(size)) F(std::string(size));  // throws "not implemented yet"
   });
   if (!out) throw ConfigError("model=" + model + ": unknown model; available: " + known);
-  return std::move(*out);
+  return R(std::move(*out));
 }
 
 // Composes the trainer for a family from the run-time switches (profile) and trains.
@@ -46,6 +51,32 @@ TrainResult train_with(F family, const TrainConfig& cfg) {
   }
   Trainer<F, precision_t, capture::Eager, profile::Off> t(cfg, std::move(family));
   return t.fit();
+}
+
+// Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split.
+template <class F>
+train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
+  apply_overrides(cfg, family_traits<F>::overrides);
+  family.restore(ck.meta.at("family"));
+  family.setup(cfg);
+  const auto dev = resolve_device(cfg.device);
+  auto net = family.make_network();
+  train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
+  net->to(dev);
+  net->eval();
+  precision::FamilyDefault prec;
+  prec.setup(cfg, dev, family_traits<F>::amp_default);
+  data::LoaderOptions lo;
+  lo.batch = std::max(1, cfg.batch) * 2;
+  lo.workers = cfg.workers;
+  lo.shuffle = false;
+  lo.pin_memory = dev.is_cuda();
+  data::Loader<typename F::Dataset> loader(family.val_set(), lo);
+  auto forward = [&](const torch::Tensor& x) {
+    [[maybe_unused]] auto g = prec.autocast();
+    return net->forward(x);
+  };
+  return family.validate(forward, loader, dev);
 }
 
 class Model {
@@ -63,6 +94,36 @@ class Model {
     with_family(model_, [](auto&&) { return 0; });  // validates the name now
   }
   const std::string& name() const { return model_; }
+
+  // `libreyolo val`: needs a checkpoint (Model constructed from a .ckpt path).
+  train::ValResult val(TrainConfig cfg) const {
+    if (weights_.empty()) throw ConfigError("val: model= must be a checkpoint file (weights/best.ckpt), not a bare name");
+    auto ck = train::load_checkpoint(weights_);
+    if (cfg.data.empty()) cfg.data = ck.meta.at("config").value("data", std::string{});
+    if (!cfg.is_explicit("imgsz")) cfg.imgsz = ck.meta.at("config").value("imgsz", cfg.imgsz);
+    return with_family(model_, [&](auto fam) { return validate_with(std::move(fam), cfg, ck); });
+  }
+
+  // `libreyolo predict` (detection families): boxes as JSON plus annotated images under out_dir.
+  nlohmann::json predict(const std::filesystem::path& source, const TrainConfig& cfg,
+                         const std::filesystem::path& out_dir, double conf = 0.25) const {
+    if (weights_.empty()) throw ConfigError("predict: model= must be a checkpoint file (weights/best.ckpt)");
+    if (model_.rfind("yolo9", 0) != 0) throw ConfigError("predict: model " + model_ + " is not a detector");
+    auto ck = train::load_checkpoint(weights_);
+    Yolo9Family fam(model_.substr(5));
+    fam.restore(ck.meta.at("family"));
+    auto net = fam.make_network();
+    train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
+    const auto dev = resolve_device(cfg.device);
+    net->to(dev);
+    net->eval();
+    families::yolo9::PredictOptions po;
+    po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
+    po.conf = conf;
+    auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
+    return families::yolo9::predict_images(forward, fam.names(), families::yolo9::predict_sources(source), po, dev,
+                                           out_dir);
+  }
 
   TrainResult train(TrainConfig cfg) const {
     cfg.model = model_;

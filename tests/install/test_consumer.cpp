@@ -4,6 +4,7 @@
 
 #include "support.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -31,7 +32,10 @@ TEST_CASE("an installed libreyolo is found by find_package and builds a consumer
   REQUIRE(rc == 0);
   CHECK(std::filesystem::exists(prefix / "include/libreyolo/libreyolo.hpp"));
   CHECK(std::filesystem::exists(prefix / "lib/cmake/libreyolo/libreyoloConfig.cmake"));
-  std::string extra = std::getenv("LIBREYOLO_TEST_PREFIX") ? std::string(";") + std::getenv("LIBREYOLO_TEST_PREFIX") : "";
+  // The same prefixes this build found its dependencies with (LibTorch of a pip PyTorch, ...).
+  std::string deps = LIBREYOLO_PREFIX_PATH;
+  std::replace(deps.begin(), deps.end(), '|', ';');
+  const std::string extra = deps.empty() ? "" : ";" + deps;
   rc = sh("cmake -S " + src + "/tests/install/consumer -B " + (d / "build").string() +
               " -DCMAKE_BUILD_TYPE=Release \"-DCMAKE_PREFIX_PATH=" + prefix.string() + extra + "\"",
           log);

@@ -177,3 +177,15 @@ TEST_CASE("unknown model names list what is available") {
     CHECK(m.find("resnet18") != std::string::npos);
   }
 }
+
+TEST_CASE("Model::train returns the run's result intact through the family dispatch") {
+  lry_test::TempDir runs("lry_runs");
+  auto args = base_args(runs.path, "facade");
+  args.push_back("epochs=1");
+  auto r = ly::Model("resnet18").train(ly::parse_args(args));
+  CHECK(r.run_dir == runs.path / "facade");
+  CHECK(r.epochs_done == 1);
+  REQUIRE(r.last_metrics.contains("top1"));
+  CHECK(r.last_metrics["top1"].is_number());
+  CHECK(r.best_fitness == doctest::Approx(r.last_metrics["top1"].get<double>()));
+}

@@ -112,6 +112,14 @@ class Window {
 
   void step_begin() {
     if (state_ != State::warming && state_ != State::measuring) return;
+    if (in_step_) {
+      // The previous step never ended (the loader ran dry at the end of an epoch): forget its phases
+      // and do not count it, so every recorded step holds the five phases of one real step.
+      const int abandoned = static_cast<int>(rec_.steps.size());
+      std::erase_if(rec_.phases, [&](const PhaseSpan& p) { return p.step == abandoned; });
+      in_step_ = false;
+      --step_;
+    }
     ++step_;
     if (step_ == plan_.warmup) {
       state_ = State::measuring;

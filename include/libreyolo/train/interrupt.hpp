@@ -14,12 +14,13 @@ inline std::atomic<bool>& interrupt_flag() {
 inline void request_stop() { interrupt_flag().store(true); }
 inline bool stop_requested() { return interrupt_flag().load(std::memory_order_relaxed); }
 
-// Installs SIGINT/SIGTERM handlers that request a stop (a second SIGINT kills the process).
+// Installs SIGINT/SIGTERM handlers that request a stop; a second signal of either kind ends the
+// process the default way (so `timeout` and a double Ctrl-C still work on a stuck run).
 inline void install_interrupt_handlers() {
   auto handler = +[](int sig) {
-    if (interrupt_flag().exchange(true) && sig == SIGINT) {
-      std::signal(SIGINT, SIG_DFL);
-      std::raise(SIGINT);
+    if (interrupt_flag().exchange(true)) {
+      std::signal(sig, SIG_DFL);
+      std::raise(sig);
     }
   };
   std::signal(SIGINT, handler);

@@ -195,31 +195,31 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   prof_.step_begin();
   std::optional<Batch> host;
   {
-    auto s = prof_.phase(Phase::dataload);
+    [[maybe_unused]] auto s = prof_.phase(Phase::dataload);
     host = train_loader_->next();
   }
   if (!host) return false;
   Batch b;
   {
-    auto s = prof_.phase(Phase::to_device);
+    [[maybe_unused]] auto s = prof_.phase(Phase::to_device);
     b = F::to_device(*host, device_);
   }
   train::LossOutput lo;
   {
-    auto s = prof_.phase(Phase::forward);
-    auto guard = precision_.autocast();
+    [[maybe_unused]] auto s = prof_.phase(Phase::forward);
+    [[maybe_unused]] auto guard = precision_.autocast();
     auto out = capture_.forward(net_, F::input(b));
     lo = family_.loss(out, b);
   }
   const bool boundary = ni_ - last_opt_ni_ >= accumulate_;
   {
-    auto s = prof_.phase(Phase::backward);
+    [[maybe_unused]] auto s = prof_.phase(Phase::backward);
     precision_.scale(lo.total).backward();
     if (boundary && accumulate_ == 1) clip_gradients();
   }
   if (boundary) {
     {
-      auto s = prof_.phase(Phase::optimizer);
+      [[maybe_unused]] auto s = prof_.phase(Phase::optimizer);
       if (accumulate_ > 1) clip_gradients();
       precision_.step(*opt_);
       precision_.update();
@@ -234,7 +234,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   sched_->apply(*opt_, ni_);
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + lo.items : lo.items.clone();
   ++loss_count_;
-  prof_.step_end(static_cast<int>(b.labels.size(0)));
+  prof_.step_end(static_cast<int>(b.images.size(0)));
   return true;
 }
 
@@ -245,7 +245,7 @@ train::ValResult LIBREYOLO_TRAINER::validate() {
   bool was_training = m.is_training();
   m.eval();
   auto forward = [&](const torch::Tensor& x) {
-    auto guard = precision_.autocast();
+    [[maybe_unused]] auto guard = precision_.autocast();
     return net->forward(x);
   };
   auto r = family_.validate(forward, *val_loader_, device_);

@@ -1,0 +1,53 @@
+// YOLOv9-t trains end to end on a generated detection set on the CPU, and the facade routes names.
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+namespace ly = libreyolo;
+
+TEST_CASE("yolo9 model names: t and s train, m/c/e say not implemented yet") {
+  try {
+    ly::Model m("yolo9m");
+    FAIL("expected a ConfigError");
+  } catch (const ly::ConfigError& e) {
+    CHECK(std::string(e.what()).find("not implemented yet") != std::string::npos);
+  }
+  CHECK(ly::Model("yolo9t").name() == "yolo9t");
+  static_assert(ly::family_traits<ly::Yolo9Family>::task == ly::Task::detect);
+  static_assert(ly::family_traits<ly::Yolo9Family>::capture_region == ly::CaptureRegion::network);
+}
+
+TEST_CASE("yolo9t learns on a synthetic detection set (CPU, small images)") {
+  lry_test::TempDir dir("lry_yolo9");
+  ly::data::SynthOptions o;
+  o.task = "detect";
+  o.out = dir / "data";
+  o.images = 40;
+  o.imgsz = 128;
+  o.classes = 3;
+  o.seed = 5;
+  ly::data::synth(o);
+  auto yaml = dir / "data" / "data.yaml";
+  REQUIRE(std::filesystem::exists(yaml));
+  auto cfg = ly::parse_args({"model=yolo9t", "data=" + yaml.string(), "imgsz=128", "epochs=6", "batch=8", "nbs=8",
+                             "workers=2", "device=cpu", "optimizer=AdamW", "lr0=0.002", "warmup_epochs=1",
+                             "no_aug_epochs=2", "project=" + dir.path.string(), "name=run", "seed=1"});
+  using T = ly::Trainer<ly::Yolo9Family, ly::precision::FamilyDefault, ly::capture::Eager, ly::profile::Off>;
+  T t(cfg, ly::Yolo9Family("t"));
+  auto r = t.fit();
+  CHECK(t.config().scheduler == "linear");  // family override
+  CHECK(t.config().ema_decay == doctest::Approx(0.9999));
+  std::ifstream f(r.run_dir / "results.json");
+  auto j = nlohmann::json::parse(f);
+  REQUIRE(j["epochs"].size() == 6);
+  double first = j["epochs"][0]["train/box"].get<double>() + j["epochs"][0]["train/cls"].get<double>();
+  double last = j["epochs"][5]["train/box"].get<double>() + j["epochs"][5]["train/cls"].get<double>();
+  MESSAGE("box+cls loss " << first << " -> " << last << ", mAP50 " << r.last_metrics["mAP50"]);
+  CHECK(last < first);
+  CHECK(r.last_metrics.contains("mAP50-95"));
+  CHECK(r.best_fitness >= 0);
+}
