@@ -33,7 +33,7 @@ inline std::vector<std::filesystem::path> predict_sources(const std::filesystem:
   if (fs::is_regular_file(source)) return {source};
   std::vector<fs::path> out;
   for (auto& e : fs::recursive_directory_iterator(source))
-    if (e.is_regular_file() && data::is_image_file(e.path())) out.push_back(e.path());
+    if (e.is_regular_file() && data::detail::is_image_file(e.path())) out.push_back(e.path());
   std::sort(out.begin(), out.end());
   if (out.empty()) throw DataError("source=" + source.string() + ": the folder holds no .jpg/.jpeg/.png images");
   return out;
