@@ -107,8 +107,42 @@ class AutocastGuard {
   bool prev_cache_ = true;
 };
 
+// What Amp<D> and FamilyDefault share once the precision is resolved: the autocast guard (weight cache
+// off while a capture policy records graphs) and the GradScaler (enabled for float16 on CUDA only).
+class ResolvedPrecision {
+ public:
+  // The trainer calls this when a capture policy starts/stops recording CUDA graphs.
+  void set_capture_active(bool on) { capture_active_ = on; }
+  bool capture_active() const { return capture_active_; }
+
+  AutocastGuard autocast() const { return used_.amp ? AutocastGuard(dtype_, !capture_active_) : AutocastGuard(); }
+  torch::Tensor scale(const torch::Tensor& loss) { return scaler_.scale(loss); }
+  template <StepOptimizer O> void unscale_(O& opt) { scaler_.unscale_(opt); }
+  template <StepOptimizer O> bool step(O& opt) { return scaler_.step(opt); }
+  void update() { scaler_.update(); }
+  Used used() const { return used_; }
+  void save(train::Checkpoint& ck, const std::string& prefix) const { scaler_.save(ck, prefix); }
+  void load(const train::Checkpoint& ck, const std::string& prefix) { scaler_.load(ck, prefix); }
+  const GradScaler& scaler() const { return scaler_; }
+
+ protected:
+  void adopt(const Used& u) {
+    used_ = u;
+    dtype_ = u.amp ? amp_scalar_type(u.dtype) : at::kFloat;
+    GradScalerOptions so;
+    so.enabled = u.scaler;
+    scaler_ = GradScaler(so);
+  }
+
+ private:
+  Used used_{};
+  at::ScalarType dtype_ = at::kFloat;
+  GradScaler scaler_{GradScalerOptions{.enabled = false}};  // enabled by adopt() for float16 on CUDA
+  bool capture_active_ = false;
+};
+
 template <at::ScalarType D>
-struct Amp {
+struct Amp : ResolvedPrecision {
   static_assert(D == at::kHalf || D == at::kBFloat16, "Amp<D>: D must be at::kHalf or at::kBFloat16");
   static constexpr const char* dtype_name = amp_dtype_name(D);
 
@@ -126,29 +160,8 @@ struct Amp {
     TrainConfig forced = cfg;
     forced.amp = true;
     forced.amp_dtype = dtype_name;
-    used_ = resolve_precision(forced, device, true);
-    GradScalerOptions so;
-    so.enabled = used_.scaler;
-    scaler_ = GradScaler(so);
+    adopt(resolve_precision(forced, device, true));
   }
-  // The trainer calls this when a capture policy starts/stops recording CUDA graphs.
-  void set_capture_active(bool on) { capture_active_ = on; }
-  bool capture_active() const { return capture_active_; }
-
-  AutocastGuard autocast() const { return used_.amp ? AutocastGuard(D, !capture_active_) : AutocastGuard(); }
-  torch::Tensor scale(const torch::Tensor& loss) { return scaler_.scale(loss); }
-  template <StepOptimizer O> void unscale_(O& opt) { scaler_.unscale_(opt); }
-  template <StepOptimizer O> bool step(O& opt) { return scaler_.step(opt); }
-  void update() { scaler_.update(); }
-  Used used() const { return used_; }
-  void save(train::Checkpoint& ck, const std::string& prefix) const { scaler_.save(ck, prefix); }
-  void load(const train::Checkpoint& ck, const std::string& prefix) { scaler_.load(ck, prefix); }
-  const GradScaler& scaler() const { return scaler_; }
-
- private:
-  Used used_{};
-  GradScaler scaler_{GradScalerOptions{.enabled = false}};  // enabled by setup() for float16 on CUDA
-  bool capture_active_ = false;
 };
 
 using AmpHalf = Amp<at::kHalf>;

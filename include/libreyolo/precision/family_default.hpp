@@ -13,33 +13,10 @@
 
 namespace libreyolo::precision {
 
-struct FamilyDefault {
+struct FamilyDefault : ResolvedPrecision {
   void setup(const TrainConfig& cfg, torch::Device device, bool family_amp_default) {
-    used_ = resolve_precision(cfg, device, family_amp_default);
-    dtype_ = used_.amp ? amp_scalar_type(used_.dtype) : at::kFloat;
-    GradScalerOptions so;
-    so.enabled = used_.scaler;
-    scaler_ = GradScaler(so);
+    adopt(resolve_precision(cfg, device, family_amp_default));
   }
-  // The trainer calls this when a capture policy starts/stops recording CUDA graphs.
-  void set_capture_active(bool on) { capture_active_ = on; }
-  bool capture_active() const { return capture_active_; }
-
-  AutocastGuard autocast() const { return used_.amp ? AutocastGuard(dtype_, !capture_active_) : AutocastGuard(); }
-  torch::Tensor scale(const torch::Tensor& loss) { return scaler_.scale(loss); }
-  template <StepOptimizer O> void unscale_(O& opt) { scaler_.unscale_(opt); }
-  template <StepOptimizer O> bool step(O& opt) { return scaler_.step(opt); }
-  void update() { scaler_.update(); }
-  Used used() const { return used_; }
-  void save(train::Checkpoint& ck, const std::string& prefix) const { scaler_.save(ck, prefix); }
-  void load(const train::Checkpoint& ck, const std::string& prefix) { scaler_.load(ck, prefix); }
-  const GradScaler& scaler() const { return scaler_; }
-
- private:
-  Used used_{};
-  at::ScalarType dtype_ = at::kFloat;
-  GradScaler scaler_{GradScalerOptions{.enabled = false}};  // enabled by setup() for float16 on CUDA
-  bool capture_active_ = false;
 };
 
 static_assert(PrecisionPolicy<FamilyDefault>);
