@@ -97,6 +97,7 @@ class Trainer {
   void build();
   void restore(const train::Checkpoint& ck, bool full);
   void clip_gradients();
+  void make_ema();
   nlohmann::json run_summary() const;
   nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
   void log_header() const;

@@ -79,11 +79,7 @@ LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::build() {
   net_ = family_.make_network();
   net_->to(device_);
-  if (cfg_.ema) {
-    auto copy = family_.make_network();
-    copy->to(device_);
-    ema_ = std::make_unique<train::ModelEMA>(copy.ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
-  }
+  if (cfg_.ema) make_ema();
   data::LoaderOptions lo;
   lo.batch = cfg_.batch;
   lo.workers = cfg_.workers;
@@ -130,8 +126,7 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
   bool has_ema = ck.tensors.count("ema.__present__") > 0;
   if (!full) {
     train::get_module_state(ck, has_ema ? "ema." : "model.", *net_);
-    if (ema_) ema_ = std::make_unique<train::ModelEMA>(family_.make_network().ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
-    if (ema_) ema_->module().to(device_);
+    if (ema_) make_ema();  // the average starts from the loaded weights
     log::info("weights: loaded ", has_ema ? "EMA" : "model", " weights from ", cfg_.weights);
     return;
   }
@@ -180,6 +175,13 @@ void LIBREYOLO_TRAINER::save_checkpoint(bool best) {
   precision_.save(ck, "precision.");
   train::save_checkpoint(ck, run_dir_ / "weights" / "last.ckpt");
   if (best) train::save_checkpoint(ck, run_dir_ / "weights" / "best.ckpt");
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::make_ema() {
+  auto copy = family_.make_network();
+  copy->to(device_);
+  ema_ = std::make_unique<train::ModelEMA>(copy.ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
 }
 
 LIBREYOLO_TRAINER_TEMPLATE
