@@ -2,6 +2,7 @@
 // libreyolo::Model — the run-time facade used by the command line and by users who choose the model
 // at run time: `Model m("resnet18"); m.train(cfg);`. It dispatches once to the matching
 // Trainer<Family, Precision, Capture, Profiler> instantiation.
+#include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/registry.hpp>
@@ -40,17 +41,22 @@ auto with_family(const std::string& model, Fn&& fn) {
   return R(std::move(*out));
 }
 
-// Composes the trainer for a family from the run-time switches (profile) and trains.
-template <class F>
-TrainResult train_with(F family, const TrainConfig& cfg) {
+// Composes the trainer for a family from the run-time switches (cuda_graph x profile) and trains.
+template <class F, class Capture>
+TrainResult train_with_capture(F family, const TrainConfig& cfg) {
   using precision_t = precision::FamilyDefault;
   if (cfg.profile) {
-    Trainer<F, precision_t, capture::Eager, profile::Window<>> t(cfg, std::move(family));
+    Trainer<F, precision_t, Capture, profile::Window<>> t(cfg, std::move(family));
     t.profiler().set_window(cfg.profile_warmup, cfg.profile_steps);
     return t.fit();
   }
-  Trainer<F, precision_t, capture::Eager, profile::Off> t(cfg, std::move(family));
+  Trainer<F, precision_t, Capture, profile::Off> t(cfg, std::move(family));
   return t.fit();
+}
+template <class F>
+TrainResult train_with(F family, const TrainConfig& cfg) {
+  if (cfg.cuda_graph) return train_with_capture<F, capture::CudaGraph<>>(std::move(family), cfg);
+  return train_with_capture<F, capture::Eager>(std::move(family), cfg);
 }
 
 // Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split.

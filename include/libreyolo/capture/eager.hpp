@@ -36,7 +36,8 @@ struct Eager {
   }
   void invalidate(std::string_view) {}
   nlohmann::json report() const {
-    return {{"cuda_graph", false}, {"capture_shape", nullptr}, {"replayed_steps", 0}, {"eager_steps", eager_steps_}};
+    return {{"cuda_graph", false}, {"capture_shape", nullptr}, {"replayed_steps", 0}, {"eager_steps", eager_steps_},
+            {"captures", 0},       {"invalidations", 0},       {"fallback_reason", nullptr}};
   }
 
  private:

@@ -1,0 +1,175 @@
+// CUDA-graph speedup, one arm per process (SPEC §2.4 method): the same saved initial state, one real
+// batch replayed without the dataloader, fastest of --steps timed steps after --warmup steps (the graph
+// arm captures during warm-up), then the same steps again under Kineto for the GPU kernel busy time.
+//   graph_speedup --arm eager|graph --model resnet18|yolo9t --precision fp16|fp32 --state FILE
+// Prints one JSON line. Peak VRAM covers warm-up (and so the capture) and the timed steps.
+#include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/families/resnet/network.hpp>
+#include <libreyolo/families/yolo9/loss.hpp>
+#include <libreyolo/families/yolo9/network.hpp>
+#include <libreyolo/precision/family_default.hpp>
+#include <libreyolo/profile/analysis.hpp>
+#include <libreyolo/profile/collector.hpp>
+#include <libreyolo/train/optimizer.hpp>
+#include <libreyolo/train/param_groups.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+
+namespace ly = libreyolo;
+
+namespace {
+struct Args {
+  std::string arm = "eager", model = "yolo9t", precision = "fp16", state;
+  int warmup = 10, steps = 24;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--arm") a.arm = v;
+    else if (k == "--model") a.model = v;
+    else if (k == "--precision") a.precision = v;
+    else if (k == "--state") a.state = v;
+    else if (k == "--warmup") a.warmup = std::stoi(v);
+    else if (k == "--steps") a.steps = std::stoi(v);
+    else throw std::invalid_argument("unknown option " + k + "; allowed: --arm --model --precision --state --warmup --steps");
+  }
+  if (a.arm != "eager" && a.arm != "graph") throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph");
+  if (a.model != "resnet18" && a.model != "yolo9t") throw std::invalid_argument("--model " + a.model + ": allowed resnet18, yolo9t");
+  if (a.precision != "fp16" && a.precision != "fp32") throw std::invalid_argument("--precision " + a.precision + ": allowed fp16, fp32");
+  if (a.state.empty()) a.state = "graph_speedup_" + a.model + ".state";
+  return a;
+}
+
+// The first arm to run writes the initial weights; every later arm loads them (same start state).
+void same_state(torch::nn::Module& net, const std::string& path) {
+  std::vector<torch::Tensor> state;
+  for (auto& p : net.parameters()) state.push_back(p);
+  for (auto& b : net.buffers()) state.push_back(b);
+  if (!std::filesystem::exists(path)) {
+    torch::save(state, path);
+    return;
+  }
+  std::vector<torch::Tensor> saved;
+  torch::load(saved, path);
+  if (saved.size() != state.size()) throw std::runtime_error(path + ": saved state does not match the network");
+  torch::NoGradGuard ng;
+  for (size_t i = 0; i < state.size(); ++i) state[i].copy_(saved[i]);
+}
+
+// The arm: `Capture` is Eager or CudaGraph<>; `loss_of(out)` is the family's eager loss.
+template <class Capture, class Net, class LossFn>
+nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev) {
+  auto cfg = ly::parse_args({"amp=" + std::string(a.precision == "fp32" ? "false" : "true"), "amp_dtype=float16",
+                             "cuda_graph=true", "device=cuda"});
+  at::globalContext().setBenchmarkCuDNN(false);
+  ly::precision::FamilyDefault prec;
+  prec.set_capture_active(Capture::graphs);
+  prec.setup(cfg, dev, true);
+  Capture capture;
+  capture.setup(cfg, dev);
+  ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), ly::train::OptimizerOptions{});
+  auto step = [&] {
+    torch::Tensor loss;
+    {
+      [[maybe_unused]] auto g = prec.autocast();
+      loss = loss_of(capture.forward(net, x));
+    }
+    prec.scale(loss).backward();
+    prec.step(opt);
+    prec.update();
+    opt.zero_grad();
+  };
+  ly::compat::cuda_synchronize(dev);
+  ly::compat::cuda_reset_peak(0);
+  for (int i = 0; i < a.warmup; ++i) step();
+  ly::compat::cuda_synchronize(dev);
+  std::vector<double> ms;
+  for (int i = 0; i < a.steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    ly::compat::cuda_synchronize(dev);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double peak_mb = ly::compat::cuda_peak_allocated(0) / 1048576.0;
+  ly::profile::WindowRecord rec;
+  ly::profile::Collector col(dev);
+  col.start();
+  for (int i = 0; i < a.steps; ++i) {
+    ly::compat::cuda_synchronize(dev);
+    auto s0 = ly::profile::host_now_ns();
+    step();
+    ly::compat::cuda_synchronize(dev);
+    rec.steps.push_back({s0, ly::profile::host_now_ns(), false, static_cast<int>(x.size(0))});
+  }
+  col.stop(rec);
+  auto an = ly::profile::analyse(rec);
+  std::sort(ms.begin(), ms.end());
+  return {{"arm", a.arm},
+          {"model", a.model},
+          {"precision", a.precision},
+          {"batch", x.size(0)},
+          {"imgsz", x.size(2)},
+          {"step_ms_min", ms.front()},
+          {"step_ms_median", ms[ms.size() / 2]},
+          {"gpu_busy_ms", an.gpu_busy_ms_per_step},
+          {"kernels_per_step", an.kernels_per_step},
+          {"peak_vram_mb", peak_mb},
+          {"step_over_busy", an.gpu_busy_ms_per_step > 0 ? ms.front() / an.gpu_busy_ms_per_step : 0.0},
+          {"capture", capture.report()},
+          {"torch", ly::compat::torch_version()}};
+}
+
+template <class Capture>
+nlohmann::json run_model(const Args& a, torch::Device dev) {
+  torch::manual_seed(0);
+  if (a.model == "yolo9t") {
+    auto y = ly::families::yolo9::Yolo9(ly::families::yolo9::Yolo9Options{"t", 80, 16});
+    y->to(dev);
+    same_state(*y, a.state);
+    const int64_t batch = 8;
+    torch::manual_seed(1);
+    auto x = torch::rand({batch, 3, 640, 640}).to(dev);
+    // 6 boxes per image, padded to 10 rows (class -1), in pixels.
+    auto t = torch::full({batch, 10, 5}, -1.0);
+    for (int b = 0; b < batch; ++b)
+      for (int j = 0; j < 6; ++j) {
+        float cx = 80.f + 80.f * j, cy = 100.f + 50.f * (b % 8), w = 40.f + 10.f * j, h = 60.f;
+        t[b][j] = torch::tensor({float(j * 7 % 80), cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2});
+      }
+    t = t.to(dev);
+    auto loss = std::make_shared<ly::families::yolo9::DetectionLoss>(y->strides(), 80);
+    return run_arm<Capture>(a, y, [loss, t](const std::vector<torch::Tensor>& out) { return (*loss)(out, t).total; },
+                            x, dev);
+  }
+  auto r = ly::resnet::ResNet(ly::resnet::ResNetOptions{18, 1000});
+  r->to(dev);
+  same_state(*r, a.state);
+  torch::manual_seed(1);
+  auto x = torch::rand({16, 3, 224, 224}).to(dev);
+  auto labels = torch::randint(0, 1000, {16}, torch::kLong).to(dev);
+  return run_arm<Capture>(a, r, [labels](const torch::Tensor& logits) {
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+  }, x, dev);
+}
+}  // namespace
+
+int main(int argc, char** argv) try {
+  auto a = parse(argc, argv);
+  if (!ly::compat::cuda_available()) {
+    std::cerr << "graph_speedup: needs a CUDA device (this build/run has none)\n";
+    return 2;
+  }
+  const torch::Device dev(torch::kCUDA, 0);
+  auto out = a.arm == "graph" ? run_model<ly::capture::CudaGraph<>>(a, dev) : run_model<ly::capture::Eager>(a, dev);
+  std::cout << out.dump() << std::endl;
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "graph_speedup: " << e.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,269 @@
+#pragma once
+// The graphed callable (the structure of PyTorch's make_graphed_callables, written for LibTorch): a
+// forward CUDA graph and a backward CUDA graph over static input / output / gradient buffers, behind
+// a torch::autograd::Function, so parameter .grad accumulates exactly as in eager mode while the loss
+// and everything after it stay eager. The CPU-testable pieces (output flattening, BatchNorm buffer
+// snapshot, randomness detection) are outside the CUDA guard.
+#include <libreyolo/core/error.hpp>
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(LIBREYOLO_WITH_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace libreyolo::capture {
+
+// A network's output as a flat tensor list and back: Tensor (ResNet) or vector<Tensor> (YOLOv9).
+template <class Out>
+struct OutputCodec;
+template <>
+struct OutputCodec<torch::Tensor> {
+  static std::vector<torch::Tensor> flatten(const torch::Tensor& t) { return {t}; }
+  static torch::Tensor unflatten(std::vector<torch::Tensor> v) {
+    if (v.size() != 1)
+      throw Error("capture: a single-tensor network output came back as " + std::to_string(v.size()) + " tensors");
+    return std::move(v[0]);
+  }
+};
+template <>
+struct OutputCodec<std::vector<torch::Tensor>> {
+  static std::vector<torch::Tensor> flatten(const std::vector<torch::Tensor>& v) { return v; }
+  static std::vector<torch::Tensor> unflatten(std::vector<torch::Tensor> v) { return v; }
+};
+
+// Copies of a module's buffers (BatchNorm running_mean/var, num_batches_tracked), written back by
+// restore(): warm-up and capture run the network forward without it counting as a training step.
+class BufferSnapshot {
+ public:
+  explicit BufferSnapshot(torch::nn::Module& m) {
+    torch::NoGradGuard ng;
+    for (auto& b : m.buffers()) saved_.emplace_back(b, b.clone());
+  }
+  void restore() {
+    torch::NoGradGuard ng;
+    for (auto& [live, copy] : saved_) live.copy_(copy);
+  }
+  size_t size() const { return saved_.size(); }
+
+ private:
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
+};
+
+// Names of submodules that draw random numbers in training mode (dropout of any kind with p > 0).
+inline std::vector<std::string> random_training_modules(const torch::nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& item : m.named_modules("net")) {
+    const torch::nn::Module* mod = item.value().get();
+    if (!mod->is_training()) continue;
+    double p = 0;
+    if (auto* d = dynamic_cast<const torch::nn::DropoutImpl*>(mod)) p = d->options.p();
+    else if (auto* d2 = dynamic_cast<const torch::nn::Dropout2dImpl*>(mod)) p = d2->options.p();
+    else if (auto* d3 = dynamic_cast<const torch::nn::Dropout3dImpl*>(mod)) p = d3->options.p();
+    else if (auto* a = dynamic_cast<const torch::nn::AlphaDropoutImpl*>(mod)) p = a->options.p();
+    else if (auto* f = dynamic_cast<const torch::nn::FeatureAlphaDropoutImpl*>(mod)) p = f->options.p();
+    if (p > 0) out.push_back(item.key());
+  }
+  return out;
+}
+
+#if defined(LIBREYOLO_WITH_CUDA)
+
+// Drains pending (non-sticky) CUDA errors so a failed capture does not poison the next eager kernel.
+inline std::string drain_cuda_errors() {
+  std::string seen;
+  for (int i = 0; i < 16; ++i) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) break;
+    seen += (seen.empty() ? "" : "; ") + std::string(cudaGetErrorString(e));
+  }
+  return seen;
+}
+
+class GraphedCallable {
+ public:
+  using Fn = std::function<std::vector<torch::Tensor>(const torch::Tensor&)>;
+  using PoolId = decltype(at::cuda::graph_pool_handle());
+
+  // Warms up and captures fn at sample's shape; throws (after ending any open capture) on failure.
+  // Call it with the previous step's autograd graph already released.
+  GraphedCallable(Fn fn, std::vector<torch::Tensor> params, const torch::Tensor& sample, PoolId pool,
+                  int warmup_iters)
+      : fn_(std::move(fn)), params_(std::move(params)), pool_(pool) {
+    capture(sample, warmup_iters);
+  }
+  GraphedCallable(const GraphedCallable&) = delete;
+  GraphedCallable& operator=(const GraphedCallable&) = delete;
+
+  // Forward through the graphs: the outputs carry a grad_fn whose backward replays the backward graph.
+  std::vector<torch::Tensor> operator()(const torch::Tensor& x);
+
+  const std::vector<int64_t>& shape() const { return shape_; }
+
+  // Used by GraphedFunction.
+  std::vector<torch::Tensor> replay_forward(const torch::Tensor& x) {
+    {
+      torch::NoGradGuard ng;
+      static_input_.copy_(x);
+    }
+    fwd_->replay();
+    std::vector<torch::Tensor> outs;
+    outs.reserve(static_outputs_.size());
+    for (auto& o : static_outputs_) outs.push_back(o.detach());  // a fresh impl: autograd sets its history
+    return outs;
+  }
+  // The static parameter grads are returned as our own tensors (not detached): AccumulateGrad then
+  // sees extra references and copies instead of stealing a buffer the next replay would overwrite.
+  const std::vector<torch::Tensor>& replay_backward(const std::vector<torch::Tensor>& grads) {
+    {
+      torch::NoGradGuard ng;
+      for (size_t i = 0; i < static_grad_outputs_.size(); ++i) {
+        if (!static_grad_outputs_[i].defined()) continue;
+        if (i < grads.size() && grads[i].defined()) static_grad_outputs_[i].copy_(grads[i]);
+        else static_grad_outputs_[i].zero_();
+      }
+    }
+    bwd_->replay();
+    return static_grad_params_;
+  }
+
+ private:
+  struct Differentiable {
+    std::vector<torch::Tensor> outputs, grad_outputs;
+  };
+  // The outputs that require grad, each with a zero gradient buffer of its shape.
+  static Differentiable differentiable(const std::vector<torch::Tensor>& outs) {
+    Differentiable d;
+    for (auto& o : outs)
+      if (o.requires_grad()) {
+        d.outputs.push_back(o);
+        d.grad_outputs.push_back(torch::zeros_like(o));
+      }
+    return d;
+  }
+  void capture(const torch::Tensor& sample, int warmup_iters);
+  // Records body into g (current stream, shared pool); on any failure ends the capture and rethrows.
+  template <class Body>
+  void captured(at::cuda::CUDAGraph& g, Body&& body) {
+    g.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+    try {
+      body();
+      g.capture_end();
+    } catch (...) {
+      end_capture_after_failure(g);
+      throw;
+    }
+  }
+  void end_capture_after_failure(at::cuda::CUDAGraph& g);
+
+  Fn fn_;
+  std::vector<torch::Tensor> params_;
+  PoolId pool_;
+  c10::DeviceIndex device_ = 0;
+  std::vector<int64_t> shape_;
+  torch::Tensor static_input_;
+  std::vector<torch::Tensor> static_outputs_, static_grad_outputs_, static_grad_params_;
+  std::unique_ptr<at::cuda::CUDAGraph> fwd_, bwd_;
+};
+
+// The autograd function: forward(self, x, params) replays the forward graph; backward replays the
+// backward graph. Params are passed as at::TensorList so autograd sees them as variables.
+struct GraphedFunction : torch::autograd::Function<GraphedFunction> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, GraphedCallable* self,
+                                                const torch::Tensor& x, at::TensorList params) {
+    ctx->saved_data["self"] = reinterpret_cast<int64_t>(self);
+    ctx->saved_data["n_params"] = static_cast<int64_t>(params.size());
+    return self->replay_forward(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* self = reinterpret_cast<GraphedCallable*>(ctx->saved_data["self"].toInt());
+    const auto& pg = self->replay_backward(grads);
+    torch::autograd::variable_list out;
+    out.reserve(2 + pg.size());
+    out.emplace_back();  // self (not a tensor)
+    out.emplace_back();  // x: the input image needs no gradient
+    for (auto& g : pg) out.push_back(g);
+    return out;
+  }
+};
+
+inline std::vector<torch::Tensor> GraphedCallable::operator()(const torch::Tensor& x) {
+  return GraphedFunction::apply(this, x, at::TensorList(params_));
+}
+
+// Warm-up on a side stream (autograd::grad, so .grad is untouched), then the forward graph and the
+// backward graph in one shared pool, thread-local capture mode (a loader thread's pinned allocation
+// cannot invalidate it). The caller restores BatchNorm buffers afterwards.
+inline void GraphedCallable::capture(const torch::Tensor& sample, int warmup_iters) {
+  device_ = sample.device().index() < 0 ? c10::DeviceIndex(0) : sample.device().index();
+  shape_ = sample.sizes().vec();
+  static_input_ = sample.detach().clone();
+  auto ambient = c10::cuda::getCurrentCUDAStream(device_);
+  auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_);
+  at::cuda::CUDAEvent to_side;
+  to_side.record(ambient);
+  to_side.block(side);
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    for (int i = 0; i < warmup_iters; ++i) {
+      auto d = differentiable(fn_(static_input_));
+      if (!d.outputs.empty())
+        torch::autograd::grad(d.outputs, params_, d.grad_outputs, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*allow_unused=*/true);
+    }
+    side.synchronize();
+
+    fwd_ = std::make_unique<at::cuda::CUDAGraph>();
+    captured(*fwd_, [&] { static_outputs_ = fn_(static_input_); });
+
+    Differentiable d;
+    for (auto& o : static_outputs_) {
+      static_grad_outputs_.push_back(o.requires_grad() ? torch::zeros_like(o) : torch::Tensor());
+      if (o.requires_grad()) {
+        d.outputs.push_back(o);
+        d.grad_outputs.push_back(static_grad_outputs_.back());
+      }
+    }
+    if (d.outputs.empty()) throw Error("capture: no network output requires grad; nothing to graph for backward");
+    bwd_ = std::make_unique<at::cuda::CUDAGraph>();
+    captured(*bwd_, [&] {
+      static_grad_params_ = torch::autograd::grad(d.outputs, params_, d.grad_outputs, /*retain_graph=*/false,
+                                                  /*create_graph=*/false, /*allow_unused=*/true);
+    });
+    for (auto& o : static_outputs_) o = o.detach();  // the captured autograd graph is not kept alive
+    at::cuda::CUDAEvent to_ambient;
+    to_ambient.record(side);
+    to_ambient.block(ambient);
+  }
+  ambient.synchronize();
+}
+
+inline void GraphedCallable::end_capture_after_failure(at::cuda::CUDAGraph& g) {
+  // capture_end ends the stream capture and the allocator's pool routing; when it throws before the
+  // latter (an invalidated capture), end the routing ourselves. Either call may legitimately throw.
+  try {
+    g.capture_end();
+  } catch (const std::exception&) {
+  }
+  try {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_);
+  } catch (const std::exception&) {
+  }
+  drain_cuda_errors();
+}
+
+#endif  // LIBREYOLO_WITH_CUDA
+
+}  // namespace libreyolo::capture

@@ -1,0 +1,190 @@
+// CUDA-graph capture on a GPU (suite "gpu"; skipped without CUDA): graph vs eager bit-identity of the
+// loss trajectory, parameters and BatchNorm statistics under AMP fp16, forced replay failure,
+// invalidate -> re-capture, a new shape running eager. The loop is the trainer's step without the
+// dataloader: the same batches, autocast, GradScaler, the library's multi-tensor SGD, zero_grad.
+#include <doctest/doctest.h>
+#include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ly = libreyolo;
+namespace cap = ly::capture;
+
+namespace {
+
+struct Trajectory {
+  torch::Tensor losses;  // [steps] float32 on the CPU
+  std::vector<torch::Tensor> params, buffers;
+  nlohmann::json report;
+};
+
+template <class Capture>
+using StepHook = std::function<void(int step, Capture&)>;
+
+// `steps` steps of make_net() (seeded, so every arm starts from the same weights) on inputs[i % n].
+template <class Capture, class MakeNet, class LossFn>
+Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
+                     StepHook<Capture> hook = {}) {
+  const torch::Device dev(torch::kCUDA, 0);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  auto net = make_net();
+  net->to(dev);
+  net->train();
+  auto cfg = ly::parse_args({"cuda_graph=true", "amp=true", "amp_dtype=float16", "device=cuda"});
+  ly::precision::AmpHalf prec;
+  prec.set_capture_active(Capture::graphs);
+  prec.setup(cfg, dev, true);
+  Capture capture;
+  capture.setup(cfg, dev);
+  ly::train::OptimizerOptions oo;
+  oo.lr0 = 0.01;
+  ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), oo);
+  std::vector<torch::Tensor> losses;
+  for (int i = 0; i < steps; ++i) {
+    torch::Tensor loss;
+    {
+      auto guard = prec.autocast();
+      auto out = capture.forward(net, inputs[static_cast<size_t>(i) % inputs.size()]);
+      loss = loss_of(out, i);
+    }
+    prec.scale(loss).backward();
+    prec.step(opt);
+    prec.update();
+    opt.zero_grad();
+    losses.push_back(loss.detach().to(torch::kFloat32));
+    loss = torch::Tensor();
+    if (hook) hook(i, capture);
+  }
+  Trajectory t;
+  t.losses = torch::stack(losses).cpu();
+  for (auto& p : net->parameters()) t.params.push_back(p.detach().cpu());
+  for (auto& b : net->buffers()) t.buffers.push_back(b.detach().cpu());
+  t.report = capture.report();
+  return t;
+}
+
+bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].equal(b[i])) return false;
+  return true;
+}
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+// Eager twice, then graph: bit-identical when eager is reproducible, else inside the eager spread.
+template <class MakeNet, class LossFn>
+void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of) {
+  const int steps = 30;
+  auto e1 = run_steps<cap::Eager>(make_net, inputs, loss_of, steps);
+  auto e2 = run_steps<cap::Eager>(make_net, inputs, loss_of, steps);
+  auto g = run_steps<cap::CudaGraph<>>(make_net, inputs, loss_of, steps);
+  CHECK(g.report["captures"] == 1);
+  CHECK(g.report["replayed_steps"] == steps - 2);  // steps 0, 1 eager; the third sighting is captured
+  CHECK(g.report["eager_steps"] == 2);
+  CHECK(g.report["cuda_graph"] == true);
+  const bool eager_reproducible =
+      e1.losses.equal(e2.losses) && all_equal(e1.params, e2.params) && all_equal(e1.buffers, e2.buffers);
+  if (eager_reproducible) {
+    CHECK(g.losses.equal(e1.losses));
+    CHECK(all_equal(g.params, e1.params));
+    CHECK(all_equal(g.buffers, e1.buffers));  // BatchNorm running statistics
+  } else {
+    const double spread = max_abs_diff(e1.losses, e2.losses);
+    MESSAGE("eager is not bit-reproducible here (loss spread " << spread << "); comparing against the spread");
+    CHECK(max_abs_diff(g.losses, e1.losses) <= 2 * spread + 1e-6);
+  }
+}
+
+std::vector<torch::Tensor> image_batches(int n, int64_t batch, int64_t size) {
+  torch::manual_seed(11);
+  std::vector<torch::Tensor> v;
+  for (int i = 0; i < n; ++i) v.push_back(torch::randn({batch, 3, size, size}).to(torch::kCUDA));
+  return v;
+}
+
+ly::resnet::ResNet make_resnet18() {
+  torch::manual_seed(0);
+  return ly::resnet::ResNet(ly::resnet::ResNetOptions{18, 10});
+}
+
+auto resnet_loss() {
+  torch::manual_seed(12);
+  auto labels = torch::randint(0, 10, {16}, torch::kLong).to(torch::kCUDA);
+  return [labels](const torch::Tensor& logits, int) {
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+  };
+}
+
+}  // namespace
+
+TEST_SUITE("gpu") {
+  TEST_CASE("graph vs eager: ResNet-18 b16 224, AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager(make_resnet18, image_batches(3, 16, 224), resnet_loss());
+  }
+
+  TEST_CASE("graph vs eager: YOLOv9-t b8 640, AMP fp16, 30 steps (surrogate loss on the head outputs)") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return ly::families::yolo9::Yolo9(ly::families::yolo9::Yolo9Options{"t", 80, 16});
+    };
+    // The detection loss is eager in both arms; a smooth surrogate exercises every head output.
+    auto loss = [](const std::vector<torch::Tensor>& outs, int) {
+      auto total = torch::zeros({}, outs[0].options().dtype(torch::kFloat32));
+      for (auto& o : outs) total = total + o.to(torch::kFloat32).pow(2).mean();
+      return total * 1e-2;
+    };
+    check_graph_matches_eager(make, image_batches(2, 8, 640), loss);
+  }
+
+  TEST_CASE("a forced replay failure switches to eager for the rest of the run, with one warning") {
+    LRY_REQUIRE_CUDA();
+    std::vector<std::string> lines;
+    auto prev = ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
+    auto t = run_steps<cap::CudaGraph<>>(make_resnet18, image_batches(2, 16, 224), resnet_loss(), 10,
+                                         [](int step, cap::CudaGraph<>& c) {
+                                           if (step == 4) c.fail_next_replay_for_testing();
+                                         });
+    ly::log::set_sink(prev);
+    int warnings = 0;
+    for (auto& l : lines) warnings += l.rfind(cap::CudaGraph<>::fallback_prefix, 0) == 0;
+    CHECK(warnings == 1);
+    CHECK(t.report["replayed_steps"] == 3);  // steps 2, 3, 4
+    CHECK(t.report["eager_steps"] == 7);
+    CHECK(t.report["fallback_reason"].get<std::string>().find("forced replay failure") != std::string::npos);
+    CHECK(torch::isfinite(t.losses).all().item<bool>());
+  }
+
+  TEST_CASE("invalidate drops the graph and re-captures once the shape is stable again") {
+    LRY_REQUIRE_CUDA();
+    auto t = run_steps<cap::CudaGraph<>>(make_resnet18, image_batches(2, 16, 224), resnet_loss(), 12,
+                                         [](int step, cap::CudaGraph<>& c) {
+                                           if (step == 5) c.invalidate("test toggle");
+                                         });
+    CHECK(t.report["captures"] == 2);
+    CHECK(t.report["invalidations"] == 1);
+    CHECK(t.report["replayed_steps"] == 4 + 4);  // 2..5, then 8..11
+    CHECK(t.report["eager_steps"] == 4);         // 0, 1, 6, 7
+  }
+
+  TEST_CASE("a batch of a new shape runs eager and is counted; the graph keeps replaying its own shape") {
+    LRY_REQUIRE_CUDA();
+    auto full = image_batches(1, 16, 224)[0];
+    torch::manual_seed(13);
+    auto partial = torch::randn({16, 3, 192, 192}).to(torch::kCUDA);
+    std::vector<torch::Tensor> inputs{full, full, full, full, partial, full};
+    auto t = run_steps<cap::CudaGraph<>>(make_resnet18, inputs, resnet_loss(), 6);
+    CHECK(t.report["captures"] == 1);
+    CHECK(t.report["replayed_steps"] == 3);  // 2, 3, 5
+    CHECK(t.report["eager_steps"] == 3);     // 0, 1, 4 (the new shape)
+    CHECK(t.report["capture_shape"] == nlohmann::json({16, 3, 224, 224}));
+    CHECK(t.report["distinct_shapes"] == 2);
+  }
+}
