@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, train
 # ResNet-18 on the GPU with the profiler, and run the step benchmarks. Everything lands in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|train|bench|all]...
+#   benchmarks/gpu_session.sh [build|tests|train|bench|graphs|loader|all]...
+# Keep each device call under its 10-minute limit: e.g. "build tests", then "train bench", then "graphs loader".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; L=$OUT/logs; mkdir -p "$L"
 mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
-B=build-cuda; CLI=$B/tools/libreyolo
+B=build-cuda; CLI="timeout -k 10 240 $B/tools/libreyolo"   # a stuck run is killed, not waited on
 stages=${*:-all}
 has() { [[ " $stages " == *" $1 "* || " $stages " == *" all "* ]]; }
 if has build; then
@@ -46,10 +47,18 @@ if has bench; then
   for m in "yolo9t 8 640" "yolo9s 8 640" "resnet18 16 224"; do
     set -- $m
     for p in fp32 fp16 bf16; do
-      $B/benchmarks/step_bench --model $1 --batch $2 --imgsz $3 --precision $p >> $L/step_bench.jsonl 2>>$L/step_bench.err
+      timeout -k 10 120 $B/benchmarks/step_bench --model $1 --batch $2 --imgsz $3 --precision $p >> $L/step_bench.jsonl 2>>$L/step_bench.err
     done
   done
   cat $L/step_bench.jsonl
+fi
+if has graphs; then
+  timeout -k 10 400 benchmarks/graph_speedup/run.sh $B $L/graph_speedup.jsonl > $L/graph_speedup.txt 2>&1
+  echo "graph_speedup rc=$?"; tail -8 $L/graph_speedup.txt
+fi
+if has loader; then
+  (cd $B/benchmarks/loader && timeout -k 10 400 ./loader_bench --workers 0,1,2,4,8,16 --images 2000 --seconds 8) \
+    > $L/loader_bench.txt 2>&1; echo "loader_bench rc=$?"; tail -16 $L/loader_bench.txt
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv > $L/gpu.txt 2>&1
 tar czf $OUT/session.tgz -C $L .
