@@ -1,14 +1,13 @@
 // Training-step benchmark: one fixed batch replayed without the dataloader (SPEC §2.4 method).
 //   step_bench --model yolo9t|yolo9s|resnet18 --batch B --imgsz N --precision fp32|fp16|bf16
 // Prints one JSON line: min/median step ms over `--steps` timed steps after `--warmup`, the GPU kernel
-// busy time per step of the same steps (Kineto, measured in a second identical pass so the tracer
-// does not inflate the timed pass), kernels/step and peak VRAM.
+// busy time per step of the same steps (profile::time_steps), kernels/step and peak VRAM.
 #include <libreyolo/families/resnet/network.hpp>
 #include <libreyolo/families/yolo9/loss.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/profile/analysis.hpp>
-#include <libreyolo/profile/collector.hpp>
+#include <libreyolo/profile/step_timing.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
@@ -90,36 +89,15 @@ int main(int argc, char** argv) {
   for (int i = 0; i < a.warmup; ++i) step();
   ly::compat::cuda_synchronize(dev);
   ly::compat::cuda_reset_peak(0);
-  std::vector<double> ms;
-  for (int i = 0; i < a.steps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    ly::compat::cuda_synchronize(dev);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const double peak_mb = ly::compat::cuda_peak_allocated(0) / 1048576.0;
-  // Second pass under Kineto: the same steps, for the kernel busy time.
-  ly::profile::WindowRecord rec;
-  ly::profile::Collector col(dev);
-  col.start();
-  for (int i = 0; i < a.steps; ++i) {
-    ly::compat::cuda_synchronize(dev);
-    auto s0 = ly::profile::host_now_ns();
-    step();
-    ly::compat::cuda_synchronize(dev);
-    rec.steps.push_back({s0, ly::profile::host_now_ns(), false, a.batch});
-  }
-  col.stop(rec);
-  auto an = ly::profile::analyse(rec);
-  std::sort(ms.begin(), ms.end());
+  const auto t = ly::profile::time_steps(step, a.steps, dev, a.batch);
   nlohmann::json out = {{"model", a.model},         {"batch", a.batch},
                         {"imgsz", a.imgsz},         {"precision", prec.used().to_json()},
-                        {"step_ms_min", ms.front()}, {"step_ms_median", ms[ms.size() / 2]},
-                        {"gpu_busy_ms", an.gpu_busy_ms_per_step}, {"kernels_per_step", an.kernels_per_step},
-                        {"tensorcore_pct", an.tensorcore_pct}, {"trace", rec.trace_collected},
-                        {"peak_vram_mb", peak_mb},   {"steps", a.steps},
+                        {"step_ms_min", t.min_ms}, {"step_ms_median", t.median_ms},
+                        {"gpu_busy_ms", t.busy.gpu_busy_ms_per_step}, {"kernels_per_step", t.busy.kernels_per_step},
+                        {"tensorcore_pct", t.busy.tensorcore_pct}, {"trace", t.traced},
+                        {"peak_vram_mb", t.peak_vram_mb},   {"steps", a.steps},
                         {"device", ly::compat::cuda_available() ? "cuda" : "cpu"}, {"torch", ly::compat::torch_version()}};
-  out["step_over_busy"] = an.gpu_busy_ms_per_step > 0 ? ms.front() / an.gpu_busy_ms_per_step : 0.0;
+  out["step_over_busy"] = t.busy.gpu_busy_ms_per_step > 0 ? t.min_ms / t.busy.gpu_busy_ms_per_step : 0.0;
   std::cout << out.dump() << std::endl;
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/collector.hpp>
+#include <libreyolo/profile/step_timing.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
@@ -89,38 +90,18 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
   ly::compat::cuda_reset_peak(0);
   for (int i = 0; i < a.warmup; ++i) step();
   ly::compat::cuda_synchronize(dev);
-  std::vector<double> ms;
-  for (int i = 0; i < a.steps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    ly::compat::cuda_synchronize(dev);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const double peak_mb = ly::compat::cuda_peak_allocated(0) / 1048576.0;
-  ly::profile::WindowRecord rec;
-  ly::profile::Collector col(dev);
-  col.start();
-  for (int i = 0; i < a.steps; ++i) {
-    ly::compat::cuda_synchronize(dev);
-    auto s0 = ly::profile::host_now_ns();
-    step();
-    ly::compat::cuda_synchronize(dev);
-    rec.steps.push_back({s0, ly::profile::host_now_ns(), false, static_cast<int>(x.size(0))});
-  }
-  col.stop(rec);
-  auto an = ly::profile::analyse(rec);
-  std::sort(ms.begin(), ms.end());
+  const auto t = ly::profile::time_steps(step, a.steps, dev, static_cast<int>(x.size(0)));
   return {{"arm", a.arm},
           {"model", a.model},
           {"precision", a.precision},
           {"batch", x.size(0)},
           {"imgsz", x.size(2)},
-          {"step_ms_min", ms.front()},
-          {"step_ms_median", ms[ms.size() / 2]},
-          {"gpu_busy_ms", an.gpu_busy_ms_per_step},
-          {"kernels_per_step", an.kernels_per_step},
-          {"peak_vram_mb", peak_mb},
-          {"step_over_busy", an.gpu_busy_ms_per_step > 0 ? ms.front() / an.gpu_busy_ms_per_step : 0.0},
+          {"step_ms_min", t.min_ms},
+          {"step_ms_median", t.median_ms},
+          {"gpu_busy_ms", t.busy.gpu_busy_ms_per_step},
+          {"kernels_per_step", t.busy.kernels_per_step},
+          {"peak_vram_mb", t.peak_vram_mb},
+          {"step_over_busy", t.busy.gpu_busy_ms_per_step > 0 ? t.min_ms / t.busy.gpu_busy_ms_per_step : 0.0},
           {"capture", capture.report()},
           {"torch", ly::compat::torch_version()}};
 }
