@@ -6,6 +6,7 @@
 #include <libreyolo/libreyolo.hpp>
 
 #include "support.hpp"
+#include "support_data.hpp"
 
 #include <fstream>
 #include <string>
@@ -33,21 +34,7 @@ struct LogCapture {
   }
 };
 
-const std::filesystem::path& tiny_set() {
-  static lry_test::TempDir dir("lry_capture_data");
-  static bool made = [] {
-    ly::data::SynthOptions o;
-    o.out = dir.path;
-    o.images = 48;
-    o.imgsz = 32;
-    o.classes = 3;
-    o.seed = 7;
-    ly::data::synth_classify(o);
-    return true;
-  }();
-  (void)made;
-  return dir.path;
-}
+const std::filesystem::path& tiny_set() { return lry_test::tiny_classify_set(); }
 
 ly::TrainConfig tiny_cfg(const std::filesystem::path& project, const std::string& name, int epochs) {
   return ly::parse_args({"model=resnet18", "data=" + tiny_set().string(), "imgsz=32", "batch=8", "nbs=8", "workers=2",

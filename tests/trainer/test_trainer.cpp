@@ -3,6 +3,7 @@
 #include <libreyolo/libreyolo.hpp>
 
 #include "support.hpp"
+#include "support_data.hpp"
 
 #include <fstream>
 
@@ -11,22 +12,7 @@ using ResNetTrainer = ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::cap
 
 namespace {
 
-// One small synthetic set shared by the tests of this file (generated once).
-const std::filesystem::path& tiny_set() {
-  static lry_test::TempDir dir("lry_trainer_data");
-  static bool made = [] {
-    ly::data::SynthOptions o;
-    o.out = dir.path;
-    o.images = 48;
-    o.imgsz = 32;
-    o.classes = 3;
-    o.seed = 7;
-    ly::data::synth_classify(o);
-    return true;
-  }();
-  (void)made;
-  return dir.path;
-}
+const std::filesystem::path& tiny_set() { return lry_test::tiny_classify_set(); }
 
 std::vector<std::string> base_args(const std::filesystem::path& project, const std::string& name) {
   return {"model=resnet18", "data=" + tiny_set().string(), "imgsz=32", "batch=8", "nbs=8", "workers=2",
