@@ -1,6 +1,7 @@
 // The profiler window across an epoch boundary: the trainer begins a step before it knows the loader
 // is empty; that abandoned step must not be counted nor leave a phase behind.
 #include <libreyolo/profile/window.hpp>
+#include <libreyolo/profile/writers.hpp>
 
 #include "support.hpp"
 
@@ -13,6 +14,7 @@ TEST_CASE("an abandoned step (loader ran dry) is neither counted nor recorded") 
   lp::Window<1, 4> w;
   lp::RunContext ctx;
   ctx.run_dir = dir.path;
+  ctx.meta = {{"model", "test"}, {"device", "cpu"}};
   w.attach(ctx);
   auto full_step = [&] {
     w.step_begin();
@@ -32,4 +34,7 @@ TEST_CASE("an abandoned step (loader ran dry) is neither counted nor recorded") 
   full_step();
   full_step();
   CHECK(w.finished());
+  // No VRAM on a CPU device: reported as n/a (null), not 0 MB.
+  REQUIRE(w.analysis().has_value());
+  CHECK(lp::profile_json(*w.analysis())["peak_vram_mb"].is_null());
 }

@@ -17,6 +17,12 @@ namespace libreyolo::profile {
 inline constexpr int top_kernel_count = 10;
 
 namespace detail {
+// Peak VRAM is known on a CUDA device whether or not a kernel trace was collected; elsewhere it is n/a
+// (null), not a misleading 0 MB.
+inline nlohmann::json vram_value(const Analysis& a) {
+  const auto dev = a.meta.is_object() ? a.meta.value("device", std::string{}) : std::string{};
+  return dev.rfind("cuda", 0) == 0 ? nlohmann::json(a.peak_vram_mb) : nlohmann::json(nullptr);
+}
 using nlohmann::json;
 // GPU-derived figures are null without a kernel trace: zero would read as a measurement.
 inline json gpu_value(const Analysis& a, double v) { return a.trace_collected ? json(v) : json(nullptr); }
@@ -68,7 +74,7 @@ inline json headline_json(const Analysis& a) {
           {"memcpy_ms_per_step", gpu_value(a, a.memcpy_ms_per_step)},
           {"memset_ms_per_step", gpu_value(a, a.memset_ms_per_step)},
           {"tensorcore_pct", gpu_value(a, a.tensorcore_pct)},
-          {"peak_vram_mb", a.peak_vram_mb}};
+          {"peak_vram_mb", vram_value(a)}};
 }
 }  // namespace detail
 
@@ -137,7 +143,7 @@ inline nlohmann::json summary_json(const Analysis& a) {
                          {"memory_pressure", a.memory_pressure},
                          {"top_kernels", detail::top_kernels_json(a)},
                          {"categories", detail::categories_json(a)},
-                         {"peak_vram_mb", a.peak_vram_mb}};
+                         {"peak_vram_mb", detail::vram_value(a)}};
   return {{"meta", meta},
           {"window", {{"warmup", a.warmup}, {"real_steps", a.real_steps}, {"synced_steps", a.synced_steps}}},
           {"real",
