@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 
 namespace lry_test {
 
@@ -30,6 +31,17 @@ struct TempDir {
 };
 
 inline bool have_cuda() { return libreyolo::compat::cuda_available(); }
+
+// The message of the E that `f` throws, or "<nothing thrown>" (tests assert on parts of the message).
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<nothing thrown>";
+}
 
 }  // namespace lry_test
 

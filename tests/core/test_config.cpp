@@ -15,12 +15,7 @@ namespace {
 // The message of the ConfigError that `f` throws ("" when it does not throw).
 template <class Fn>
 std::string error_of(Fn&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return lry_test::message_of<ConfigError>(std::forward<Fn>(f));
 }
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 }  // namespace

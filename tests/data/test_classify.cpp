@@ -64,12 +64,7 @@ void truncate_file(const fs::path& p) {
 
 template <class F>
 std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "<no DataError>";
+  return lry_test::message_of<DataError>(std::forward<F>(f));
 }
 
 }  // namespace

@@ -70,12 +70,7 @@ void write_special_png(const std::filesystem::path& p, bool palette) {
 
 template <class F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "<no DataError>";
+  return lry_test::message_of<DataError>(std::forward<F>(f));
 }
 
 }  // namespace

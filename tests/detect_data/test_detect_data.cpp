@@ -50,12 +50,7 @@ struct LogCapture {
 
 template <class F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return lry_test::message_of<Error>(std::forward<F>(f));
 }
 
 DetectAugment val_aug(int imgsz) {
