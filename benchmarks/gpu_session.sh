@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, train
 # ResNet-18 on the GPU with the profiler, and run the step benchmarks. Everything lands in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|train|bench|graphs|loader|all]...
-# Keep each device call under its 10-minute limit: e.g. "build tests", then "train bench", then "graphs loader".
+#   benchmarks/gpu_session.sh [build|tests|train|bench|detail|nhwc|graphs|overhead|loader|all]...
+# Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
+# overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; L=$OUT/logs; mkdir -p "$L"
@@ -11,10 +12,11 @@ export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
 B=build-cuda; CLI="timeout -k 10 240 $B/tools/libreyolo"   # a stuck run is killed, not waited on
 stages=${*:-all}
-has() { [[ " $stages " == *" $1 "* || " $stages " == *" all "* ]]; }
+has() { pack; [[ " $stages " == *" $1 "* || " $stages " == *" all "* ]]; }
+pack() { tar czf $OUT/session.tgz -C $L . 2>/dev/null; }  # after every stage: a killed call still returns the logs
 if has build; then
   t0=$(date +%s)
-  scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 > $L/build.log 2>&1
+  scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 ${BUILD_TARGETS:-} > $L/build.log 2>&1
   echo "build rc=$? in $(( $(date +%s) - t0 ))s"; grep -E "error|FAILED" $L/build.log | head -20
 fi
 if has tests; then
@@ -22,26 +24,37 @@ if has tests; then
   for t in $B/tests/test_*; do
     a=$(basename $t)
     $t --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "$a gpu rc=$? $(grep 'test cases' $L/gpu_$a.log)"
+    [ -n "${GPU_TESTS_ONLY:-}" ] && continue
     $t --test-suite-exclude=gpu > $L/unit_$a.log 2>&1; echo "$a unit rc=$? $(grep 'test cases' $L/unit_$a.log)"
   done
 fi
 if has train; then
-  $CLI data synth --task classify --out /tmp/cls --images 2400 --imgsz 256 --classes 10 --seed 0 > $L/synth.log 2>&1
-  for arm in "fp32 amp=false" "fp16 amp=true amp_dtype=float16" "bf16 amp=true amp_dtype=bfloat16"; do
-    set -- $arm; tag=$1; shift
-    $CLI train model=resnet18 data=/tmp/cls epochs=3 imgsz=224 batch=16 workers=8 device=cuda profile=true \
-      warmup_epochs=1 project=/tmp/runs name=r18_$tag exist_ok=true "$@" > $L/r18_$tag.log 2>&1
-    echo "r18 $tag rc=$?"; grep -E "^epoch|BOUND|throughput|GPU util" $L/r18_$tag.log
-    cp /tmp/runs/r18_$tag/profile.json $L/r18_${tag}_profile.json 2>/dev/null
-    cp /tmp/runs/r18_$tag/results.json $L/r18_${tag}_results.json 2>/dev/null
-  done
-  # The dataloader verdict: no workers, heavy augmentation, large source images.
-  $CLI train model=resnet18 data=/tmp/cls epochs=1 imgsz=224 batch=64 workers=0 device=cuda profile=true \
-    project=/tmp/runs name=r18_w0 exist_ok=true val=false > $L/r18_w0.log 2>&1
-  echo "r18 workers=0 rc=$?"; grep -E "BOUND|throughput" $L/r18_w0.log
-  cp /tmp/runs/r18_w0/profile.json $L/r18_w0_profile.json 2>/dev/null
-  cp /tmp/runs/r18_fp16/profile_trace.json $L/r18_fp16_trace.json 2>/dev/null
-  cp /tmp/runs/r18_fp16/timeline.html $L/r18_fp16_timeline.html 2>/dev/null
+  T=/tmp/runs
+  run() {  # run NAME key=value...: one CLI training run, its headline lines and its artifacts
+    local name=$1; shift
+    $CLI train project=$T name=$name exist_ok=true device=cuda "$@" > $L/$name.log 2>&1
+    echo "$name rc=$? :: $*"
+    grep -E "^epoch|BOUND|throughput|GPU util|kernels/step|cuda_graph|done:|precision" $L/$name.log | tail -14
+    for f in profile.json profile_summary.json results.json; do cp $T/$name/$f $L/${name}_$f 2>/dev/null; done
+  }
+  $CLI data synth --task classify --out /tmp/cls --images 2400 --imgsz 256 --classes 10 --seed 0 > $L/synth_cls.log 2>&1
+  $CLI data synth --task detect --out /tmp/det --images 400 --imgsz 640 --classes 8 --seed 0 > $L/synth_det.log 2>&1
+  echo "synth rc=$?"; tail -2 $L/synth_det.log
+  # Profiler verdicts (issue 7): no workers + mosaic -> dataloader; cached + small batch -> host/launch;
+  # the same with cuda_graph=true -> utilization rises.
+  run y9_w0 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=0 epochs=1 val=false profile=true profile_stop=true
+  run r18_cached model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  run r18_cached_graph model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true cuda_graph=true
+  run y9_cached model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  run y9_cached_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true cuda_graph=true
+  # Training under each precision (issues 4, 5) and with graphs end to end (issue 6).
+  # (ResNet-18 under fp16 is the family default: the r18_cached runs above.)
+  run y9_fp16_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=8 warmup_epochs=1 no_aug_epochs=2 amp=true amp_dtype=float16 cuda_graph=true
+  run y9_bf16 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 warmup_epochs=1 amp=true amp_dtype=bfloat16
+  run r18_bf16 model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=2 warmup_epochs=1 amp=true amp_dtype=bfloat16
+  # One real trace for the test fixtures (trimmed on the development machine).
+  mkdir -p $OUT/fixture && cp $T/r18_cached/profile.json $T/r18_cached/profile_trace.json $OUT/fixture/ 2>/dev/null
+  (cd $OUT/fixture && gzip -9 -f profile_trace.json 2>/dev/null)
 fi
 if has bench; then
   for m in "yolo9t 8 640" "yolo9s 8 640" "resnet18 16 224"; do
@@ -52,12 +65,72 @@ if has bench; then
   done
   cat $L/step_bench.jsonl
 fi
+if has detail; then
+  # Where the time of a YOLOv9-t step goes, and what cuDNN autotuning / NHWC layout change.
+  for arm in "yolo9t fp32 0 0" "yolo9t fp16 0 0" "yolo9t fp32 1 0" "yolo9t fp16 1 0" "yolo9t fp16 1 1" "yolo9t bf16 1 1" \
+             "yolo9s fp16 1 1" "resnet18 fp16 1 1"; do
+    set -- $arm; bs=8; sz=640; [ $1 = resnet18 ] && bs=16 && sz=224
+    timeout -k 10 120 $B/benchmarks/step_bench --model $1 --batch $bs --imgsz $sz --precision $2 --cudnn-benchmark $3 \
+      --channels-last $4 --detail 15 >> $L/step_detail.jsonl 2>>$L/step_detail.err
+    echo "detail $arm rc=$?"
+  done
+  python3 - $L/step_detail.jsonl <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); b = r.get("breakdown", {}); la = r.get("loss_alone", {})
+    print(f'{r["model"]:8} {r["precision"]["dtype"]:9} bench={int(r["cudnn_benchmark"])} nhwc={int(r["channels_last"])} '
+          f'step {r["step_ms_min"]:6.2f} busy {r["gpu_busy_ms"]:6.2f} k/step {r["kernels_per_step"]:6.0f} '
+          f'ops/step {b.get("cpu_ops_per_step", 0):6.0f} vram {r["peak_vram_mb"]:6.0f} '
+          f'loss-alone {la.get("ms_min", 0):5.2f}/{la.get("gpu_busy_ms", 0):5.2f} ms')
+    print("   phases", {k: (round(v["gpu_ms"], 2), round(v["kernels"]), round(v["cpu_ops"])) for k, v in b.get("phases", {}).items()})
+    print("   cats  ", {k: round(v["ms"], 2) for k, v in b.get("categories", {}).items()})
+PY
+fi
+if has nhwc; then
+  # The trainer's CUDA defaults (channels-last, cuDNN autotuning): the precision table and the graph arms.
+  for m in "yolo9t 8 640" "resnet18 16 224"; do
+    set -- $m
+    for p in fp32 fp16 bf16; do
+      timeout -k 10 120 $B/benchmarks/step_bench --model $1 --batch $2 --imgsz $3 --precision $p --cudnn-benchmark 1 \
+        --channels-last 1 --detail 0 >> $L/step_nhwc.jsonl 2>>$L/step_nhwc.err
+    done
+  done
+  python3 - $L/step_nhwc.jsonl <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(f'{r["model"]:8} {r["precision"]["dtype"]:9} step min {r["step_ms_min"]:6.2f} med {r["step_ms_median"]:6.2f} '
+          f'busy {r["gpu_busy_ms"]:6.2f} k/step {r["kernels_per_step"]:5.0f} TC {r["tensorcore_pct"]:4.1f}% vram {r["peak_vram_mb"]:6.0f} MB')
+PY
+  gs=$B/benchmarks/graph_speedup/graph_speedup; st=$(mktemp -d)
+  for m in yolo9t resnet18; do for p in fp16; do for arm in eager graph; do
+    timeout -k 10 120 $gs --arm $arm --model $m --precision $p --nhwc 1 --state $st/$m.state >> $L/graph_nhwc.jsonl 2>>$L/graph_nhwc.err
+  done; done; done
+  python3 - $L/graph_nhwc.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {(r["model"], r["precision"], r["arm"]): r for r in rows}
+for (m, p) in sorted({(m, p) for (m, p, _) in by}):
+    e, g = by.get((m, p, "eager")), by.get((m, p, "graph"))
+    if e and g:
+        print(f'nhwc {m:9} {p}: eager {e["step_ms_min"]:6.2f} graph {g["step_ms_min"]:6.2f} speedup {e["step_ms_min"]/g["step_ms_min"]:4.2f}x '
+              f'busy {e["gpu_busy_ms"]:5.2f}/{g["gpu_busy_ms"]:5.2f} graph/busy {g["step_over_busy"]:4.2f} '
+              f'vram {e["peak_vram_mb"]:5.0f}/{g["peak_vram_mb"]:5.0f} replayed {g["capture"]["replayed_steps"]}')
+PY
+fi
 if has graphs; then
   timeout -k 10 400 benchmarks/graph_speedup/run.sh $B $L/graph_speedup.jsonl > $L/graph_speedup.txt 2>&1
   echo "graph_speedup rc=$?"; tail -8 $L/graph_speedup.txt
 fi
+if has overhead; then
+  $B/tools/libreyolo data synth --task classify --out /tmp/po --images 4000 --imgsz 64 --classes 10 --seed 0 > $L/synth_po.log 2>&1
+  po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
+  (cd /tmp && timeout -k 10 300 $po --data /tmp/po --imgsz 224 \
+    --batch 16 --steps 200 --reps 2 --workers 8) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
+  echo "profiler_overhead rc=$?"; tail -4 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
+fi
 if has loader; then
-  (cd $B/benchmarks/loader && timeout -k 10 400 ./loader_bench --workers 0,1,2,4,8,16 --images 2000 --seconds 8) \
+  (cd $B/benchmarks/loader && timeout -k 10 400 ./loader_bench --workers 0,1,2,4,8,16 --images 800 --seconds 4) \
     > $L/loader_bench.txt 2>&1; echo "loader_bench rc=$?"; tail -16 $L/loader_bench.txt
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv > $L/gpu.txt 2>&1

@@ -4,6 +4,7 @@
 //   graph_speedup --arm eager|graph --model resnet18|yolo9t --precision fp16|fp32 --state FILE
 // Prints one JSON line. Peak VRAM covers warm-up (and so the capture) and the timed steps.
 #include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/families/resnet/network.hpp>
 #include <libreyolo/families/yolo9/loss.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
@@ -26,6 +27,7 @@ namespace {
 struct Args {
   std::string arm = "eager", model = "yolo9t", precision = "fp16", state;
   int warmup = 10, steps = 24;
+  bool nhwc = false;  // --nhwc 1: channels-last weights and input, cuDNN autotuning (the trainer's CUDA defaults)
 };
 
 Args parse(int argc, char** argv) {
@@ -38,7 +40,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--state") a.state = v;
     else if (k == "--warmup") a.warmup = std::stoi(v);
     else if (k == "--steps") a.steps = std::stoi(v);
-    else throw std::invalid_argument("unknown option " + k + "; allowed: --arm --model --precision --state --warmup --steps");
+    else if (k == "--nhwc") a.nhwc = v == "1";
+    else throw std::invalid_argument("unknown option " + k + "; allowed: --arm --model --precision --state --warmup --steps --nhwc");
   }
   if (a.arm != "eager" && a.arm != "graph") throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph");
   if (a.model != "resnet18" && a.model != "yolo9t") throw std::invalid_argument("--model " + a.model + ": allowed resnet18, yolo9t");
@@ -68,18 +71,20 @@ template <class Capture, class Net, class LossFn>
 nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev) {
   auto cfg = ly::parse_args({"amp=" + std::string(a.precision == "fp32" ? "false" : "true"), "amp_dtype=float16",
                              "cuda_graph=true", "device=cuda"});
-  at::globalContext().setBenchmarkCuDNN(false);
+  at::globalContext().setBenchmarkCuDNN(a.nhwc);
+  if (a.nhwc) ly::to_channels_last(*net);
   ly::precision::FamilyDefault prec;
   prec.set_capture_active(Capture::graphs);
   prec.setup(cfg, dev, true);
   Capture capture;
   capture.setup(cfg, dev);
   ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), ly::train::OptimizerOptions{});
+  const torch::Tensor input = a.nhwc ? ly::as_channels_last(x) : x;
   auto step = [&] {
     torch::Tensor loss;
     {
       [[maybe_unused]] auto g = prec.autocast();
-      loss = loss_of(capture.forward(net, x));
+      loss = loss_of(capture.forward(net, input));
     }
     prec.scale(loss).backward();
     prec.step(opt);
@@ -94,6 +99,7 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
   return {{"arm", a.arm},
           {"model", a.model},
           {"precision", a.precision},
+          {"nhwc", a.nhwc},
           {"batch", x.size(0)},
           {"imgsz", x.size(2)},
           {"step_ms_min", t.min_ms},

@@ -63,6 +63,8 @@ struct TrainConfig {
   std::string amp_dtype = "float16";  // float16 | bfloat16 (fp16 / bf16 accepted)
   bool cuda_graph = false;
   int cuda_graph_warmup = 3;        // times a shape is seen before it is captured
+  bool channels_last = true;        // NHWC weights and images on CUDA (cuDNN's Tensor-Core layout)
+  bool cudnn_benchmark = true;      // cuDNN autotuning for fixed shapes (off when deterministic=true)
   bool profile = false;
   int profile_warmup = 5;
   int profile_steps = 20;
@@ -285,6 +287,8 @@ inline const std::vector<Field>& fields() {
                      {"float16", "bfloat16", "fp16", "bf16"}, canon_amp_dtype));
     v.push_back(flag("cuda_graph", &TrainConfig::cuda_graph, "capture the network's forward/backward in CUDA graphs"));
     v.push_back(num("cuda_graph_warmup", &TrainConfig::cuda_graph_warmup, 1, 1e6, "times a shape is seen before capture"));
+    v.push_back(flag("channels_last", &TrainConfig::channels_last, "NHWC weights and images on CUDA"));
+    v.push_back(flag("cudnn_benchmark", &TrainConfig::cudnn_benchmark, "cuDNN autotuning (ignored when deterministic=true)"));
     v.push_back(flag("profile", &TrainConfig::profile, "profile a window of training steps"));
     v.push_back(num("profile_warmup", &TrainConfig::profile_warmup, 0, 1e6, "profiler warm-up steps (discarded)"));
     v.push_back(num("profile_steps", &TrainConfig::profile_steps, 2, 1e6, "profiler measured steps"));

@@ -63,7 +63,14 @@ class Collector {
       compat::cuda_reset_peak(index());
       mallocs_at_start_ = compat::cuda_device_allocs(index());
     }
-    if (can_trace()) tracing_ = start_trace();
+    if (can_trace()) tracing_ = start_trace(prepared_);
+    prepared_ = false;
+  }
+
+  // The tracer's one-off set-up (CUPTI), ahead of start() so it does not land in the measured steps.
+  void prepare() {
+    if (!can_trace() || prepared_ || tracing_) return;
+    prepared_ = prepare_trace();
   }
 
   // Ends the window: device figures and, when traced, the events go into `rec`.
@@ -92,14 +99,25 @@ class Collector {
   int index() const { return device_.has_index() ? device_.index() : 0; }
 
 #if defined(LIBREYOLO_WITH_CUDA)
-  static bool start_trace() {
-    namespace tp = torch::profiler::impl;
-    namespace ap = torch::autograd::profiler;
+  static torch::profiler::impl::ProfilerConfig trace_config() {
+    return torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::KINETO, false, false);
+  }
+  static std::set<torch::profiler::impl::ActivityType> trace_activities() {
+    return {torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
+  }
+  static bool prepare_trace() {
     try {
-      const tp::ProfilerConfig cfg(tp::ProfilerState::KINETO, false, false);
-      const std::set<tp::ActivityType> acts{tp::ActivityType::CPU, tp::ActivityType::CUDA};
-      ap::prepareProfiler(cfg, acts);
-      ap::enableProfiler(cfg, acts);
+      torch::autograd::profiler::prepareProfiler(trace_config(), trace_activities());
+      return true;
+    } catch (const std::exception& e) {
+      log::warn("profile: the Kineto tracer could not be prepared (", e.what(), "); trying again at the window");
+      return false;
+    }
+  }
+  static bool start_trace(bool prepared) {
+    try {
+      if (!prepared) torch::autograd::profiler::prepareProfiler(trace_config(), trace_activities());
+      torch::autograd::profiler::enableProfiler(trace_config(), trace_activities());
       return true;
     } catch (const std::exception& e) {
       log::warn("profile: the Kineto tracer did not attach (", e.what(), "); host timings only");
@@ -139,12 +157,13 @@ class Collector {
     return true;
   }
 #else
-  static bool start_trace() { return false; }
+  static bool start_trace(bool) { return false; }
+  static bool prepare_trace() { return false; }
   static bool stop_trace(WindowRecord&) { return false; }
 #endif
 
   torch::Device device_;
-  bool tracing_ = false;
+  bool tracing_ = false, prepared_ = false;
   int64_t mallocs_at_start_ = 0;
 };
 

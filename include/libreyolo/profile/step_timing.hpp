@@ -6,7 +6,12 @@
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/collector.hpp>
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <type_traits>
 #include <chrono>
 #include <vector>
 
@@ -20,28 +25,69 @@ struct StepTiming {
   bool traced = false;
 };
 
-// `step` runs one full step; the caller does the warm-up (and resets the peak where it wants it counted).
+// Marks phase boundaries inside a step for the traced pass (kernel -> phase attribution by launch time);
+// a no-op in the timed pass. A step function that takes a StepPhases& gets one.
+class StepPhases {
+ public:
+  void mark(Phase p) {
+    if (!rec_) return;
+    close();
+    open_ = PhaseSpan{step_, p, host_now_ns(), 0, true};
+    range_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);  // aligns host and trace clocks
+    if (range_->isActive()) range_->before(phase_range_name(p));
+  }
+  void close() {
+    if (!rec_ || !open_) return;
+    range_.reset();
+    open_->end_ns = host_now_ns();
+    rec_->phases.push_back(*open_);
+    open_.reset();
+  }
+
+ private:
+  template <class Fn>
+  friend StepTiming time_steps(Fn&&, int, torch::Device, int);
+  WindowRecord* rec_ = nullptr;
+  int step_ = 0;
+  std::optional<PhaseSpan> open_;
+  std::unique_ptr<at::RecordFunction> range_;
+};
+
+// `step` runs one full step (optionally taking a StepPhases&); the caller does the warm-up (and resets
+// the peak where it wants it counted).
 template <class Fn>
 StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_step) {
+  StepPhases phases;
+  auto run = [&] {
+    if constexpr (std::is_invocable_v<Fn&, StepPhases&>) {
+      step(phases);
+      phases.close();
+    } else {
+      step();
+    }
+  };
   StepTiming t;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    step();
+    run();
     compat::cuda_synchronize(dev);
     t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   t.peak_vram_mb = dev.is_cuda() ? compat::cuda_peak_allocated(dev.index() < 0 ? 0 : dev.index()) / 1048576.0 : 0.0;
   WindowRecord rec;
   Collector col(dev);
+  phases.rec_ = &rec;
   col.start();
   for (int i = 0; i < steps; ++i) {
     compat::cuda_synchronize(dev);
     const auto s0 = host_now_ns();
-    step();
+    phases.step_ = i;
+    run();
     compat::cuda_synchronize(dev);
     rec.steps.push_back({s0, host_now_ns(), false, images_per_step});
   }
   col.stop(rec);
+  phases.rec_ = nullptr;
   t.traced = rec.trace_collected;
   t.busy = analyse(rec);
   std::sort(t.ms.begin(), t.ms.end());
@@ -52,4 +98,30 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
   return t;
 }
 
+}  // namespace libreyolo::profile
+
+namespace libreyolo::profile {
+// Where a benchmarked step's time goes: GPU time and kernel/op counts per phase, the kernel categories,
+// and the `top` largest kernels and CPU operators per step.
+inline nlohmann::json step_breakdown_json(const Analysis& a, size_t top = 12) {
+  nlohmann::json j;
+  j["cpu_ops_per_step"] = 0.0;
+  for (const auto& o : a.ops) j["cpu_ops_per_step"] = j["cpu_ops_per_step"].get<double>() + o.count_per_step;
+  j["launches_per_step"] = a.launches_per_step;
+  j["mean_kernel_us"] = a.mean_kernel_us;
+  for (const auto& p : a.phases)
+    if (p.kernels_per_step > 0 || p.ops_per_step > 0)
+      j["phases"][p.phase] = {{"gpu_ms", p.gpu_ms_per_step}, {"kernels", p.kernels_per_step}, {"cpu_ops", p.ops_per_step}};
+  for (const auto& c : a.categories)
+    if (c.ms_per_step > 0) j["categories"][c.name] = {{"ms", c.ms_per_step}, {"pct", c.pct}};
+  for (size_t i = 0; i < a.kernels.size() && i < top; ++i) {
+    const auto& k = a.kernels[i];
+    j["top_kernels"].push_back({{"name", k.name}, {"ms", k.ms_per_step}, {"count", k.count_per_step}, {"pct", k.pct_of_gpu}});
+  }
+  for (size_t i = 0; i < a.ops.size() && i < top; ++i) {
+    const auto& o = a.ops[i];
+    j["top_ops"].push_back({{"name", o.name}, {"ms", o.ms_per_step}, {"count", o.count_per_step}});
+  }
+  return j;
+}
 }  // namespace libreyolo::profile

@@ -15,9 +15,11 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 namespace libreyolo::profile {
 
@@ -79,6 +81,7 @@ class Window {
   Window(const Window&) = delete;
   Window& operator=(const Window&) = delete;
   ~Window() {
+    wait();
     if (state_ == State::measuring)
       log::info("profile: training ended after ", rec_.steps.size(), " of ", plan_.active,
                 " window steps; no profile was written");
@@ -121,6 +124,8 @@ class Window {
       --step_;
     }
     ++step_;
+    // The tracer's one-off set-up (CUPTI) runs two warm-up steps before the window, not inside it.
+    if (step_ == std::max(0, plan_.warmup - 2)) collector_->prepare();
     if (step_ == plan_.warmup) {
       state_ = State::measuring;
       rec_ = WindowRecord{};
@@ -145,12 +150,26 @@ class Window {
     if (static_cast<int>(rec_.steps.size()) == plan_.active) finish();
   }
 
+  // True once the window has closed (the report may still be being written in the background).
   bool finished() const { return state_ == State::done; }
+  // Blocks until the report and the artifacts are written (the accessors below call it).
+  void wait() const {
+    if (reporter_.joinable()) reporter_.join();
+  }
   // Whether the artifacts were written (false in distributed runs or when writing failed).
-  bool produced() const { return produced_; }
+  bool produced() const {
+    wait();
+    return produced_;
+  }
   const WindowPlan& plan() const { return plan_; }
-  const WindowRecord& record() const { return rec_; }
-  const std::optional<Analysis>& analysis() const { return analysis_; }
+  const WindowRecord& record() const {
+    wait();
+    return rec_;
+  }
+  const std::optional<Analysis>& analysis() const {
+    wait();
+    return analysis_;
+  }
 
  private:
   enum class State { detached, warming, measuring, done };
@@ -159,12 +178,19 @@ class Window {
     rec_.phases.push_back({static_cast<int>(rec_.steps.size()), p, start, end, current_synced_});
   }
 
+  // The tracer stops on the training thread; analysis, report and artifacts run on a background
+  // thread so the training loop continues at once (the window's cost to the epoch is its steps).
   void finish() {
     collector_->stop(rec_);
+    collector_.reset();
     rec_.warmup = plan_.warmup;
     rec_.meta = ctx_.meta;
-    analysis_ = analyse(rec_);
     state_ = State::done;
+    reporter_ = std::thread([this] { report(); });
+  }
+
+  void report() {
+    analysis_ = analyse(rec_);
     const auto doc = profile_json(*analysis_);
     std::istringstream lines(summary_text(doc));
     for (std::string line; std::getline(lines, line);) log::info("profile: ", line);
@@ -176,7 +202,6 @@ class Window {
     } catch (const std::exception& e) {
       log::warn("profile: could not write the artifacts (", e.what(), "); training continues");
     }
-    collector_.reset();
   }
 
   int warmup_req_ = Warmup, active_req_ = Active;
@@ -189,6 +214,7 @@ class Window {
   int step_ = -1;
   bool in_step_ = false, current_synced_ = false, produced_ = false;
   int64_t step_start_ = 0;
+  mutable std::thread reporter_;
 };
 
 static_assert(ProfilerPolicy<Window<>>);

@@ -12,6 +12,7 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/device.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/profile/window.hpp>
@@ -129,6 +130,7 @@ class Trainer {
   torch::Tensor loss_sum_;
   int64_t loss_count_ = 0;
   bool is_setup_ = false;
+  bool channels_last_ = false;  // cfg.channels_last on a CUDA device
 };
 
 }  // namespace libreyolo

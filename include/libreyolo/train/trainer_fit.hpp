@@ -92,6 +92,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     LIBREYOLO_CALL_HOOK(callbacks, on_epoch_end, info);
     if (epoch_complete) ++completed;
   }
+  if constexpr (requires { prof_.wait(); }) prof_.wait();  // the profile report finishes before fit returns
   res.best_fitness = best_fitness_;
   res.last_metrics = last_metrics_;
   res.epochs_done = completed;

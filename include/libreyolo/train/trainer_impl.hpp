@@ -49,11 +49,14 @@ void LIBREYOLO_TRAINER::setup() {
   if (is_setup_) return;
   resolve_config();
   torch::manual_seed(static_cast<uint64_t>(cfg_.seed));
+  device_ = resolve_device(cfg_.device);
   if (cfg_.deterministic) {
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
+  } else if (device_.is_cuda()) {
+    at::globalContext().setBenchmarkCuDNN(cfg_.cudnn_benchmark);
   }
-  device_ = resolve_device(cfg_.device);
+  channels_last_ = cfg_.channels_last && device_.is_cuda();
   if (resume_ck_) family_.restore(resume_ck_->meta.at("family"));
   family_.setup(cfg_);
   build();
@@ -79,6 +82,7 @@ LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::build() {
   net_ = family_.make_network();
   net_->to(device_);
+  if (channels_last_) to_channels_last(*net_);
   if (cfg_.ema) make_ema();
   data::LoaderOptions lo;
   lo.batch = cfg_.batch;
@@ -181,6 +185,7 @@ LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::make_ema() {
   auto copy = family_.make_network();
   copy->to(device_);
+  if (channels_last_) to_channels_last(*copy);  // same layout as the model: the multi-tensor update stays fused
   ema_ = std::make_unique<train::ModelEMA>(copy.ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
 }
 
@@ -210,7 +215,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   {
     [[maybe_unused]] auto s = prof_.phase(Phase::forward);
     [[maybe_unused]] auto guard = precision_.autocast();
-    auto out = capture_.forward(net_, F::input(b));
+    auto out = capture_.forward(net_, channels_last_ ? as_channels_last(F::input(b)) : F::input(b));
     lo = family_.loss(out, b);
   }
   const bool boundary = ni_ - last_opt_ni_ >= accumulate_;
@@ -248,7 +253,7 @@ train::ValResult LIBREYOLO_TRAINER::validate() {
   m.eval();
   auto forward = [&](const torch::Tensor& x) {
     [[maybe_unused]] auto guard = precision_.autocast();
-    return net->forward(x);
+    return net->forward(channels_last_ ? as_channels_last(x) : x);
   };
   auto r = family_.validate(forward, *val_loader_, device_);
   m.train(was_training);

@@ -1,0 +1,114 @@
+// Profiler overhead, measured inside one process with the arms interleaved (SPEC §2.1, issue 7):
+//   off     Trainer<…, profile::Off>        — what `libreyolo train` builds when profile=false
+//   idle    Trainer<…, profile::Window<>>  whose window starts after the epoch: the policy's run-time
+//                                             checks in every step, nothing measured
+//   window  Trainer<…, profile::Window<>>  with profile=true  — 5 warm-up + 20 measured steps, report and
+//                                             artifacts written, then the epoch runs on to its end
+// Each arm trains one epoch of `--steps` steps (default 200) of ResNet-18 on a cached classification set;
+// the epoch is timed from on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
+//   profiler_overhead --data DIR [--model resnet18] [--imgsz 224] [--batch 16] [--steps 200] [--reps 3]
+//                     [--workers 4] [--device cuda]
+// Prints one JSON line per epoch, then a summary line with the median epoch time per arm and the ratios.
+#include <libreyolo/libreyolo.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <map>
+
+namespace ly = libreyolo;
+
+namespace {
+struct Args {
+  std::string data, model = "resnet18", device = "cuda";
+  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; i += 2) {
+    std::string k = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument("option " + k + " needs a value");
+    std::string v = argv[i + 1];
+    if (k == "--data") a.data = v;
+    else if (k == "--model") a.model = v;
+    else if (k == "--device") a.device = v;
+    else if (k == "--imgsz") a.imgsz = std::stoi(v);
+    else if (k == "--batch") a.batch = std::stoi(v);
+    else if (k == "--steps") a.steps = std::stoi(v);
+    else if (k == "--reps") a.reps = std::stoi(v);
+    else if (k == "--workers") a.workers = std::stoi(v);
+    else throw std::invalid_argument("unknown option " + k + "; allowed: --data --model --device --imgsz --batch --steps --reps --workers");
+  }
+  if (a.data.empty()) throw std::invalid_argument("--data DIR is required (a classification folder, e.g. from `libreyolo data synth`)");
+  return a;
+}
+
+struct EpochClock {
+  std::chrono::steady_clock::time_point t0;
+  double seconds = 0;
+  void on_epoch_start(const ly::EpochInfo&) { t0 = std::chrono::steady_clock::now(); }
+  void on_epoch_end(const ly::EpochInfo&) {
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+struct Timing {
+  double epoch_s = 0, fit_s = 0;
+};
+
+template <class Prof>
+Timing run_epoch(const Args& a, const std::string& arm, bool profile) {
+  auto cfg = ly::parse_args({"data=" + a.data, "epochs=1", "imgsz=" + std::to_string(a.imgsz), "batch=" + std::to_string(a.batch),
+                             "nbs=" + std::to_string(a.batch), "workers=" + std::to_string(a.workers), "cache=ram",
+                             "val=false", "warmup_epochs=0", "device=" + a.device, "project=runs/profiler_overhead",
+                             "name=" + arm, "exist_ok=true", "max_steps=" + std::to_string(a.steps),
+                             std::string("profile=") + (profile ? "true" : "false")});
+  ly::Trainer<ly::ResNetFamily, ly::precision::FamilyDefault, ly::capture::Eager, Prof> t(cfg, ly::ResNetFamily(a.model.substr(6)));
+  if constexpr (Prof::enabled)
+    if (!profile) t.profiler().set_window(1 << 30, 20);  // never reached: an idle policy
+  EpochClock clock;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = t.fit(clock);
+  const double fit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r.optimizer_steps < a.steps)
+    throw std::runtime_error("arm " + arm + " ran " + std::to_string(r.optimizer_steps) + " steps, fewer than --steps " +
+                             std::to_string(a.steps) + ": give it a larger data set");
+  return {clock.seconds, fit_s};
+}
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const auto a = parse(argc, argv);
+  if (a.model.rfind("resnet", 0) != 0) throw std::invalid_argument("--model " + a.model + ": allowed resnet18, resnet34");
+  std::map<std::string, std::vector<double>> secs, fit_secs;
+  // A first, untimed epoch warms up cuDNN, the allocator and the page cache for every arm alike.
+  run_epoch<ly::profile::Off>(a, "warmup", false);
+  for (int rep = 0; rep < a.reps; ++rep) {
+    for (const std::string arm : {"off", "idle", "window"}) {
+      const Timing s = arm == "off" ? run_epoch<ly::profile::Off>(a, arm, false)
+                                    : run_epoch<ly::profile::Window<>>(a, arm, arm == "window");  // idle: see run_epoch
+      secs[arm].push_back(s.epoch_s);
+      fit_secs[arm].push_back(s.fit_s);
+      std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps}}.dump()
+                << std::endl;
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]);
+  std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
+                              {"imgsz", a.imgsz},       {"steps", a.steps},        {"reps", a.reps},
+                              {"off_s", off},           {"idle_s", idle},          {"window_s", win},
+                              {"idle_over_off", idle / off}, {"window_over_off", win / off},
+                              {"fit_off_s", median(fit_secs["off"])}, {"fit_window_s", median(fit_secs["window"])},
+                              {"torch", ly::compat::torch_version()}}
+                   .dump()
+            << std::endl;
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "profiler_overhead: " << e.what() << "\n";
+  return 2;
+}
