@@ -15,6 +15,8 @@
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
+#include "bench_options.hpp"
+
 #include <functional>
 #include <iostream>
 
@@ -31,24 +33,17 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    std::string k = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("option " + k + " needs a value");
-    std::string v = argv[i + 1];
-    if (k == "--model") a.model = v;
-    else if (k == "--precision") a.precision = v;
-    else if (k == "--batch") a.batch = std::stoi(v);
-    else if (k == "--imgsz") a.imgsz = std::stoi(v);
-    else if (k == "--warmup") a.warmup = std::stoi(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--detail") a.detail = std::stoi(v);
-    else if (k == "--cudnn-benchmark") a.cudnn_benchmark = v == "1";
-    else if (k == "--channels-last") a.channels_last = v == "1";
-    else
-      throw std::invalid_argument("unknown option " + k +
-                                  "; allowed: --model --precision --batch --imgsz --warmup --steps --detail "
-                                  "--cudnn-benchmark --channels-last");
-  }
+  bench::Options()
+      .add("--model", &a.model)
+      .add("--precision", &a.precision)
+      .add("--batch", &a.batch)
+      .add("--imgsz", &a.imgsz)
+      .add("--warmup", &a.warmup)
+      .add("--steps", &a.steps)
+      .add("--detail", &a.detail)
+      .add("--cudnn-benchmark", &a.cudnn_benchmark)
+      .add("--channels-last", &a.channels_last)
+      .parse(argc, argv);
   if (a.model != "yolo9t" && a.model != "yolo9s" && a.model != "resnet18" && a.model != "resnet34")
     throw std::invalid_argument("--model " + a.model + ": allowed yolo9t, yolo9s, resnet18, resnet34");
   if (a.precision != "fp32" && a.precision != "fp16" && a.precision != "bf16")

@@ -15,6 +15,8 @@
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
+#include "../bench_options.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -32,17 +34,15 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--arm") a.arm = v;
-    else if (k == "--model") a.model = v;
-    else if (k == "--precision") a.precision = v;
-    else if (k == "--state") a.state = v;
-    else if (k == "--warmup") a.warmup = std::stoi(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--nhwc") a.nhwc = v == "1";
-    else throw std::invalid_argument("unknown option " + k + "; allowed: --arm --model --precision --state --warmup --steps --nhwc");
-  }
+  bench::Options()
+      .add("--arm", &a.arm)
+      .add("--model", &a.model)
+      .add("--precision", &a.precision)
+      .add("--state", &a.state)
+      .add("--warmup", &a.warmup)
+      .add("--steps", &a.steps)
+      .add("--nhwc", &a.nhwc)
+      .parse(argc, argv);
   if (a.arm != "eager" && a.arm != "graph") throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph");
   if (a.model != "resnet18" && a.model != "yolo9t") throw std::invalid_argument("--model " + a.model + ": allowed resnet18, yolo9t");
   if (a.precision != "fp16" && a.precision != "fp32") throw std::invalid_argument("--precision " + a.precision + ": allowed fp16, fp32");

@@ -11,6 +11,8 @@
 // Prints one JSON line per epoch, then a summary line with the median epoch time per arm and the ratios.
 #include <libreyolo/libreyolo.hpp>
 
+#include "../bench_options.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -26,20 +28,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    std::string k = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("option " + k + " needs a value");
-    std::string v = argv[i + 1];
-    if (k == "--data") a.data = v;
-    else if (k == "--model") a.model = v;
-    else if (k == "--device") a.device = v;
-    else if (k == "--imgsz") a.imgsz = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoi(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--reps") a.reps = std::stoi(v);
-    else if (k == "--workers") a.workers = std::stoi(v);
-    else throw std::invalid_argument("unknown option " + k + "; allowed: --data --model --device --imgsz --batch --steps --reps --workers");
-  }
+  bench::Options()
+      .add("--data", &a.data)
+      .add("--model", &a.model)
+      .add("--device", &a.device)
+      .add("--imgsz", &a.imgsz)
+      .add("--batch", &a.batch)
+      .add("--steps", &a.steps)
+      .add("--reps", &a.reps)
+      .add("--workers", &a.workers)
+      .parse(argc, argv);
   if (a.data.empty()) throw std::invalid_argument("--data DIR is required (a classification folder, e.g. from `libreyolo data synth`)");
   return a;
 }

@@ -287,3 +287,40 @@ TEST_CASE("real H200 record: every kernel has its launch, and each step attribut
   CHECK(a.phases[int(Phase::to_device)].gpu_ms_per_step > 0);  // the host-to-device copy
   CHECK(a.verdict.bound == bound::host_launch);                 // ~2% GPU busy on a toy step
 }
+
+// A real training run on the H200 (ResNet-18 b16 224, AMP fp16, cache=ram, accumulate 4, `libreyolo train
+// … profile=true`, benchmarks/gpu_session.sh stage train, run r18_cached), trimmed by
+// tests/data/profile/trim_h200_trace.py to two unsynced and two synced steps; the expected figures are
+// computed by that script from the trimmed record, independently of the C++ analysis.
+TEST_CASE("real H200 training trace (ResNet-18): analysis reproduces the independently computed figures") {
+  const WindowRecord rec = record_from_json(read_json("h200_r18_record.json"));
+  const json want = read_json("h200_r18_expected.json");
+  const auto a = analyse(rec);
+  REQUIRE(a.trace_collected);
+  CHECK(a.real_steps == want["real_steps"].get<int>());
+  CHECK(a.synced_steps == want["synced_steps"].get<int>());
+  auto near = [](double got, const json& w) { return got == doctest::Approx(w.get<double>()).epsilon(1e-9); };
+  CHECK(near(a.step_ms, want["step_ms"]));
+  CHECK(near(a.dataload_ms, want["dataload_ms"]));
+  CHECK(near(a.gpu_busy_ms_per_step, want["gpu_busy_ms_per_step"]));
+  CHECK(near(a.gpu_kernel_sum_ms_per_step, want["kernel_sum_ms_per_step"]));
+  CHECK(near(a.kernels_per_step, want["kernels_per_step"]));
+  CHECK(near(a.gpu_util_raw, want["gpu_util_raw"]));
+  CHECK(near(a.host_overhead_ms_per_step, want["host_overhead_ms_per_step"]));
+  CHECK(near(a.launches_per_step, want["launches_per_step"]));
+  CHECK(a.verdict.bound == want["bound"].get<std::string>());
+  CHECK(a.verdict.bound == bound::host_launch);
+  // Correlation-based attribution: GPU ms and kernels of every phase, and nothing in dataload.
+  for (const auto& p : a.phases) {
+    INFO("phase " << p.phase);
+    const double gpu_ms = want["phase_gpu_ms"].value(p.phase, 0.0);
+    const double kernels = want["phase_kernels"].value(p.phase, 0.0);
+    CHECK(p.gpu_ms_per_step == doctest::Approx(gpu_ms).epsilon(1e-9));
+    CHECK(p.kernels_per_step == doctest::Approx(kernels).epsilon(1e-9));
+  }
+  CHECK(a.phases[int(Phase::dataload)].gpu_ms_per_step == 0);
+  CHECK(a.phases[int(Phase::backward)].kernels_per_step > a.phases[int(Phase::forward)].kernels_per_step);
+  // The trimmed steps agree with the full 20-step window the run reported.
+  CHECK(want["source"]["full_window_bound"] == "host/launch");
+  CHECK(a.gpu_busy_ms_per_step == doctest::Approx(want["source"]["full_window_gpu_busy_ms_per_step"].get<double>()).epsilon(0.1));
+}

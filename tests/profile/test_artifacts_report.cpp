@@ -378,3 +378,27 @@ TEST_CASE("repeat aggregation and compare: mean, population std, mixed bound, si
   CHECK(out.str().find("bound: host/launch -> host/launch") != std::string::npos);
   CHECK(run_aggregate_repeat({dir / "missing.json"}, dir / "x.json", out, err) == 2);
 }
+
+// The profile.json a real training run wrote on the H200 (ResNet-18 b16 224, AMP fp16, cache=ram, run
+// r18_cached of benchmarks/gpu_session.sh): the v1 reader and the three text reports work on it.
+TEST_CASE("real H200 profile.json: summary, phases and kernels reports") {
+  const auto path = data_dir() + "h200_r18_profile.json";
+  const json p = load_profile_file(path);
+  CHECK(p["bound"] == "host/launch");
+  CHECK(p["config"]["device"] == "cuda:0");
+  CHECK(p["kernels_per_step"].get<double>() > 100);
+  const std::string s = summary_text(p);
+  CHECK(s.find("model: resnet18") != std::string::npos);
+  CHECK(s.find(fmt("busy %.2f ms/step", p["gpu_busy_ms_per_step"].get<double>())) != std::string::npos);
+  CHECK(s.find(">> BOUND: host/launch: ") != std::string::npos);
+  const std::string t = phases_text(p);
+  CHECK(count_of(t, "\n") == 7);  // header + five phases + outside
+  KernelQuery q;
+  q.top = 5;
+  q.phase = "backward";
+  const std::string k = kernels_text(p, q);
+  CHECK(k.find("kernels match") != std::string::npos);
+  q.category = "gemm/conv";
+  q.phase.clear();
+  CHECK(kernels_text(p, q).find("kernels match") != std::string::npos);
+}

@@ -1,7 +1,7 @@
 #pragma once
 // The YOLOv9 detection family: GELAN t/s on YOLO-format datasets, task-aligned assigner + BCE/CIoU/DFL
 // loss, COCO mAP on the validation split (fitness = mAP50-95). Traits carry the original's schedule
-// overrides (linear, warm-up 3, EMA 0.9999) and declare the whole network as the capture region.
+// overrides (linear, warm-up 3, EMA 0.9999, gradient-norm clip 10) and declare the whole network as the capture region.
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -33,8 +33,12 @@ class Yolo9Family {
     static constexpr Task task = Task::detect;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
-    static constexpr std::array<std::string_view, 3> overrides{"scheduler=linear", "warmup_epochs=3",
-                                                               "ema_decay=0.9999"};
+    // clip_grad_norm=10: YOLOv9's own trainer (and Ultralytics') clips the gradient norm at 10 after
+    // unscaling. The loss is summed × batch and accumulated to the nominal batch, so without the clip an
+    // SGD step early in training can be huge: on the H200 (fp16 and bf16) and on the CPU (fp32, 320 px)
+    // the classification loss went 5 -> 2e4 -> NaN within three epochs; with it, training stays stable.
+    static constexpr std::array<std::string_view, 4> overrides{"scheduler=linear", "warmup_epochs=3",
+                                                               "ema_decay=0.9999", "clip_grad_norm=10"};
   };
   using Network = families::yolo9::Yolo9;
   using Dataset = data::DetectDataset;
