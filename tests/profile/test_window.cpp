@@ -38,11 +38,11 @@ void sleep_ms(double v) { std::this_thread::sleep_for(std::chrono::microseconds(
 template <class P>
 void fake_step(P& prof, int images = 8) {
   prof.step_begin();
-  { auto s = prof.phase(Phase::dataload); sleep_ms(3); }
-  { auto s = prof.phase(Phase::to_device); }
-  { auto s = prof.phase(Phase::forward); sleep_ms(1); }
-  { auto s = prof.phase(Phase::backward); sleep_ms(0.5); }
-  { auto s = prof.phase(Phase::optimizer); }
+  { [[maybe_unused]] auto s = prof.phase(Phase::dataload); sleep_ms(3); }
+  { [[maybe_unused]] auto s = prof.phase(Phase::to_device); }
+  { [[maybe_unused]] auto s = prof.phase(Phase::forward); sleep_ms(1); }
+  { [[maybe_unused]] auto s = prof.phase(Phase::backward); sleep_ms(0.5); }
+  { [[maybe_unused]] auto s = prof.phase(Phase::optimizer); }
   prof.step_end(images);  // zero_grad / EMA / LR would run before this
 }
 

@@ -19,6 +19,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace libreyolo::profile {
@@ -49,6 +50,11 @@ inline std::string num(const nlohmann::json& v, int decimals) {
 }
 inline std::string num_at(const nlohmann::json& j, const char* key, int decimals) {
   return j.contains(key) ? num(j.at(key), decimals) : "n/a";
+}
+// The value with its unit ("612 MB"), or a bare "n/a" when there is none (no "n/a MB").
+inline std::string num_at(const nlohmann::json& j, const char* key, int decimals, std::string_view unit) {
+  const std::string v = num_at(j, key, decimals);
+  return v == "n/a" ? v : v + std::string(unit);
 }
 inline std::string pct(const nlohmann::json& v) { return v.is_number() ? num(v.get<double>() * 100.0, 0) + "%" : "n/a"; }
 inline std::string joined(const std::vector<std::string>& parts, const char* sep) {
@@ -87,17 +93,17 @@ inline std::string summary_text(const nlohmann::json& p) {
   o << "model: " << p.value("model", std::string("(unnamed)")) << "  (device " << c.value("device", std::string("?"))
     << ", batch " << (c.contains("batch") ? c["batch"].dump() : "?") << ", imgsz "
     << (c.contains("imgsz") ? c["imgsz"].dump() : "?") << ", amp " << (c.contains("amp") ? c["amp"].dump() : "?") << ")\n";
-  o << "throughput: " << num_at(p, "img_per_s", 1) << " img/s, step " << num_at(p, "step_ms", 2) << " ms (dataload "
-    << num_at(p, "dataload_ms", 2) << " ms, " << detail::pct(p.value("dataload_frac", nlohmann::json())) << ")\n";
-  o << "kernels/step: " << num_at(p, "kernels_per_step", 0) << " at mean " << num_at(p, "mean_kernel_us", 1) << " us ("
+  o << "throughput: " << num_at(p, "img_per_s", 1, " img/s") << ", step " << num_at(p, "step_ms", 2, " ms") << " (dataload "
+    << num_at(p, "dataload_ms", 2, " ms") << ", " << detail::pct(p.value("dataload_frac", nlohmann::json())) << ")\n";
+  o << "kernels/step: " << num_at(p, "kernels_per_step", 0) << " at mean " << num_at(p, "mean_kernel_us", 1, " us") << " ("
     << num_at(p, "unique_kernels", 0) << " unique)\n";
   o << "GPU util: " << detail::pct(p.value("gpu_util", nlohmann::json())) << " (raw " << num_at(p, "gpu_util_raw", 2)
-    << "), busy " << num_at(p, "gpu_busy_ms_per_step", 2) << " ms/step\n";
-  o << "Tensor Cores: " << num_at(p, "tensorcore_pct", 0) << "% of kernel time\n";
-  o << "peak VRAM: " << num_at(p, "peak_vram_mb", 0) << " MB\n";
-  o << "memcpy: " << num_at(p, "memcpy_ms_per_step", 3) << " ms/step\n";
-  o << "host overhead: " << num_at(p, "host_overhead_ms_per_step", 2) << " ms/step, " << num_at(p, "launches_per_step", 0)
-    << " launches/step\n";
+    << "), busy " << num_at(p, "gpu_busy_ms_per_step", 2, " ms/step") << "\n";
+  o << "Tensor Cores: " << num_at(p, "tensorcore_pct", 0, "% of kernel time") << "\n";
+  o << "peak VRAM: " << num_at(p, "peak_vram_mb", 0, " MB") << "\n";
+  o << "memcpy: " << num_at(p, "memcpy_ms_per_step", 3, " ms/step") << "\n";
+  o << "host overhead: " << num_at(p, "host_overhead_ms_per_step", 2, " ms/step") << ", "
+    << num_at(p, "launches_per_step", 0, " launches/step") << "\n";
   if (p.value("memory_pressure", false))
     o << "!! MEMORY PRESSURE: " << num_at(p, "cuda_mallocs_per_step", 1) << " device mallocs/step, raw util "
       << num_at(p, "gpu_util_raw", 2) << "\n";

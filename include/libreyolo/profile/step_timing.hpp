@@ -9,10 +9,10 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <type_traits>
-#include <chrono>
 #include <vector>
 
 namespace libreyolo::profile {
@@ -98,9 +98,6 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
   return t;
 }
 
-}  // namespace libreyolo::profile
-
-namespace libreyolo::profile {
 // Where a benchmarked step's time goes: GPU time and kernel/op counts per phase, the kernel categories,
 // and the `top` largest kernels and CPU operators per step.
 inline nlohmann::json step_breakdown_json(const Analysis& a, size_t top = 12) {

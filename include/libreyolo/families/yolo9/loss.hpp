@@ -22,10 +22,7 @@ namespace libreyolo::families::yolo9 {
 // pred_dist [..., 4·reg_max] logits, target [..., 4] in [0, reg_max - 1) -> [...].
 inline torch::Tensor distribution_focal_loss(const torch::Tensor& pred_dist, const torch::Tensor& target,
                                              int64_t reg_max) {
-  auto sizes = pred_dist.sizes().vec();
-  sizes.back() = 4;
-  sizes.push_back(reg_max);
-  auto logp = pred_dist.reshape(sizes).log_softmax(-1);
+  auto logp = dfl_bins(pred_dist, reg_max).log_softmax(-1);
   auto left = target.to(torch::kInt64);
   auto right = left + 1;
   auto w_left = right.to(target.scalar_type()) - target;

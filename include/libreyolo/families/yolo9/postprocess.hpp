@@ -41,12 +41,20 @@ inline Anchors make_anchors(const std::vector<torch::Tensor>& feats, const std::
 }
 
 // Expected distance of each box side from its DFL logits: softmax over reg_max bins · (0..reg_max-1).
+// pred_dist [..., 4·reg_max] viewed as [..., 4, reg_max] (the bins of each box side).
+inline torch::Tensor dfl_bins(const torch::Tensor& pred_dist, int64_t reg_max) {
+  if (pred_dist.dim() < 1 || pred_dist.size(-1) != 4 * reg_max)
+    throw ConfigError("DFL: the last dimension must be 4·reg_max = " + std::to_string(4 * reg_max) + ", got shape " +
+                      c10::str(pred_dist.sizes()));
+  std::vector<int64_t> sizes(pred_dist.sizes().begin(), pred_dist.sizes().end() - 1);
+  sizes.push_back(4);
+  sizes.push_back(reg_max);
+  return pred_dist.reshape(sizes);
+}
+
 // pred_dist [..., 4·reg_max] -> [..., 4].
 inline torch::Tensor dfl_decode(const torch::Tensor& pred_dist, int64_t reg_max) {
-  auto sizes = pred_dist.sizes().vec();
-  sizes.back() = 4;
-  sizes.push_back(reg_max);
-  auto prob = pred_dist.reshape(sizes).softmax(-1);
+  auto prob = dfl_bins(pred_dist, reg_max).softmax(-1);
   auto bins = torch::arange(reg_max, prob.options());
   return (prob * bins).sum(-1);
 }
