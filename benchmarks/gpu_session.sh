@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, train
-# ResNet-18 on the GPU with the profiler, and run the step benchmarks. Everything lands in $OUT.
+# One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
+# training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
 #   benchmarks/gpu_session.sh [build|tests|train|bench|detail|nhwc|graphs|overhead|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
