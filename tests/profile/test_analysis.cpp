@@ -82,6 +82,12 @@ TEST_CASE("verdict: the fp32 note appears exactly when AMP is off") {
   CHECK(v.notes[0].find("Tensor Cores") != std::string::npos);
   in.amp = true;
   CHECK(decide_verdict(in).notes.empty());
+  // On a CPU device AMP falls back to fp32 and there are no Tensor Cores: no note.
+  in.amp = false;
+  in.cuda_device = false;
+  CHECK(decide_verdict(in).notes.empty());
+  in.cuda_device = true;
+  CHECK(decide_verdict(in).notes.size() == 1);
 }
 
 TEST_CASE("verdict without a kernel trace never says host/launch") {

@@ -288,6 +288,8 @@ inline Analysis analyse(const WindowRecord& rec) {
   in.host_overhead_ms_per_step = a.host_overhead_ms_per_step;
   in.launches_per_step = a.launches_per_step;
   if (a.meta.is_object() && a.meta.contains("amp") && a.meta["amp"].is_boolean()) in.amp = a.meta["amp"].get<bool>();
+  if (a.meta.is_object() && a.meta.contains("device") && a.meta["device"].is_string())
+    in.cuda_device = a.meta["device"].get<std::string>().rfind("cuda", 0) == 0;
   a.verdict = decide_verdict(in);
   return a;
 }

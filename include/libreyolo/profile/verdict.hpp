@@ -33,7 +33,8 @@ struct VerdictInputs {
   double gpu_busy_ms_per_step = 0;
   double host_overhead_ms_per_step = 0;
   double launches_per_step = 0;
-  std::optional<bool> amp;  // from the run's meta; nullopt when unknown
+  std::optional<bool> amp;          // from the run's meta; nullopt when unknown
+  std::optional<bool> cuda_device;  // from the run's meta "device"; nullopt when unknown
 };
 
 struct Verdict {
@@ -96,7 +97,8 @@ inline Verdict decide_verdict(const VerdictInputs& in) {
   if (!in.trace_collected)
     v.notes.push_back("no GPU kernel trace could be collected (no CUDA device, or the tracer did not attach): "
                       "kernel, utilization and phase GPU figures are not available");
-  if (in.amp.has_value() && !*in.amp)
+  // Tensor Cores exist only on the GPU: on a CPU device (where AMP falls back to fp32) the note would mislead.
+  if (in.amp.has_value() && !*in.amp && in.cuda_device.value_or(true))
     v.notes.push_back("AMP is off: fp32 gemm/conv do not run on Tensor Cores; amp=true would move them there");
   return v;
 }
