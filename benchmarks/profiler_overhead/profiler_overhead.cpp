@@ -92,9 +92,10 @@ int main(int argc, char** argv) try {
                 << std::endl;
     }
   }
-  auto median = [](std::vector<double> v) {
+  auto median = [](std::vector<double> v) {  // the mean of the middle two for an even count
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
   const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]);
   std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
