@@ -1,7 +1,7 @@
 // YOLOv9-t trains end to end on a generated detection set on the CPU, and the facade routes names.
 #include <libreyolo/libreyolo.hpp>
 
-#include "support.hpp"
+#include "support_data.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,15 +23,7 @@ TEST_CASE("yolo9 model names: t and s train, m/c/e say not implemented yet") {
 
 TEST_CASE("yolo9t learns on a synthetic detection set (CPU, small images)") {
   lry_test::TempDir dir("lry_yolo9");
-  ly::data::SynthOptions o;
-  o.task = "detect";
-  o.out = dir / "data";
-  o.images = 40;
-  o.imgsz = 128;
-  o.classes = 3;
-  o.seed = 5;
-  ly::data::synth(o);
-  auto yaml = dir / "data" / "data.yaml";
+  const auto yaml = lry_test::small_detect_set(dir.path, 40, 5);
   REQUIRE(std::filesystem::exists(yaml));
   auto cfg = ly::parse_args({"model=yolo9t", "data=" + yaml.string(), "imgsz=128", "epochs=6", "batch=8", "nbs=8",
                              "workers=2", "device=cpu", "optimizer=AdamW", "lr0=0.002", "warmup_epochs=1",

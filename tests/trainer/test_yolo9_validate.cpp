@@ -3,7 +3,7 @@
 // that predicts the wrong class must score zero.
 #include <libreyolo/libreyolo.hpp>
 
-#include "support.hpp"
+#include "support_data.hpp"
 
 #include <doctest/doctest.h>
 
@@ -71,15 +71,7 @@ double val_map50(ly::Yolo9Family& fam, int64_t cls_shift) {
 
 TEST_CASE("yolo9 validation: ground truth encoded as head maps scores ~1 mAP, wrong classes score 0") {
   lry_test::TempDir dir("lry_y9val");
-  ly::data::SynthOptions o;
-  o.task = "detect";
-  o.out = dir / "data";
-  o.images = 30;
-  o.imgsz = 128;
-  o.classes = 3;
-  o.seed = 11;
-  ly::data::synth(o);
-  auto cfg = ly::parse_args({"model=yolo9t", "data=" + (dir / "data" / "data.yaml").string(), "imgsz=128"});
+  auto cfg = ly::parse_args({"model=yolo9t", "data=" + lry_test::small_detect_set(dir.path, 30, 11).string(), "imgsz=128"});
   ly::Yolo9Family fam("t");
   fam.setup(cfg);
   REQUIRE(fam.val_set()->size() > 0);
