@@ -8,6 +8,8 @@ free, so in unsynchronised steps forward kernels still run while the host is in 
 where attributing by kernel start time goes wrong and attribution by correlation id does not."""
 import json, math, random, os
 
+from interval_union import interval_union
+
 random.seed(7)
 BASE = 1_700_000_000_000_000_000  # Unix-epoch ns, like Kineto's clock
 US = 1000
@@ -103,15 +105,7 @@ synced_ix = [i for i, s in enumerate(steps) if s["synced"]]
 step_ms = sum(steps[i]["end_ns"] - steps[i]["start_ns"] for i in unsynced) / len(unsynced) / MS
 dl_ms = sum(p["end_ns"] - p["start_ns"] for p in phases if p["phase"] == "dataload" and p["step"] in unsynced) / len(unsynced) / MS
 kern = [g for g in gpu if g["kind"] == "kernel"]
-iv = sorted((g["start_ns"], g["start_ns"] + g["dur_ns"]) for g in kern)
-busy, cs, ce = 0, None, None
-for s, e in iv:
-    if ce is not None and s <= ce:
-        ce = max(ce, e)
-    else:
-        if ce is not None: busy += ce - cs
-        cs, ce = s, e
-busy += ce - cs
+busy = interval_union((g["start_ns"], g["start_ns"] + g["dur_ns"]) for g in kern)
 raw = sum(g["dur_ns"] for g in kern)
 busy_ms = busy / N / MS
 util_raw = busy_ms / step_ms

@@ -16,6 +16,8 @@ characters (size), so operator tables and the Tensor-Core share are not part of 
 """
 import argparse, gzip, json, os
 
+from interval_union import interval_union
+
 ap = argparse.ArgumentParser()
 ap.add_argument("run_dir"); ap.add_argument("name")
 ap.add_argument("--unsynced", type=int, default=2); ap.add_argument("--synced", type=int, default=2)
@@ -79,15 +81,7 @@ for p in rec["phases"]:
 step_ms = sum(s["end_ns"] - s["start_ns"] for s in real) / len(real) / 1e6
 dl_ms = sum(dataload.get(i, 0) for i, s in enumerate(S) if not s["synced"]) / len(real) / 1e6
 kern = [g for g in rec["gpu"] if g["kind"] == "kernel"]
-iv = sorted((g["start_ns"], g["start_ns"] + g["dur_ns"]) for g in kern)
-busy, cs, ce = 0, None, None
-for s, e in iv:
-    if ce is not None and s <= ce:
-        ce = max(ce, e)
-    else:
-        if ce is not None: busy += ce - cs
-        cs, ce = s, e
-if ce is not None: busy += ce - cs
+busy = interval_union((g["start_ns"], g["start_ns"] + g["dur_ns"]) for g in kern)
 busy_ms = busy / n / 1e6
 # phase of each GPU event = the phase span containing its launch call's start
 spans = sorted((p["start_ns"], p["end_ns"], p["phase"]) for p in rec["phases"])
