@@ -5,7 +5,7 @@
 // busy time per step of the same steps (profile::time_steps), kernels/step and peak VRAM; with
 // --detail (default 12) also where the time goes: GPU ms, kernels and CPU ops per phase (forward =
 // network, loss, backward, optimizer), kernel categories, the largest kernels and CPU operators; and
-// for detection the loss alone (its forward + backward on the network's saved outputs).
+// for detection the loss alone (its forward + backward on the head outputs of one extra forward).
 #include <libreyolo/families/resnet/network.hpp>
 #include <libreyolo/families/yolo9/loss.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
@@ -107,16 +107,12 @@ int main(int argc, char** argv) try {
   if (a.channels_last) to_channels_last(*net);
   ly::train::OptimizerOptions oo;
   ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), oo);
-  Outputs kept;  // the last step's network outputs, detached, for the loss-alone measurement
   auto step = [&](ly::profile::StepPhases& ph) {
     torch::Tensor loss;
     {
       [[maybe_unused]] auto g = prec.autocast();
       ph.mark(Phase::forward);
-      auto out = forward(x);
-      kept.clear();
-      for (auto& o : out) kept.push_back(o.detach());
-      loss = loss_of(out);
+      loss = loss_of(forward(x));
     }
     ph.mark(Phase::backward);
     prec.scale(loss).backward();
@@ -144,7 +140,11 @@ int main(int argc, char** argv) try {
     if (detect) {
       // The loss alone: forward + backward of the loss on the saved head outputs (leaf tensors).
       Outputs heads;
-      for (auto& o : kept) heads.push_back(o.clone().requires_grad_(true));
+      {
+        torch::NoGradGuard ng;
+        [[maybe_unused]] auto g = prec.autocast();
+        for (auto& o : forward(x)) heads.push_back(o.detach().clone().requires_grad_(true));
+      }
       auto loss_step = [&] {
         torch::Tensor l;
         {
