@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|train|bench|detail|nhwc|graphs|overhead|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|train|bench|detail|nhwc|graphs|overhead|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -28,18 +28,33 @@ if has tests; then
     $t --test-suite-exclude=gpu > $L/unit_$a.log 2>&1; echo "$a unit rc=$? $(grep 'test cases' $L/unit_$a.log)"
   done
 fi
-if has train; then
-  T=/tmp/runs
-  run() {  # run NAME key=value...: one CLI training run, its headline lines and its artifacts
-    local name=$1; shift
-    $CLI train project=$T name=$name exist_ok=true device=cuda "$@" > $L/$name.log 2>&1
-    echo "$name rc=$? :: $*"
-    grep -E "^epoch|BOUND|throughput|GPU util|kernels/step|cuda_graph|done:|precision" $L/$name.log | tail -14
-    for f in profile.json profile_summary.json results.json; do cp $T/$name/$f $L/${name}_$f 2>/dev/null; done
-  }
+T=/tmp/runs
+run() {  # run NAME key=value...: one CLI training run, its headline lines and its artifacts
+  local name=$1; shift
+  $CLI train project=$T name=$name exist_ok=true device=cuda "$@" > $L/$name.log 2>&1
+  echo "$name rc=$? :: $*"
+  grep -E "^epoch|BOUND|throughput|GPU util|kernels/step|cuda_graph|done:|precision|tracer cost" $L/$name.log | tail -${TAIL:-14}
+  for f in profile.json profile_summary.json results.json; do cp $T/$name/$f $L/${name}_$f 2>/dev/null; done
+}
+synth() {
+  [ -f /tmp/det/data.yaml ] && return
   $CLI data synth --task classify --out /tmp/cls --images 2400 --imgsz 256 --classes 10 --seed 0 > $L/synth_cls.log 2>&1
   $CLI data synth --task detect --out /tmp/det --images 400 --imgsz 640 --classes 8 --seed 0 > $L/synth_det.log 2>&1
   echo "synth rc=$?"; tail -2 $L/synth_det.log
+}
+if has verify; then
+  # Session 3: YOLOv9-t under fp16+graphs and bf16 with the gradient clip (issues 4, 5), and the
+  # profiler with the tracer on the synchronised half only (issue 7).
+  synth
+  run r18_cached model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  run y9_cached model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  run y9_cached_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true cuda_graph=true
+  TAIL=20 run y9_fp16_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=15 warmup_epochs=1 no_aug_epochs=3 amp=true amp_dtype=float16 cuda_graph=true
+  TAIL=20 run y9_bf16 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=10 warmup_epochs=1 no_aug_epochs=2 amp=true amp_dtype=bfloat16
+  mkdir -p $OUT/fixture && cp $T/y9_cached_graph/profile.json $OUT/fixture/ 2>/dev/null
+fi
+if has train; then
+  synth
   # Profiler verdicts (issue 7): no workers + mosaic -> dataloader; cached + small batch -> host/launch;
   # the same with cuda_graph=true -> utilization rises.
   run y9_w0 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=0 epochs=1 val=false profile=true profile_stop=true

@@ -53,6 +53,7 @@ struct EpochClock {
 
 struct Timing {
   double epoch_s = 0, fit_s = 0;
+  nlohmann::json tracer = nullptr;  // window arm: the tracer's own cost on the training thread
 };
 
 template <class Prof>
@@ -72,7 +73,15 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile) {
   if (r.optimizer_steps < a.steps)
     throw std::runtime_error("arm " + arm + " ran " + std::to_string(r.optimizer_steps) + " steps, fewer than --steps " +
                              std::to_string(a.steps) + ": give it a larger data set");
-  return {clock.seconds, fit_s};
+  Timing out{clock.seconds, fit_s};
+  if constexpr (Prof::enabled)
+    if (profile && t.profiler().produced()) {
+      const auto& rec = t.profiler().record();
+      out.tracer = {{"setup_ms", rec.tracer_setup_ms}, {"start_ms", rec.tracer_start_ms},
+                    {"readout_ms", rec.tracer_readout_ms}, {"traced_steps", rec.steps.size() - rec.traced_from},
+                    {"device_events", rec.gpu.size()}, {"cpu_ops", rec.cpu_ops.size()}};
+    }
+  return out;
 }
 }  // namespace
 
@@ -88,7 +97,9 @@ int main(int argc, char** argv) try {
                                     : run_epoch<ly::profile::Window<>>(a, arm, arm == "window");  // idle: see run_epoch
       secs[arm].push_back(s.epoch_s);
       fit_secs[arm].push_back(s.fit_s);
-      std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps}}.dump()
+      std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps},
+                                  {"tracer", s.tracer}}
+                       .dump()
                 << std::endl;
     }
   }

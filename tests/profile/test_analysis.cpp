@@ -159,6 +159,63 @@ TEST_CASE("a kernel belongs to the phase of its launch call, not to the phase it
   CHECK(a.phases[outside_slot].wall_ms_per_step == doctest::Approx(30.0));
 }
 
+TEST_CASE("tracing from traced_from: device and CPU-op figures are per traced step, timings from untraced steps") {
+  // Steps 0-1 unsynced and untraced (100 ms each), steps 2-3 synced and traced (130 ms each).
+  WindowRecord r;
+  r.trace_collected = true;
+  r.traced_from = 2;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = i * 200 * ms;
+    const bool synced = i >= 2;
+    r.steps.push_back({t, t + (synced ? 130 : 100) * ms, synced, 8});
+    r.phases.push_back({i, Phase::dataload, t, t + 10 * ms, synced});
+    r.phases.push_back({i, Phase::forward, t + 10 * ms, t + 60 * ms, synced});
+  }
+  // Each traced step: one 20 ms forward kernel launched at +20 ms, one aten::mm op of 5 ms.
+  for (int i = 2; i < 4; ++i) {
+    const int64_t t = i * 200 * ms;
+    const auto corr = static_cast<uint64_t>(i);
+    r.runtime.push_back({"cudaLaunchKernel", t + 20 * ms, 5000, corr, 1});
+    r.gpu.push_back({GpuKind::kernel, "k", 7, t + 25 * ms, 20 * ms, corr});
+    r.cpu_ops.push_back({"aten::mm", t + 15 * ms, 5 * ms});
+  }
+  const auto a = analyse(r);
+  CHECK(a.traced_steps == 2);
+  CHECK(a.step_ms == doctest::Approx(100.0));  // the untraced, unsynced steps
+  CHECK(a.gpu_busy_ms_per_step == doctest::Approx(20.0));
+  CHECK(a.kernels_per_step == doctest::Approx(1.0));
+  CHECK(a.gpu_util_raw == doctest::Approx(0.2));
+  CHECK(a.launches_per_step == doctest::Approx(1.0));
+  CHECK(a.phases[int(Phase::forward)].gpu_ms_per_step == doctest::Approx(20.0));
+  CHECK(a.phases[int(Phase::forward)].ops_per_step == doctest::Approx(1.0));
+  REQUIRE(a.ops.size() == 1);
+  CHECK(a.ops[0].ms_per_step == doctest::Approx(5.0));
+  CHECK(a.phases[int(Phase::forward)].wall_ms_per_step == doctest::Approx(50.0));  // synced steps
+}
+
+TEST_CASE("clock alignment pairs the traced phase ranges with the last phases and shifts the rest") {
+  WindowRecord r;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t t = i * 100;
+    r.steps.push_back({t, t + 90, i == 1, 1});
+    r.phases.push_back({i, Phase::dataload, t, t + 10, i == 1});
+    r.phases.push_back({i, Phase::forward, t + 10, t + 50, i == 1});
+  }
+  // The tracer saw only step 1's two phases, 1000 ns later on its clock (and forward 2 ns longer).
+  align_host_to_trace(r, {{"phase/dataload", {1100, 1110}}, {"phase/forward", {1110, 1152}}});
+  CHECK(r.phases[0].start_ns == 1000);  // untraced: shifted by the median offset
+  CHECK(r.phases[1].end_ns == 1050);
+  CHECK(r.phases[2].start_ns == 1100);  // traced: replaced
+  CHECK(r.phases[3].end_ns == 1152);
+  CHECK(r.steps[0].start_ns == 1000);
+  CHECK(r.steps[1].end_ns == 1190);
+  // Names that do not match the record's last phases: nothing is moved.
+  WindowRecord same = r;
+  align_host_to_trace(same, {{"phase/backward", {5000, 5010}}});
+  CHECK(same.phases[3].start_ns == r.phases[3].start_ns);
+  CHECK(same.steps[0].start_ns == r.steps[0].start_ns);
+}
+
 TEST_CASE("window plan: warm-up and window round up to multiples of the accumulation count") {
   auto check = [](int w, int act, int acc, WindowPlan want) {
     const auto p = plan_window(w, act, acc);
@@ -246,8 +303,29 @@ TEST_CASE("synthetic fixture: every figure matches the independent Python comput
 
 TEST_CASE("record JSON: round trip, and errors that name the bad key or value") {
   const json j = read_json("synthetic_record.json");
-  CHECK(to_json(record_from_json(j)) == j);
-  json bad = j;
+  // The fixture predates traced_from/tracer_ms: it reads as traced from the first step, and writing it
+  // back adds exactly those two keys.
+  const WindowRecord old = record_from_json(j);
+  CHECK(old.traced_from == 0);
+  json written = to_json(old);
+  CHECK(written["traced_from"] == 0);
+  CHECK(written["tracer_ms"] == json{{"setup", 0.0}, {"start", 0.0}, {"readout", 0.0}});
+  written.erase("traced_from");
+  written.erase("tracer_ms");
+  CHECK(written == j);
+  WindowRecord partial = old;
+  partial.traced_from = 2, partial.tracer_setup_ms = 310.5, partial.tracer_start_ms = 1.25, partial.tracer_readout_ms = 42;
+  const json pj = to_json(partial);
+  CHECK(to_json(record_from_json(pj)) == pj);
+  CHECK(record_from_json(pj).tracer_setup_ms == 310.5);
+  json bad = pj;
+  bad["traced_from"] = static_cast<int>(old.steps.size());
+  const std::string outside = "traced_from=" + std::to_string(old.steps.size()) + " is outside";
+  CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains(outside.c_str()), libreyolo::DataError);
+  bad = pj;
+  bad["tracer_ms"].erase("readout");
+  CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains("record.tracer_ms lacks key 'readout'"), libreyolo::DataError);
+  bad = j;
   bad["schema"] = "something/v9";
   CHECK_THROWS_WITH_AS(record_from_json(bad), doctest::Contains("libreyolo.profile.record/v1"), libreyolo::DataError);
   bad = j;

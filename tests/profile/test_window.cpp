@@ -208,6 +208,14 @@ TEST_SUITE("gpu") {
     CHECK(a.phases[int(Phase::backward)].kernels_per_step >= 2);
     CHECK(a.phases[int(Phase::to_device)].gpu_ms_per_step > 0);
     CHECK(a.verdict.bound != bound::unknown_no_trace);
+    // Only the synchronised half (steps 3-5 of the window) ran under the tracer.
+    const auto& rec = prof.record();
+    CHECK(rec.traced_from == 3);
+    CHECK(a.traced_steps == 3);
+    CHECK(rec.tracer_readout_ms > 0);
+    REQUIRE(!rec.runtime.empty());
+    for (const auto& call : rec.runtime)  // (the synchronisation that opens step 3 comes just before it)
+      if (call.name.find("Synchronize") == std::string::npos) CHECK(call.start_ns >= rec.steps[3].start_ns);
     // On the GPU machine, keep the real record and artifacts for inspection when asked to.
     if (const char* keep = std::getenv("LRY_PROFILE_GPU_OUT")) {
       std::ofstream(fs::path(keep) / "gpu_record.json") << to_json(prof.record()).dump();

@@ -1,7 +1,9 @@
 #pragma once
 // Pure analysis of a WindowRecord (SPEC §2.1). Conventions:
 //  - real step / dataload / img/s come from the unsynchronised steps only;
-//  - kernel figures are window totals divided by the number of steps (both halves run the same work);
+//  - the tracer runs over the steps from rec.traced_from on (the synchronised half, so the
+//    unsynchronised steps are timed untraced); kernel and CPU-op figures are totals over those
+//    traced steps divided by their number (every step runs the same work);
 //  - busy time is the union of kernel intervals across streams, the raw sum is kept beside it;
 //  - a kernel (or memcpy/memset) belongs to the phase whose host span contains the start of the
 //    runtime call with the same correlation id; with no such call, or a call outside every phase
@@ -47,7 +49,8 @@ struct PhaseStat {
 
 struct Analysis {
   nlohmann::json meta = nlohmann::json::object();
-  int warmup = 0, real_steps = 0, synced_steps = 0;
+  int warmup = 0, real_steps = 0, synced_steps = 0, traced_steps = 0;
+  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_readout_ms = 0;  // the tracer's own cost
   double wall_ms = 0;
   double step_ms = 0, dataload_ms = 0, compute_ms = 0, img_per_s = 0, dataload_frac = 0;
   bool trace_collected = false;
@@ -113,6 +116,12 @@ inline std::vector<int> attribute_gpu_to_phases(const WindowRecord& rec) {
     slots.push_back(it == launch_start.end() ? outside_slot : where.slot_at(it->second));
   }
   return slots;
+}
+
+// Steps the device figures are divided by: those the tracer ran over (at least one).
+inline double traced_step_count(const WindowRecord& rec) {
+  const auto n = static_cast<int>(rec.steps.size()) - std::max(0, rec.traced_from);
+  return static_cast<double>(std::max(n, 1));
 }
 
 namespace detail {
@@ -190,7 +199,7 @@ inline std::vector<OpStat> op_stats(const NameTable& table, double steps) {
 
 // Kernel, memcpy/memset and runtime-call figures, per window and per phase.
 inline void analyse_gpu(const WindowRecord& rec, Analysis& a) {
-  const double steps = static_cast<double>(std::max<size_t>(rec.steps.size(), 1));
+  const double steps = traced_step_count(rec);
   const auto slots = attribute_gpu_to_phases(rec);
   NameTable kernels;
   std::vector<NameTable> kernels_in(phase_count + 1);
@@ -247,7 +256,7 @@ inline void analyse_gpu(const WindowRecord& rec, Analysis& a) {
 
 // CPU operator totals, per window and per phase (by the op's start time: ops run on the host thread).
 inline void analyse_ops(const WindowRecord& rec, Analysis& a) {
-  const double steps = static_cast<double>(std::max<size_t>(rec.steps.size(), 1));
+  const double steps = traced_step_count(rec);
   PhaseLocator where(rec.phases);
   NameTable ops;
   std::vector<NameTable> ops_in(phase_count + 1);
@@ -269,6 +278,8 @@ inline Analysis analyse(const WindowRecord& rec) {
   a.meta = rec.meta;
   a.warmup = rec.warmup;
   a.trace_collected = rec.trace_collected;
+  a.traced_steps = rec.trace_collected ? static_cast<int>(traced_step_count(rec)) : 0;
+  a.tracer_setup_ms = rec.tracer_setup_ms, a.tracer_start_ms = rec.tracer_start_ms, a.tracer_readout_ms = rec.tracer_readout_ms;
   for (int s = 0; s <= phase_count; ++s) a.phases.push_back(PhaseStat{std::string(slot_name(s))});
   detail::analyse_host(rec, a);
   detail::analyse_gpu(rec, a);

@@ -31,20 +31,24 @@ inline int64_t host_now_ns() {
 // Name of the user range each phase emits; the collector reads these back to align clocks.
 inline std::string phase_range_name(Phase p) { return "phase/" + std::string(phase_name(p)); }
 
-// Host spans measured with host_now_ns(), plus the same phases as the tracer saw them: replaces the
-// phase times by the traced ones (same order) and shifts steps by the median offset between the two.
+// Host spans measured with host_now_ns(), plus the phases the tracer saw: those are the last
+// `traced.size()` phases of the record (the tracer starts part-way into the window). Replaces their times
+// by the traced ones (same order) and shifts every other span by the median offset between the two.
 inline void align_host_to_trace(WindowRecord& rec, const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& traced) {
-  if (traced.size() != rec.phases.size() || traced.empty()) return;  // cannot pair: keep the shared clock
-  std::vector<int64_t> offsets;
+  if (traced.empty() || traced.size() > rec.phases.size()) return;  // cannot pair: keep the shared clock
+  const size_t first = rec.phases.size() - traced.size();
   for (size_t i = 0; i < traced.size(); ++i)
-    if (traced[i].first != phase_range_name(rec.phases[i].phase)) return;  // order differs: do not guess
+    if (traced[i].first != phase_range_name(rec.phases[first + i].phase)) return;  // order differs: do not guess
+  std::vector<int64_t> offsets;
   for (size_t i = 0; i < traced.size(); ++i) {
-    offsets.push_back(traced[i].second.first - rec.phases[i].start_ns);
-    rec.phases[i].start_ns = traced[i].second.first;
-    rec.phases[i].end_ns = traced[i].second.second;
+    auto& p = rec.phases[first + i];
+    offsets.push_back(traced[i].second.first - p.start_ns);
+    p.start_ns = traced[i].second.first;
+    p.end_ns = traced[i].second.second;
   }
   std::nth_element(offsets.begin(), offsets.begin() + offsets.size() / 2, offsets.end());
   const int64_t shift = offsets[offsets.size() / 2];
+  for (size_t i = 0; i < first; ++i) rec.phases[i].start_ns += shift, rec.phases[i].end_ns += shift;
   for (auto& s : rec.steps) s.start_ns += shift, s.end_ns += shift;
 }
 
@@ -58,22 +62,31 @@ class Collector {
   // Whether this build and device can produce a kernel trace.
   bool can_trace() const { return compat::with_cuda && device_.is_cuda(); }
 
-  void start() {
-    if (device_.is_cuda()) {
-      compat::cuda_reset_peak(index());
-      mallocs_at_start_ = compat::cuda_device_allocs(index());
-    }
-    if (can_trace()) tracing_ = start_trace(prepared_);
+  // The window begins: peak VRAM and the device-malloc count are measured from here.
+  void begin_window() {
+    if (!device_.is_cuda()) return;
+    compat::cuda_reset_peak(index());
+    mallocs_at_start_ = compat::cuda_device_allocs(index());
+  }
+
+  // Attaches the tracer (after prepare() when that ran); its events go into the record at stop().
+  void start_trace() {
+    if (!can_trace() || tracing_) return;
+    const int64_t t0 = host_now_ns();
+    tracing_ = start_kineto(prepared_);
+    start_ms_ = static_cast<double>(host_now_ns() - t0) / 1e6;
     prepared_ = false;
   }
 
-  // The tracer's one-off set-up (CUPTI), ahead of start() so it does not land in the measured steps.
+  // The tracer's one-off set-up (CUPTI), ahead of start_trace() so it does not land in measured steps.
   void prepare() {
     if (!can_trace() || prepared_ || tracing_) return;
-    prepared_ = prepare_trace();
+    const int64_t t0 = host_now_ns();
+    prepared_ = prepare_kineto();
+    setup_ms_ = static_cast<double>(host_now_ns() - t0) / 1e6;
   }
 
-  // Ends the window: device figures and, when traced, the events go into `rec`.
+  // Ends the window: device figures, the tracer's own cost and, when traced, the events go into `rec`.
   void stop(WindowRecord& rec) {
     if (device_.is_cuda()) {
       compat::cuda_synchronize(device_);
@@ -83,8 +96,11 @@ class Collector {
     rec.trace_collected = false;
     if (tracing_) {
       tracing_ = false;
-      rec.trace_collected = stop_trace(rec);
+      const int64_t t0 = host_now_ns();
+      rec.trace_collected = stop_kineto(rec);
+      rec.tracer_readout_ms = static_cast<double>(host_now_ns() - t0) / 1e6;
     }
+    rec.tracer_setup_ms = setup_ms_, rec.tracer_start_ms = start_ms_;
   }
 
   // Stops a running trace without keeping anything (training ended before the window filled).
@@ -92,7 +108,7 @@ class Collector {
     if (!tracing_) return;
     tracing_ = false;
     WindowRecord discard;
-    stop_trace(discard);
+    stop_kineto(discard);
   }
 
  private:
@@ -105,7 +121,7 @@ class Collector {
   static std::set<torch::profiler::impl::ActivityType> trace_activities() {
     return {torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
   }
-  static bool prepare_trace() {
+  static bool prepare_kineto() {
     try {
       torch::autograd::profiler::prepareProfiler(trace_config(), trace_activities());
       return true;
@@ -114,7 +130,7 @@ class Collector {
       return false;
     }
   }
-  static bool start_trace(bool prepared) {
+  static bool start_kineto(bool prepared) {
     try {
       if (!prepared) torch::autograd::profiler::prepareProfiler(trace_config(), trace_activities());
       torch::autograd::profiler::enableProfiler(trace_config(), trace_activities());
@@ -124,7 +140,7 @@ class Collector {
       return false;
     }
   }
-  static bool stop_trace(WindowRecord& rec) {
+  static bool stop_kineto(WindowRecord& rec) {
     std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
     try {
       result = torch::autograd::profiler::disableProfiler();
@@ -157,14 +173,15 @@ class Collector {
     return true;
   }
 #else
-  static bool start_trace(bool) { return false; }
-  static bool prepare_trace() { return false; }
-  static bool stop_trace(WindowRecord&) { return false; }
+  static bool start_kineto(bool) { return false; }
+  static bool prepare_kineto() { return false; }
+  static bool stop_kineto(WindowRecord&) { return false; }
 #endif
 
   torch::Device device_;
   bool tracing_ = false, prepared_ = false;
   int64_t mallocs_at_start_ = 0;
+  double setup_ms_ = 0, start_ms_ = 0;
 };
 
 }  // namespace libreyolo::profile

@@ -87,6 +87,12 @@ struct WindowRecord {
   int64_t peak_vram_bytes = 0;
   int64_t device_mallocs = 0;  // cudaMalloc calls made by the caching allocator during the window
   bool trace_collected = false;
+  // Index of the first traced step: the tracer runs from there to the window's end (the synchronised
+  // half), so the unsynchronised steps are timed untraced. Device figures are per traced step.
+  int traced_from = 0;
+  // What the tracer itself cost on the training thread, outside the measured steps: its one-off
+  // set-up (CUPTI), attaching it, and stopping it and reading its events back.
+  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_readout_ms = 0;
   nlohmann::json meta = nlohmann::json::object();
 };
 
@@ -114,7 +120,9 @@ inline nlohmann::json to_json(const WindowRecord& r) {
   for (const auto& o : r.cpu_ops) ops.push_back({{"name", o.name}, {"start_ns", o.start_ns}, {"dur_ns", o.dur_ns}});
   return {{"schema", record_schema}, {"warmup", r.warmup}, {"steps", steps}, {"phases", phases},
           {"gpu", gpu}, {"runtime", rt}, {"cpu_ops", ops}, {"peak_vram_bytes", r.peak_vram_bytes},
-          {"device_mallocs", r.device_mallocs}, {"trace_collected", r.trace_collected}, {"meta", r.meta}};
+          {"device_mallocs", r.device_mallocs}, {"trace_collected", r.trace_collected}, {"traced_from", r.traced_from},
+          {"tracer_ms", {{"setup", r.tracer_setup_ms}, {"start", r.tracer_start_ms}, {"readout", r.tracer_readout_ms}}},
+          {"meta", r.meta}};
 }
 
 namespace detail {
@@ -147,6 +155,14 @@ inline WindowRecord record_from_json(const nlohmann::json& j) {
   r.device_mallocs = record_field<int64_t>(j, "device_mallocs", "record");
   r.trace_collected = record_field<bool>(j, "trace_collected", "record");
   r.meta = j.value("meta", nlohmann::json::object());
+  // Optional (records written before the synchronised-half tracing trace every step).
+  if (j.contains("traced_from")) r.traced_from = record_field<int>(j, "traced_from", "record");
+  if (j.contains("tracer_ms")) {
+    const auto& t = j.at("tracer_ms");
+    r.tracer_setup_ms = record_field<double>(t, "setup", "record.tracer_ms");
+    r.tracer_start_ms = record_field<double>(t, "start", "record.tracer_ms");
+    r.tracer_readout_ms = record_field<double>(t, "readout", "record.tracer_ms");
+  }
   auto list = [&](const char* key) -> const nlohmann::json& {
     if (!j.contains(key) || !j.at(key).is_array())
       throw DataError(std::string("profile record: '") + key + "' is missing or not an array");
@@ -189,6 +205,9 @@ inline WindowRecord record_from_json(const nlohmann::json& j) {
     if (p.step < 0 || p.step >= static_cast<int>(r.steps.size()))
       throw DataError("profile record: a phase names step " + std::to_string(p.step) + " but the record has " +
                       std::to_string(r.steps.size()) + " steps");
+  if (r.traced_from < 0 || (r.traced_from > 0 && r.traced_from >= static_cast<int>(r.steps.size())))
+    throw DataError("profile record: traced_from=" + std::to_string(r.traced_from) + " is outside the record's " +
+                    std::to_string(r.steps.size()) + " steps");
   return r;
 }
 

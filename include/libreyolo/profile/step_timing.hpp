@@ -77,7 +77,8 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
   WindowRecord rec;
   Collector col(dev);
   phases.rec_ = &rec;
-  col.start();
+  col.begin_window();
+  col.start_trace();
   for (int i = 0; i < steps; ++i) {
     compat::cuda_synchronize(dev);
     const auto s0 = host_now_ns();

@@ -1,7 +1,8 @@
 #pragma once
 // Window<Warmup, Active>: profiles a window of real training steps inside a normal run (SPEC §2.1).
 // Warm-up steps are discarded; the first half of the window runs unsynchronised (real overlap, used
-// for the verdict), the second half synchronises the device around each phase (composition). After
+// for the verdict, and untraced), the second half synchronises the device around each phase and runs under
+// the kernel tracer (composition, busy time). After
 // the last window step it analyses, prints the report, writes the four artifacts and detaches;
 // training continues and every later call is a no-op. Distributed runs: one log line, never attaches.
 #include <libreyolo/core/compat.hpp>
@@ -109,7 +110,8 @@ class Window {
     collector_ = std::make_unique<Collector>(ctx.device);
     state_ = State::warming;
     log::info("profile: measuring ", plan_.active, " steps (", plan_.unsynced, " unsynchronised, ",
-              plan_.active - plan_.unsynced, " synchronised) after ", plan_.warmup, " warm-up steps",
+              plan_.active - plan_.unsynced, " synchronised", collector_->can_trace() ? " and traced" : "", ") after ",
+              plan_.warmup, " warm-up steps",
               collector_->can_trace() ? "" : "; no GPU kernel trace in this build/device (host timings only)");
   }
 
@@ -129,10 +131,16 @@ class Window {
     if (step_ == plan_.warmup) {
       state_ = State::measuring;
       rec_ = WindowRecord{};
-      collector_->start();
+      collector_->begin_window();
     }
     if (state_ != State::measuring) return;
     current_synced_ = (step_ - plan_.warmup) >= plan_.unsynced;
+    // The tracer covers the synchronised half only: it slows every operator it records, so the
+    // unsynchronised steps (the real step time of the verdict) are timed without it.
+    if (step_ - plan_.warmup == plan_.unsynced) {
+      rec_.traced_from = static_cast<int>(rec_.steps.size());
+      collector_->start_trace();
+    }
     if (current_synced_) compat::cuda_synchronize(ctx_.device);
     step_start_ = host_now_ns();
     in_step_ = true;
@@ -174,6 +182,14 @@ class Window {
  private:
   enum class State { detached, warming, measuring, done };
 
+  static std::string fixed_ms(double ms) {
+    std::ostringstream o;
+    o.setf(std::ios::fixed);
+    o.precision(1);
+    o << ms << " ms";
+    return o.str();
+  }
+
   void record_phase(Phase p, int64_t start, int64_t end) {
     rec_.phases.push_back({static_cast<int>(rec_.steps.size()), p, start, end, current_synced_});
   }
@@ -191,6 +207,10 @@ class Window {
 
   void report() {
     analysis_ = analyse(rec_);
+    if (rec_.trace_collected)
+      log::info("profile: tracer cost outside the measured steps: set-up ", fixed_ms(rec_.tracer_setup_ms), ", attach ",
+                fixed_ms(rec_.tracer_start_ms), ", stop and read-out ", fixed_ms(rec_.tracer_readout_ms), " (",
+                rec_.gpu.size(), " device events)");
     const auto doc = profile_json(*analysis_);
     std::istringstream lines(summary_text(doc));
     for (std::string line; std::getline(lines, line);) log::info("profile: ", line);
