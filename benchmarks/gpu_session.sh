@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|verify|train|bench|detail|nhwc|graphs|overhead|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|hostcost|train|bench|detail|nhwc|graphs|overhead|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -52,6 +52,26 @@ if has verify; then
   TAIL=20 run y9_fp16_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=15 warmup_epochs=1 no_aug_epochs=3 amp=true amp_dtype=float16 cuda_graph=true
   TAIL=20 run y9_bf16 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=10 warmup_epochs=1 no_aug_epochs=2 amp=true amp_dtype=bfloat16
   mkdir -p $OUT/fixture && cp $T/y9_cached_graph/profile.json $OUT/fixture/ 2>/dev/null
+fi
+if has hostcost; then
+  # Why a trainer step costs more host time than step_bench's bare step: loader threads (and the OpenMP
+  # teams their ATen copies start) competing with the training thread? Same run, three loader settings.
+  synth
+  run hc_r18_w8 model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  run hc_r18_w0 model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=0 cache=ram epochs=1 val=false profile=true profile_stop=true
+  OMP_NUM_THREADS=1 run hc_r18_w8_omp1 model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  run hc_y9_w8 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  OMP_NUM_THREADS=1 run hc_y9_w8_omp1 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
+  for m in "resnet18 16 224" "yolo9t 8 640"; do set -- $m
+    timeout -k 10 120 $B/benchmarks/step_bench --model $1 --batch $2 --imgsz $3 --precision fp16 --cudnn-benchmark 1 \
+      --channels-last 1 --detail 0 >> $L/hc_step.jsonl 2>>$L/hc_step.err
+  done
+  python3 - $L/hc_step.jsonl <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(f'step_bench {r["model"]:8} fp16 nhwc: step min {r["step_ms_min"]:6.2f} med {r["step_ms_median"]:6.2f} busy {r["gpu_busy_ms"]:6.2f}')
+PY
 fi
 if has train; then
   synth

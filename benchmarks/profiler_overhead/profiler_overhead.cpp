@@ -42,17 +42,33 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// Epoch time, and each step's time (between consecutive after_step hooks) to see where a difference
+// lands: in the first 30 steps (warm-up + window + the tracer's read-out) or spread over the rest.
 struct EpochClock {
-  std::chrono::steady_clock::time_point t0;
+  std::chrono::steady_clock::time_point t0, last;
   double seconds = 0;
-  void on_epoch_start(const ly::EpochInfo&) { t0 = std::chrono::steady_clock::now(); }
+  std::vector<double> step_ms;
+  void on_epoch_start(const ly::EpochInfo&) { t0 = last = std::chrono::steady_clock::now(); }
+  void after_step(const ly::StepInfo&) {
+    const auto now = std::chrono::steady_clock::now();
+    step_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  }
   void on_epoch_end(const ly::EpochInfo&) {
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 };
 
+double median_of(std::vector<double> v) {  // the mean of the middle two for an even count
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 struct Timing {
   double epoch_s = 0, fit_s = 0;
+  double first30_s = 0, rest_median_ms = 0;  // steps 1-30 in total; the median step after them
   nlohmann::json tracer = nullptr;  // window arm: the tracer's own cost on the training thread
 };
 
@@ -74,6 +90,10 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile) {
     throw std::runtime_error("arm " + arm + " ran " + std::to_string(r.optimizer_steps) + " steps, fewer than --steps " +
                              std::to_string(a.steps) + ": give it a larger data set");
   Timing out{clock.seconds, fit_s};
+  const auto& ms = clock.step_ms;
+  const size_t head = std::min<size_t>(30, ms.size());
+  for (size_t i = 0; i < head; ++i) out.first30_s += ms[i] / 1e3;
+  out.rest_median_ms = median_of(std::vector<double>(ms.begin() + static_cast<std::ptrdiff_t>(head), ms.end()));
   if constexpr (Prof::enabled)
     if (profile && t.profiler().produced()) {
       const auto& rec = t.profiler().record();
@@ -98,16 +118,12 @@ int main(int argc, char** argv) try {
       secs[arm].push_back(s.epoch_s);
       fit_secs[arm].push_back(s.fit_s);
       std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps},
-                                  {"tracer", s.tracer}}
+                                  {"first30_s", s.first30_s}, {"rest_median_ms", s.rest_median_ms}, {"tracer", s.tracer}}
                        .dump()
                 << std::endl;
     }
   }
-  auto median = [](std::vector<double> v) {  // the mean of the middle two for an even count
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  };
+  const auto median = median_of;
   const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]);
   std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
                               {"imgsz", a.imgsz},       {"steps", a.steps},        {"reps", a.reps},
