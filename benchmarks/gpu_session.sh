@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|verify|hostcost|train|bench|detail|nhwc|graphs|overhead|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|teardown|hostcost|train|bench|detail|nhwc|graphs|overhead|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -52,6 +52,12 @@ if has verify; then
   TAIL=20 run y9_fp16_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=15 warmup_epochs=1 no_aug_epochs=3 amp=true amp_dtype=float16 cuda_graph=true
   TAIL=20 run y9_bf16 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=10 warmup_epochs=1 no_aug_epochs=2 amp=true amp_dtype=bfloat16
   mkdir -p $OUT/fixture && cp $T/y9_cached_graph/profile.json $OUT/fixture/ 2>/dev/null
+fi
+if has teardown; then
+  # After the window CUPTI is torn down: training (eager and graph replay) goes on for whole epochs.
+  synth
+  TAIL=6 run td_y9_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 val=false profile=true cuda_graph=true
+  TAIL=6 run td_r18 model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=2 val=false profile=true
 fi
 if has hostcost; then
   # Why a trainer step costs more host time than step_bench's bare step: loader threads (and the OpenMP
