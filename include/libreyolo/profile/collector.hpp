@@ -55,7 +55,8 @@ inline void align_host_to_trace(WindowRecord& rec, const std::vector<std::pair<s
 
 class Collector {
  public:
-  explicit Collector(torch::Device device) : device_(device) {}
+  // teardown_cupti: ask Kineto to detach CUPTI after the trace (see request_cupti_teardown).
+  explicit Collector(torch::Device device, bool teardown_cupti = true) : device_(device), teardown_(teardown_cupti) {}
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
   ~Collector() { abandon(); }
@@ -125,13 +126,15 @@ class Collector {
   // Kineto leaves CUPTI subscribed after a trace unless TEARDOWN_CUPTI=1, and every later launch pays
   // for it: measured on the H200, the steps after the window ran ~39% slower. PyTorch's Python package
   // sets the variable when imported; a C++ program has to do it itself. A value the user set is kept.
-  // CUPTI teardown with CUDA graphs crashes before CUDA 12.6 (Kineto's note), so older runtimes keep CUPTI.
-  static void request_cupti_teardown() {
+  // Not under CUDA graphs: teardown there crashes before CUDA 12.6 (Kineto's note), and a YOLOv9-t
+  // graph run with it did not finish on the H200 (ResNet-18 eager and graph runs did), so graph runs
+  // keep CUPTI attached.
+  void request_cupti_teardown() const {
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12060
-    ::setenv("TEARDOWN_CUPTI", "1", /*overwrite=*/0);
+    if (teardown_) ::setenv("TEARDOWN_CUPTI", "1", /*overwrite=*/0);
 #endif
   }
-  static bool prepare_kineto() {
+  bool prepare_kineto() const {
     request_cupti_teardown();
     try {
       torch::autograd::profiler::prepareProfiler(trace_config(), trace_activities());
@@ -141,7 +144,7 @@ class Collector {
       return false;
     }
   }
-  static bool start_kineto(bool prepared) {
+  bool start_kineto(bool prepared) const {
     request_cupti_teardown();
     try {
       if (!prepared) torch::autograd::profiler::prepareProfiler(trace_config(), trace_activities());
@@ -185,12 +188,13 @@ class Collector {
     return true;
   }
 #else
-  static bool start_kineto(bool) { return false; }
-  static bool prepare_kineto() { return false; }
+  bool start_kineto(bool) const { return false; }
+  bool prepare_kineto() const { return false; }
   static bool stop_kineto(WindowRecord&) { return false; }
 #endif
 
   torch::Device device_;
+  bool teardown_ = true;
   bool tracing_ = false, prepared_ = false;
   int64_t mallocs_at_start_ = 0;
   double setup_ms_ = 0, start_ms_ = 0;

@@ -75,7 +75,7 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
   }
   t.peak_vram_mb = dev.is_cuda() ? compat::cuda_peak_allocated(dev.index() < 0 ? 0 : dev.index()) / 1048576.0 : 0.0;
   WindowRecord rec;
-  Collector col(dev);
+  Collector col(dev, /*teardown_cupti=*/false);  // as measured so far; graph arms replay after it
   phases.rec_ = &rec;
   col.begin_window();
   col.start_trace();
