@@ -6,6 +6,7 @@
 #include "profile_commands.hpp"
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
+#include <libreyolo/dist/launch.hpp>
 #include <libreyolo/train/interrupt.hpp>
 
 #include <CLI/CLI.hpp>
@@ -15,8 +16,16 @@
 
 namespace {
 
-int run_train(const std::vector<std::string>& args) {
+int run_train(const std::vector<std::string>& args, const char* argv0) {
   auto cfg = libreyolo::parse_args(args);
+  if (cfg.nproc == 1) throw libreyolo::ConfigError("nproc=1: a data-parallel launch needs >= 2 processes (0 = single process)");
+  if (cfg.nproc >= 2 && !libreyolo::dist::launched_distributed()) {
+    // The self-launching form: this process only starts and watches the ranks.
+    std::vector<std::string> argv{argv0, "train"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = libreyolo::dist::launch_local(argv, cfg.nproc);
+    return r.failed_rank < 0 ? 0 : 1;
+  }
   libreyolo::train::install_interrupt_handlers();
   // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine.
   if (unsigned hw = std::thread::hardware_concurrency(); hw > 1 && at::get_num_threads() < static_cast<int>(hw))
@@ -102,7 +111,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    if (train->parsed()) return run_train(train->remaining());
+    if (train->parsed()) return run_train(train->remaining(), argv[0]);
     if (val->parsed()) return run_val(val->remaining());
     if (predict->parsed()) return run_predict(predict->remaining());
     if (synth->parsed()) {

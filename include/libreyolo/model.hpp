@@ -55,6 +55,16 @@ TrainResult train_with_capture(F family, const TrainConfig& cfg) {
 }
 template <class F>
 TrainResult train_with(F family, const TrainConfig& cfg) {
+  if (dist::launched_distributed()) {
+    // One rank of a data-parallel run: capture resolves to Eager and the profiler to Off statically, so
+    // the flags only decide which notice is printed; every combination is the same trainer type.
+    using precision_t = precision::FamilyDefault;
+    constexpr auto D = capture::Mode::distributed;
+    if (cfg.cuda_graph) capture::resolve<F, capture::CudaGraph<>, D>::notice();
+    if (cfg.profile) profile::resolve<profile::Window<>, D>::notice();
+    Trainer<F, precision_t, capture::resolve_t<F, capture::Eager, D>, profile::Off, D> t(cfg, std::move(family));
+    return t.fit();
+  }
   if (cfg.cuda_graph) return train_with_capture<F, capture::CudaGraph<>>(std::move(family), cfg);
   return train_with_capture<F, capture::Eager>(std::move(family), cfg);
 }

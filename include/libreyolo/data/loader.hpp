@@ -39,6 +39,10 @@ struct LoaderOptions {
   uint64_t seed = 0;
   int prefetch = 2;  // batches per worker that may be built ahead of the consumer
   bool pin_memory = false;
+  // Data-parallel sharding (a distributed sampler): each epoch's order is drawn alike on every rank,
+  // padded by wrapping to a multiple of `world`, and rank r takes positions r, r + world, ... So every
+  // image is seen once per epoch across ranks (a few twice when the size does not divide).
+  int rank = 0, world = 1;
 };
 
 // What the loader needs from a dataset. get() is called concurrently from several threads.
@@ -108,6 +112,8 @@ class Loader {
     if (opt_.batch < 1) bad("batch", opt_.batch, "must be >= 1");
     if (opt_.workers < 0) bad("workers", opt_.workers, "must be >= 0; 0 loads on the calling thread");
     if (opt_.prefetch < 1) bad("prefetch", opt_.prefetch, "must be >= 1 batch per worker");
+    if (opt_.world < 1) bad("world", opt_.world, "must be >= 1 process");
+    if (opt_.rank < 0 || opt_.rank >= opt_.world) bad("rank", opt_.rank, "must be in [0, world)");
     if constexpr (!pinnable_batch_v<Batch>) {
       if (opt_.pin_memory)
         throw ConfigError("LoaderOptions.pin_memory = true, but this dataset's Batch type has no "
@@ -131,12 +137,13 @@ class Loader {
       const_cast<Dataset&>(*ds_).set_epoch(epoch);
     }
     epoch_ = epoch;
-    order_.resize(ds_->size());
+    order_.resize(ds_->size());  // the whole set; sharded below when world > 1
     std::iota(order_.begin(), order_.end(), size_t{0});
     if (opt_.shuffle) {
       std::mt19937_64 rng(mix64(opt_.seed ^ 0x5EED5EED5EED5EEDull) ^ mix64(static_cast<uint64_t>(epoch)));
       shuffle_portable(order_, rng);
     }
+    if (opt_.world > 1) order_ = shard_order(order_, opt_.rank, opt_.world);
     if constexpr (detail::HasEpochOrder<Dataset>) const_cast<Dataset&>(*ds_).set_epoch_order(epoch, order_, opt_);
     total_ = num_batches();
     next_out_ = next_claim_ = 0;
@@ -181,8 +188,20 @@ class Loader {
     return out;
   }
 
+  // This rank's share of one epoch (see LoaderOptions::rank).
+  size_t num_samples() const {
+    const size_t n = ds_->size(), w = static_cast<size_t>(std::max(1, opt_.world));
+    return (n + w - 1) / w;
+  }
+  static std::vector<size_t> shard_order(const std::vector<size_t>& order, int rank, int world) {
+    std::vector<size_t> mine;
+    if (order.empty()) return mine;
+    const size_t w = static_cast<size_t>(world), per = (order.size() + w - 1) / w;
+    for (size_t k = 0; k < per; ++k) mine.push_back(order[(k * w + static_cast<size_t>(rank)) % order.size()]);
+    return mine;
+  }
   size_t num_batches() const {
-    const size_t n = ds_->size(), b = static_cast<size_t>(opt_.batch);
+    const size_t n = num_samples(), b = static_cast<size_t>(opt_.batch);
     return opt_.drop_last ? n / b : (n + b - 1) / b;
   }
   const Dataset& dataset() const { return *ds_; }

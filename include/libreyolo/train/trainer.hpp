@@ -14,6 +14,7 @@
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
+#include <libreyolo/dist/process_group.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/checkpoint.hpp>
@@ -54,12 +55,29 @@ struct StepInfo {
   torch::Tensor loss_items;     // on the device; reading it syncs
 };
 
+namespace profile {
+// resolve<Prof, M>::type is Prof, or Off in a distributed trainer (the window measures one process).
+template <class Prof, capture::Mode M>
+struct resolve {
+  static constexpr bool downgraded = Prof::enabled && M == capture::Mode::distributed;
+  using type = std::conditional_t<downgraded, Off, Prof>;
+  static void notice() {
+    if constexpr (downgraded)
+      log::notice_once("profile.resolve.distributed", "profile=true ignored (distributed); the profiler measures single-process runs only.");
+  }
+};
+template <class Prof, capture::Mode M>
+using resolve_t = typename resolve<Prof, M>::type;
+}  // namespace profile
+
 template <train::FamilyPolicy F, precision::PrecisionPolicy P = precision::Fp32, capture::CapturePolicy C = capture::Eager,
           profile::ProfilerPolicy Prof = profile::Off, capture::Mode M = capture::Mode::single>
 class Trainer {
  public:
   using Family = F;
   using Capture = capture::resolve_t<F, C, M>;
+  using Profiler = profile::resolve_t<Prof, M>;
+  static constexpr bool distributed = M == capture::Mode::distributed;
   using Network = typename F::Network;
   using Batch = typename F::Batch;
   using Loader = data::Loader<typename F::Dataset>;
@@ -82,7 +100,10 @@ class Trainer {
   train::ModelEMA* ema() { return ema_.get(); }
   P& precision() { return precision_; }
   Capture& capture() { return capture_; }
-  Prof& profiler() { return prof_; }
+  Profiler& profiler() { return prof_; }
+  // Distributed runs: this process's group (null in a single-process trainer); rank 0 is the main one.
+  dist::Context* dist() { return dist_.get(); }
+  bool is_main() const { return !dist_ || dist_->is_main(); }
   F& family() { return family_; }
   Loader& train_loader() { return *train_loader_; }
   torch::Device device() const { return device_; }
@@ -105,7 +126,8 @@ class Trainer {
 
   TrainConfig cfg_;
   F family_;
-  [[no_unique_address]] Prof prof_;
+  [[no_unique_address]] Profiler prof_;
+  std::unique_ptr<dist::Context> dist_;
   P precision_;
   Capture capture_;
   torch::Device device_{torch::kCPU};

@@ -48,7 +48,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
         next_progress += std::max<int64_t>(nb / 10, 1);
       }
       bool profiled = false;
-      if constexpr (Prof::enabled) profiled = cfg_.profile_stop && prof_.finished();
+      if constexpr (Profiler::enabled) profiled = cfg_.profile_stop && prof_.finished();
       if (profiled || train::stop_requested() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
         stop = true;
         break;
@@ -59,7 +59,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     const double secs = std::chrono::duration<double>(clock::now() - t0).count();
     std::optional<train::ValResult> v;
     const bool last_epoch = epoch_ + 1 == cfg_.epochs;
-    if (epoch_complete && cfg_.val && ((epoch_ + 1) % cfg_.eval_interval == 0 || last_epoch)) v = validate();
+    if (is_main() && epoch_complete && cfg_.val && ((epoch_ + 1) % cfg_.eval_interval == 0 || last_epoch)) v = validate();
     bool is_best = false;
     if (v) {
       last_metrics_ = v->metrics;
@@ -68,7 +68,9 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     }
     auto mean_loss = loss_count_ ? (loss_sum_ / double(loss_count_)).to(torch::kCPU) : torch::Tensor();
     auto row = epoch_row(epoch_, mean_loss, v ? &*v : nullptr, secs);
-    if (epoch_complete) {
+    if (!is_main()) {
+      // rank 0 validates and writes; the others go on (the next all-reduce waits for it)
+    } else if (epoch_complete) {
       results_->add_epoch(row, run_summary());
       ++epoch_;  // the checkpoint records the next epoch to run
       batch_in_epoch_ = 0;

@@ -50,6 +50,16 @@ void LIBREYOLO_TRAINER::setup() {
   resolve_config();
   torch::manual_seed(static_cast<uint64_t>(cfg_.seed));
   device_ = resolve_device(cfg_.device);
+  if constexpr (distributed) {
+    const auto env = dist::env_from_environment();
+    if (cfg_.resume) throw ConfigError("resume=true is not available in distributed training yet; resume single-process");
+    if (cfg_.batch % env.world_size != 0)
+      throw ConfigError("batch=" + std::to_string(cfg_.batch) + " is the global batch and must divide by the " +
+                        std::to_string(env.world_size) + " ranks");
+    dist_ = std::make_unique<dist::Context>(env, device_);
+    if (!dist_->is_main()) log::set_level(log::Level::warn);  // only rank 0 logs
+    profile::resolve<Prof, M>::notice();
+  }
   if (cfg_.deterministic) {
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
@@ -66,11 +76,13 @@ void LIBREYOLO_TRAINER::setup() {
   } else if (!cfg_.weights.empty()) {
     restore(train::load_checkpoint(cfg_.weights), /*full=*/false);
   }
-  if (run_dir_.empty()) run_dir_ = train::prepare_run_dir(cfg_);
-  if (!results_) results_ = std::make_unique<train::ResultsWriter>(run_dir_);
-  train::write_text_atomic(run_dir_ / "args.json", to_json(cfg_).dump(2) + "\n");
+  if (is_main()) {  // other ranks write nothing
+    if (run_dir_.empty()) run_dir_ = train::prepare_run_dir(cfg_);
+    if (!results_) results_ = std::make_unique<train::ResultsWriter>(run_dir_);
+    train::write_text_atomic(run_dir_ / "args.json", to_json(cfg_).dump(2) + "\n");
+  }
   capture::resolve<F, C, M>::notice();
-  if constexpr (Prof::enabled) {
+  if constexpr (Profiler::enabled) {
     profile::RunContext ctx{run_dir_, run_summary()["meta"], device_, accumulate_, M == capture::Mode::distributed};
     prof_.attach(ctx);
   }
@@ -83,14 +95,17 @@ void LIBREYOLO_TRAINER::build() {
   net_ = family_.make_network();
   net_->to(device_);
   if (channels_last_) to_channels_last(*net_);
+  if (dist_) dist_->broadcast_module(*net_);  // every rank starts from rank 0's weights
   if (cfg_.ema) make_ema();
   data::LoaderOptions lo;
-  lo.batch = cfg_.batch;
+  lo.batch = dist_ ? cfg_.batch / dist_->world() : cfg_.batch;  // batch is global: split over the ranks
+  if (dist_) lo.rank = dist_->rank(), lo.world = dist_->world();
   lo.workers = cfg_.workers;
   lo.seed = static_cast<uint64_t>(cfg_.seed);
   lo.pin_memory = device_.is_cuda();
   train_loader_ = std::make_unique<Loader>(family_.train_set(), lo);
   lo.shuffle = false;
+  lo.rank = 0, lo.world = 1;  // validation runs on rank 0 over the whole split
   lo.batch = cfg_.batch * 2;
   val_loader_ = std::make_unique<Loader>(family_.val_set(), lo);
   // Weight decay scaled to the nominal batch, as the original does.
@@ -154,6 +169,7 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
 
 LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::save_checkpoint(bool best) {
+  if (!is_main()) return;  // rank 0 writes the run's checkpoints
   train::Checkpoint ck;
   ck.meta = {{"format", trainer_detail::ckpt_format},
              {"family_name", std::string(F::name)},
@@ -211,6 +227,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
     [[maybe_unused]] auto s = prof_.phase(Phase::to_device);
     b = F::to_device(*host, device_);
   }
+  if (dist_) dist_->broadcast_buffers(*net_);  // rank 0's BatchNorm statistics, as DDP does at each forward
   train::LossOutput lo;
   {
     [[maybe_unused]] auto s = prof_.phase(Phase::forward);
@@ -222,6 +239,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   {
     [[maybe_unused]] auto s = prof_.phase(Phase::backward);
     precision_.scale(lo.total).backward();
+    if (dist_ && boundary) dist_->average_gradients(opt_->params());  // before unscale/clip: same grads everywhere
     if (boundary && accumulate_ == 1) clip_gradients();
   }
   if (boundary) {

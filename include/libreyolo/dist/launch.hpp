@@ -1,0 +1,111 @@
+#pragma once
+// Self-launch on one host (`libreyolo train … nproc=N`): starts N copies of this program, each with the
+// torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and watches them. When
+// one exits with an error or a signal, the others are stopped (SIGTERM, then SIGKILL after a grace
+// period) and the launch fails naming that rank — a failing rank never leaves the others hanging.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace libreyolo::dist {
+
+// A TCP port that was free a moment ago on 127.0.0.1 (the kernel's choice).
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw SetupError("distributed: cannot open a socket to pick a free port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  if (port <= 0) throw SetupError("distributed: no free TCP port on 127.0.0.1");
+  return port;
+}
+
+struct LaunchResult {
+  int exit_code = 0;    // 0 when every rank succeeded
+  int failed_rank = -1;  // the first rank that failed
+  std::string message;
+};
+
+// Runs `argv` (argv[0] is the program) as `nproc` ranks and waits for all of them.
+inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc, std::chrono::seconds grace = std::chrono::seconds(10)) {
+  if (nproc < 2) throw ConfigError("nproc=" + std::to_string(nproc) + ": a launch needs at least 2 processes");
+  const int port = free_port();
+  std::vector<pid_t> pids(static_cast<size_t>(nproc), -1);
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw SetupError("distributed: fork() failed for rank " + std::to_string(r));
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv("/proc/self/exe", args.data());
+      _exit(127);  // exec failed
+    }
+    pids[static_cast<size_t>(r)] = pid;
+  }
+  log::info("distributed: launched ", nproc, " ranks (Gloo, rendezvous 127.0.0.1:", port, ")");
+  LaunchResult res;
+  int alive = nproc;
+  auto rank_of = [&](pid_t p) {
+    for (int r = 0; r < nproc; ++r)
+      if (pids[static_cast<size_t>(r)] == p) return r;
+    return -1;
+  };
+  while (alive > 0) {
+    int status = 0;
+    const pid_t p = ::waitpid(-1, &status, 0);
+    if (p < 0) break;
+    const int r = rank_of(p);
+    if (r < 0) continue;
+    pids[static_cast<size_t>(r)] = -1;
+    --alive;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok || res.failed_rank >= 0) continue;
+    res.failed_rank = r;
+    res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    res.message = "rank " + std::to_string(r) + " failed (" +
+                  (WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
+                                     : "signal " + std::to_string(WTERMSIG(status))) +
+                  "); the other ranks were stopped";
+    for (pid_t q : pids)
+      if (q > 0) ::kill(q, SIGTERM);
+    // Give them the grace period, then force.
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (alive > 0 && std::chrono::steady_clock::now() < deadline) {
+      const pid_t d = ::waitpid(-1, &status, WNOHANG);
+      if (d > 0) {
+        if (int k = rank_of(d); k >= 0) pids[static_cast<size_t>(k)] = -1, --alive;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    for (pid_t q : pids)
+      if (q > 0) ::kill(q, SIGKILL);
+  }
+  if (res.failed_rank >= 0) log::error("distributed: ", res.message);
+  return res;
+}
+
+}  // namespace libreyolo::dist
