@@ -7,6 +7,7 @@
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
 #include <libreyolo/dist/launch.hpp>
+#include <libreyolo/dist/process_group.hpp>
 #include <libreyolo/train/interrupt.hpp>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,7 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
     at::set_num_threads(static_cast<int>(hw));
   libreyolo::Model m(cfg.model);
   auto r = m.train(cfg);
+  if (libreyolo::dist::launched_distributed() && libreyolo::dist::env_from_environment().rank != 0) return 0;
   std::cout << "run: " << r.run_dir.string() << "\nbest_fitness: " << r.best_fitness << "\nmetrics: "
             << r.last_metrics.dump() << std::endl;
   return r.interrupted ? 130 : 0;
@@ -124,6 +126,9 @@ int main(int argc, char** argv) {
   } catch (const libreyolo::ConfigError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const libreyolo::dist::PeerLost& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return libreyolo::dist::peer_lost_exit_code;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

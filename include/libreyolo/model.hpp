@@ -60,6 +60,7 @@ TrainResult train_with(F family, const TrainConfig& cfg) {
     // the flags only decide which notice is printed; every combination is the same trainer type.
     using precision_t = precision::FamilyDefault;
     constexpr auto D = capture::Mode::distributed;
+    if (dist::env_from_environment().rank != 0) log::set_level(log::Level::warn);  // only rank 0 logs
     if (cfg.cuda_graph) capture::resolve<F, capture::CudaGraph<>, D>::notice();
     if (cfg.profile) profile::resolve<profile::Window<>, D>::notice();
     Trainer<F, precision_t, capture::resolve_t<F, capture::Eager, D>, profile::Off, D> t(cfg, std::move(family));

@@ -37,6 +37,10 @@ inline int free_port() {
   return port;
 }
 
+// Exit code of a rank that stopped because another rank left a collective (dist::PeerLost), so the
+// launcher can name the rank that failed first.
+inline constexpr int peer_lost_exit_code = 75;
+
 struct LaunchResult {
   int exit_code = 0;    // 0 when every rank succeeded
   int failed_rank = -1;  // the first rank that failed
@@ -73,36 +77,50 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
       if (pids[static_cast<size_t>(r)] == p) return r;
     return -1;
   };
-  while (alive > 0) {
+  struct Failure {
+    int rank, status;
+  };
+  std::vector<Failure> failures;
+  auto reap = [&](int flags) {  // one child; false when none was ready
     int status = 0;
-    const pid_t p = ::waitpid(-1, &status, 0);
-    if (p < 0) break;
-    const int r = rank_of(p);
-    if (r < 0) continue;
-    pids[static_cast<size_t>(r)] = -1;
-    --alive;
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (ok || res.failed_rank >= 0) continue;
-    res.failed_rank = r;
-    res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    res.message = "rank " + std::to_string(r) + " failed (" +
-                  (WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
-                                     : "signal " + std::to_string(WTERMSIG(status))) +
-                  "); the other ranks were stopped";
+    const pid_t p = ::waitpid(-1, &status, flags);
+    if (p <= 0) return false;
+    if (const int r = rank_of(p); r >= 0) {
+      pids[static_cast<size_t>(r)] = -1, --alive;
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failures.push_back({r, status});
+    }
+    return true;
+  };
+  auto reap_until = [&](std::chrono::steady_clock::time_point deadline) {
+    while (alive > 0 && std::chrono::steady_clock::now() < deadline)
+      if (!reap(WNOHANG)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  while (alive > 0 && failures.empty())
+    if (!reap(0)) break;
+  if (!failures.empty()) {
+    // A rank whose peer died exits with peer_lost_exit_code a moment later, sometimes before the rank
+    // that caused it has finished exiting: wait briefly for exits of their own, then stop the rest.
+    reap_until(std::chrono::steady_clock::now() + std::chrono::seconds(2));
     for (pid_t q : pids)
       if (q > 0) ::kill(q, SIGTERM);
-    // Give them the grace period, then force.
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    while (alive > 0 && std::chrono::steady_clock::now() < deadline) {
-      const pid_t d = ::waitpid(-1, &status, WNOHANG);
-      if (d > 0) {
-        if (int k = rank_of(d); k >= 0) pids[static_cast<size_t>(k)] = -1, --alive;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
+    const auto n_before_kill = failures.size();
+    reap_until(std::chrono::steady_clock::now() + grace);
     for (pid_t q : pids)
       if (q > 0) ::kill(q, SIGKILL);
+    while (alive > 0 && reap(0)) {
+    }
+    Failure culprit = failures.front();
+    for (size_t i = 0; i < n_before_kill; ++i)
+      if (!(WIFEXITED(failures[i].status) && WEXITSTATUS(failures[i].status) == peer_lost_exit_code)) {
+        culprit = failures[i];
+        break;
+      }
+    const int st = culprit.status;
+    res.failed_rank = culprit.rank;
+    res.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    res.message = "rank " + std::to_string(culprit.rank) + " failed (" +
+                  (WIFEXITED(st) ? "exit code " + std::to_string(WEXITSTATUS(st)) : "signal " + std::to_string(WTERMSIG(st))) +
+                  "); the other ranks were stopped";
   }
   if (res.failed_rank >= 0) log::error("distributed: ", res.message);
   return res;

@@ -10,8 +10,9 @@
 #include <torch/torch.h>
 
 // Gloo's headers come with Debian's libgloo-dev; a LibTorch built without c10d/Gloo (or a machine
-// without the headers) still compiles, and a distributed run then fails at set-up saying why.
-#if defined(USE_C10D_GLOO) && __has_include(<gloo/rendezvous/store.h>)
+// without the headers) still compiles, and a distributed run then fails at set-up saying why. CUDA
+// builds (LibTorch 2.x) leave it out until the c10d path is built and run there.
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/rendezvous/store.h>) && !defined(LIBREYOLO_WITH_CUDA)
 #define LIBREYOLO_HAS_GLOO 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -24,6 +25,12 @@
 #include <vector>
 
 namespace libreyolo::dist {
+
+// A collective failed because another rank is gone (it raised, crashed or was stopped). The CLI exits
+// with launch.hpp's peer_lost_exit_code for it, so the launcher reports the rank that failed first.
+struct PeerLost : Error {
+  using Error::Error;
+};
 
 #if LIBREYOLO_HAS_GLOO
 class Context {
@@ -134,7 +141,7 @@ class Context {
     try {
       work->wait();
     } catch (const std::exception& e) {
-      throw Error("distributed: " + std::string(what) + " failed on rank " + std::to_string(rank()) +
+      throw PeerLost("distributed: " + std::string(what) + " failed on rank " + std::to_string(rank()) +
                   " (another rank may have stopped): " + e.what());
     }
   }
@@ -147,8 +154,8 @@ class Context {
 class Context {
  public:
   Context(const Env&, torch::Device, std::chrono::seconds = std::chrono::seconds(300)) {
-    throw SetupError("distributed training needs LibTorch's c10d with Gloo and Gloo's headers (Debian: libgloo-dev); "
-                     "this build has neither");
+    throw SetupError("distributed training needs LibTorch's c10d with Gloo and Gloo's headers (Debian: libgloo-dev) "
+                     "in a CPU build of libreyolo; this build does not have them");
   }
   const Env& env() const { return env_; }
   int rank() const { return 0; }
