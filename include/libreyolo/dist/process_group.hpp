@@ -93,18 +93,12 @@ class Context {
       size_t j = i, bytes = 0;
       while (j < grads.size() && grads[j].scalar_type() == dtype && (j == i || bytes + grads[j].nbytes() <= bucket_bytes))
         bytes += grads[j++].nbytes();
-      std::vector<torch::Tensor> flat_parts;
-      for (size_t k = i; k < j; ++k) flat_parts.push_back(grads[k].reshape({-1}));
-      auto flat = torch::cat(flat_parts);
-      std::vector<at::Tensor> v{flat};
-      wait(pg_->allreduce(v), "all-reduce of gradients");
-      flat.div_(static_cast<double>(world()));
-      int64_t off = 0;
-      for (size_t k = i; k < j; ++k) {
-        const int64_t n = grads[k].numel();
-        grads[k].copy_(flat.narrow(0, off, n).view_as(grads[k]));
-        off += n;
-      }
+      through_flat({grads.begin() + static_cast<std::ptrdiff_t>(i), grads.begin() + static_cast<std::ptrdiff_t>(j)},
+                   [&](torch::Tensor& flat) {
+                     std::vector<at::Tensor> v{flat};
+                     wait(pg_->allreduce(v), "all-reduce of gradients");
+                     flat.div_(static_cast<double>(world()));
+                   });
       i = j;
     }
   }
@@ -119,21 +113,30 @@ class Context {
     std::vector<bool> done(ts.size(), false);
     for (size_t i = 0; i < ts.size(); ++i) {
       if (done[i]) continue;
-      std::vector<size_t> idx;
-      std::vector<torch::Tensor> parts;
+      std::vector<torch::Tensor> group;
       for (size_t k = i; k < ts.size(); ++k)
-        if (!done[k] && ts[k].scalar_type() == ts[i].scalar_type()) idx.push_back(k), parts.push_back(ts[k].reshape({-1})), done[k] = true;
-      auto flat = torch::cat(parts);
-      std::vector<at::Tensor> v{flat};
-      c10d::BroadcastOptions o;
-      o.rootRank = 0;
-      wait(pg_->broadcast(v, o), "broadcast from rank 0");
-      int64_t off = 0;
-      for (size_t k : idx) {
-        const int64_t n = ts[k].numel();
-        ts[k].copy_(flat.narrow(0, off, n).view_as(ts[k]));
-        off += n;
-      }
+        if (!done[k] && ts[k].scalar_type() == ts[i].scalar_type()) group.push_back(ts[k]), done[k] = true;
+      through_flat(group, [&](torch::Tensor& flat) {
+        std::vector<at::Tensor> v{flat};
+        c10d::BroadcastOptions o;
+        o.rootRank = 0;
+        wait(pg_->broadcast(v, o), "broadcast from rank 0");
+      });
+    }
+  }
+  // Packs `group` (tensors of one dtype) into one flat tensor, runs the collective `op` on it, and copies
+  // the result back into each tensor.
+  template <class Op>
+  static void through_flat(const std::vector<torch::Tensor>& group, Op&& op) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& t : group) parts.push_back(t.reshape({-1}));
+    auto flat = torch::cat(parts);
+    op(flat);
+    int64_t off = 0;
+    for (auto t : group) {
+      const int64_t n = t.numel();
+      t.copy_(flat.narrow(0, off, n).view_as(t));
+      off += n;
     }
   }
   template <class W>
