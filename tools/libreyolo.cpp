@@ -20,6 +20,13 @@ namespace {
 int run_train(const std::vector<std::string>& args, const char* argv0) {
   auto cfg = libreyolo::parse_args(args);
   if (cfg.nproc == 1) throw libreyolo::ConfigError("nproc=1: a data-parallel launch needs >= 2 processes (0 = single process)");
+  // device=0,1,2,3 is the self-launching form for GPUs: one process per listed device.
+  if (const int listed = libreyolo::dist::device_list_size(cfg.device); listed > 1) {
+    if (cfg.nproc != 0 && cfg.nproc != listed)
+      throw libreyolo::ConfigError("nproc=" + std::to_string(cfg.nproc) + " but device=" + cfg.device + " lists " +
+                                   std::to_string(listed) + " devices; give one of them (one process per device)");
+    cfg.nproc = listed;
+  }
   if (cfg.nproc >= 2 && !libreyolo::dist::launched_distributed()) {
     // The self-launching form: this process only starts and watches the ranks.
     std::vector<std::string> argv{argv0, "train"};

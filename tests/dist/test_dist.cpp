@@ -2,6 +2,7 @@
 // multi-process runs. The multi-process cases launch this test binary again as ranks
 // (dist::launch_local re-executes /proc/self/exe) running the skipped "dist worker" case.
 #include <libreyolo/dist/launch.hpp>
+#include <libreyolo/dist/reducer.hpp>
 #include <libreyolo/families/resnet/family.hpp>
 #include <libreyolo/libreyolo.hpp>
 
@@ -43,10 +44,11 @@ int count_in(const std::vector<std::string>& lines, const std::string& needle) {
   return n;
 }
 
-ly::dist::LaunchResult launch_workers(const std::string& mode, const fs::path& out) {
+ly::dist::LaunchResult launch_workers(const std::string& mode, const fs::path& out, bool sync_bn = false) {
   EnvGuard env;
   env.set("LRY_DIST_MODE", mode);
   env.set("LRY_DIST_OUT", out.string());
+  if (sync_bn) env.set("LRY_DIST_SYNCBN", "1");
   return ly::dist::launch_local({"test_dist", "-q", "--no-skip", "--test-case=dist worker*"}, 2, std::chrono::seconds(5));
 }
 
@@ -60,7 +62,95 @@ std::string param_digest(torch::nn::Module& m) {
   }
   return o.str();
 }
+// The arguments of the ResNet-18 runs compared below (rank workers and the single-process reference).
+std::vector<std::string> resnet_args(const fs::path& out) {
+  return {"data=" + lry_test::tiny_classify_set().string(), "model=resnet18", "epochs=1", "imgsz=32", "batch=8",
+          "nbs=8", "workers=0", "device=cpu", "val=false", "max_steps=3", "warmup_epochs=0",
+          "project=" + (out / "runs").string(), "name=r", "exist_ok=true"};
+}
+torch::Tensor flat_params(torch::nn::Module& m) {
+  std::vector<torch::Tensor> v;
+  for (auto& p : m.parameters()) v.push_back(p.detach().reshape({-1}).clone());
+  return torch::cat(v);
+}
+// Flat parameters after each optimizer step of a run.
+template <class T>
+std::vector<torch::Tensor> params_per_step(T& t) {
+  std::vector<torch::Tensor> out;
+  struct Cb {
+    T* t;
+    std::vector<torch::Tensor>* out;
+    void after_step(const ly::StepInfo&) { out->push_back(flat_params(*t->network())); }
+  } cb{&t, &out};
+  t.fit(cb);
+  return out;
+}
+torch::Tensor load_tensor(const fs::path& p) {
+  torch::Tensor t;
+  torch::load(t, p.string());
+  return t;
+}
+
+// A stand-in for the rank group in one process: `copies` identical ranks (the all-reduce multiplies).
+struct FakeRanks : ly::nn::BatchNormSync {
+  double copies = 1;
+  int calls = 0;
+  void all_reduce_sum(torch::Tensor& t) override {
+    t.mul_(copies);
+    ++calls;
+  }
+};
 }  // namespace
+
+TEST_CASE("SyncBatchNorm in one process: equal to BatchNorm (world of one, and two identical ranks)") {
+  for (double copies : {1.0, 2.0}) {
+    CAPTURE(copies);
+    torch::manual_seed(1);
+    ly::nn::BatchNorm2d sync(torch::nn::BatchNorm2dOptions(5).eps(1e-3).momentum(0.1));
+    torch::nn::BatchNorm2d ref(torch::nn::BatchNorm2dOptions(5).eps(1e-3).momentum(0.1));
+    {
+      torch::NoGradGuard ng;
+      sync->weight.uniform_(0.5, 1.5), sync->bias.uniform_(-0.5, 0.5);
+      ref->weight.copy_(sync->weight), ref->bias.copy_(sync->bias);
+    }
+    const auto x0 = torch::randn({4, 5, 3, 3}) * 2 + 1;
+    const auto dy = torch::randn({4, 5, 3, 3});
+    FakeRanks ranks;
+    ranks.copies = copies;
+    auto x1 = x0.clone().requires_grad_(true), x2 = x0.clone().requires_grad_(true);
+    torch::Tensor y1;
+    {
+      ly::nn::BatchNormSyncScope scope(&ranks);
+      y1 = sync->forward(x1);
+      (y1 * dy).sum().backward();
+    }
+    CHECK(ranks.calls == 2);  // one all-reduce forward, one backward
+    // Two identical ranks = one process with this batch (and its gradient) twice: the same normalisation;
+    // this rank's input gradient is its copy's share, and its weight/bias gradients its local half
+    // (the data-parallel average adds the other rank's).
+    const auto y2 = ref->forward(copies == 1 ? x2 : torch::cat({x2, x2}));
+    (y2 * (copies == 1 ? dy : torch::cat({dy, dy}))).sum().backward();
+    CHECK((y1 - y2.narrow(0, 0, 4)).abs().max().item<double>() < 1e-5);
+    CHECK((x1.grad() - x2.grad() / copies).abs().max().item<double>() < 1e-5);
+    CHECK((sync->weight.grad() - ref->weight.grad() / copies).abs().max().item<double>() < 1e-4);
+    CHECK((sync->bias.grad() - ref->bias.grad() / copies).abs().max().item<double>() < 1e-4);
+    CHECK((sync->running_mean - ref->running_mean).abs().max().item<double>() < 1e-6);
+    CHECK((sync->running_var - ref->running_var).abs().max().item<double>() < 1e-5);
+    CHECK(sync->num_batches_tracked.item<int64_t>() == 1);
+    // Outside a sync scope, or in eval mode, it is plain BatchNorm and calls nobody.
+    const int calls = ranks.calls;
+    sync->eval();
+    ref->eval();
+    CHECK((sync->forward(x0) - ref->forward(x0)).abs().max().item<double>() < 1e-5);
+    CHECK(ranks.calls == calls);
+  }
+  // The deep copy keeps the type (a sliced torch::nn::BatchNorm2dImpl would never synchronise).
+  ly::nn::BatchNorm2d bn(3);
+  auto copy = std::dynamic_pointer_cast<ly::nn::BatchNorm2dImpl>(bn->clone());
+  REQUIRE(copy != nullptr);
+  CHECK(copy->weight.data_ptr() != bn->weight.data_ptr());
+  CHECK(torch::equal(copy->running_var, bn->running_var));
+}
 
 TEST_CASE("dist env: torchrun variables, defaults and errors naming the variable") {
   {
@@ -146,15 +236,45 @@ TEST_CASE("dist: two Gloo ranks train ResNet-18 with identical parameters after 
   CHECK(fs::exists(out / "runs" / "r" / "weights" / "last.ckpt"));  // written by rank 0
 }
 
+TEST_CASE("dist: with sync_bn=true two ranks train ResNet-18 like one process on the global batch" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
+  lry_test::TempDir sync("lry_dist_sync"), plain("lry_dist_plain"), single("lry_dist_single");
+  auto r = launch_workers("train", sync.path, /*sync_bn=*/true);
+  REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
+  r = launch_workers("train", plain.path);
+  REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
+  CHECK(read_lines(sync / "rank0.digest") == read_lines(sync / "rank1.digest"));
+  CHECK(count_in(read_lines(sync / "rank0.log"), "SyncBatchNorm") == 1);
+  // The reference: one process, the same 8-image global batches (the sampler's shares are its halves,
+  // augmented alike), BatchNorm over all 8.
+  ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off> t(
+      ly::parse_args(resnet_args(single.path)), ly::ResNetFamily("18"));
+  const auto ref = params_per_step(t);
+  REQUIRE(ref.size() == 3);
+  for (int k = 1; k <= 3; ++k) {
+    CAPTURE(k);
+    const std::string f = "rank0.step" + std::to_string(k) + ".pt";
+    const double moved = (ref[static_cast<size_t>(k - 1)] - flat_params(*t.network())).abs().max().item<double>();
+    const double d_sync = (load_tensor(sync / f) - ref[static_cast<size_t>(k - 1)]).abs().max().item<double>();
+    const double d_plain = (load_tensor(plain / f) - ref[static_cast<size_t>(k - 1)]).abs().max().item<double>();
+    MESSAGE("step " << k << ": |sync - single| " << d_sync << ", |no sync - single| " << d_plain << ", to the end " << moved);
+    CHECK(d_sync < 2e-5);
+    CHECK(d_plain > 50 * d_sync);  // without SyncBatchNorm each rank normalises over its half batch
+  }
+}
+
 TEST_CASE("dist: averaged half-batch gradients equal the single-process gradient of the global batch" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
   lry_test::TempDir out("lry_dist_grad");
   const auto r = launch_workers("grad", out.path);
   REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
   for (int rank = 0; rank < 2; ++rank) {
     const auto lines = read_lines(out / ("rank" + std::to_string(rank) + ".grad"));
-    REQUIRE(lines.size() == 2);
+    REQUIRE(lines.size() == 5);
     CHECK(std::stod(lines[0]) > 1e-3);  // a half batch alone gives a different gradient...
     CHECK(std::stod(lines[1]) < 1e-6);  // ...their average is the global one
+    // The overlapped reducer, over two accumulated micro-batches: the same global gradient...
+    CHECK(std::stod(lines[2]) < 1e-6);
+    CHECK(lines[4] == "2");                // ...in two buckets (a 64-float cap: w2, then w1)...
+    CHECK(std::stoi(lines[3]) >= 1);       // ...the first started inside backward, before w1's gradient existed
   }
 }
 
@@ -184,10 +304,10 @@ TEST_CASE("dist worker" * doctest::skip()) {
       std::lock_guard<std::mutex> lk(mu);
       log_file << m << "\n" << std::flush;
     });
-    auto cfg = ly::parse_args({"data=" + lry_test::tiny_classify_set().string(), "model=resnet18", "epochs=1", "imgsz=32",
-                               "batch=8", "nbs=8", "workers=0", "device=cpu", "val=false", "max_steps=3",
-                               "warmup_epochs=0", "project=" + (out / "runs").string(), "name=r", "exist_ok=true",
-                               "cuda_graph=true", "profile=true"});
+    auto args = resnet_args(out);
+    args.insert(args.end(), {"cuda_graph=true", "profile=true"});
+    if (std::getenv("LRY_DIST_SYNCBN")) args.push_back("sync_bn=true");
+    auto cfg = ly::parse_args(args);
     using T = ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::CudaGraph<>, ly::profile::Window<>,
                           ly::capture::Mode::distributed>;
     static_assert(std::is_same_v<T::Capture, ly::capture::Eager>, "a distributed trainer captures nothing");
@@ -197,8 +317,14 @@ TEST_CASE("dist worker" * doctest::skip()) {
     struct Digest {
       T* t;
       std::ofstream* f;
-      void after_step(const ly::StepInfo&) { *f << param_digest(*t->network()) << "\n" << std::flush; }
-    } cb{&t, &digest};
+      fs::path out;
+      std::string tag;
+      int step = 0;
+      void after_step(const ly::StepInfo&) {
+        *f << param_digest(*t->network()) << "\n" << std::flush;
+        torch::save(flat_params(*t->network()), (out / (tag + ".step" + std::to_string(++step) + ".pt")).string());
+      }
+    } cb{&t, &digest, out, tag};
     const auto res = t.fit(cb);
     CHECK(res.optimizer_steps == 3);
     ly::log::set_sink(nullptr);
@@ -215,7 +341,22 @@ TEST_CASE("dist worker" * doctest::skip()) {
     const double half_diff = (w1.grad() - ref[0]).abs().max().item<double>();
     ctx.average_gradients({w1, w2});
     const double diff = std::max((w1.grad() - ref[0]).abs().max().item<double>(), (w2.grad() - ref[1]).abs().max().item<double>());
-    std::ofstream(out / (tag + ".grad")) << half_diff << "\n" << diff << "\n";
+    // GradReducer: micro-batch 0 accumulates locally, micro-batch 1 is armed; rank r's micro-batch m is
+    // rows (2m + r) * 2 .. +2, so global micro-batch m is rows 4m .. 4m + 4.
+    auto v1 = w1.detach().clone().requires_grad_(true), v2 = w2.detach().clone().requires_grad_(true);
+    auto loss_v = [&](int64_t row, int64_t n) {
+      return torch::mse_loss(torch::tanh(x.narrow(0, row, n).mm(v1.t())).mm(v2.t()), y.narrow(0, row, n));
+    };
+    auto ref_acc = torch::autograd::grad({loss_v(0, 4) + loss_v(4, 4)}, {v1, v2});
+    ly::dist::GradReducer reducer(ctx, {v1, v2}, /*bucket_bytes=*/64 * sizeof(float));
+    loss_v((0 + env.rank) * 2, 2).backward();
+    reducer.arm();
+    loss_v((2 + env.rank) * 2, 2).backward();
+    reducer.finish();
+    const double diff_acc = std::max((v1.grad() - ref_acc[0]).abs().max().item<double>(),
+                                     (v2.grad() - ref_acc[1]).abs().max().item<double>());
+    std::ofstream(out / (tag + ".grad")) << half_diff << "\n" << diff << "\n" << diff_acc << "\n"
+                                         << reducer.started_in_backward() << "\n" << reducer.num_buckets() << "\n";
   } else if (mode == "fail") {
     ly::dist::Context ctx(env, torch::kCPU);
     if (env.rank == 1) FAIL("rank 1 fails on purpose");
@@ -228,5 +369,56 @@ TEST_CASE("dist worker" * doctest::skip()) {
     }
   } else {
     FAIL("unknown LRY_DIST_MODE " << mode);
+  }
+}
+
+TEST_SUITE("gpu") {
+  // One GPU: NCCL cannot put two ranks on one device, so this is a world of one through
+  // ProcessGroupNCCL — the TCPStore rendezvous, the communicator, the overlapped bucket all-reduce and
+  // SyncBatchNorm's all-reduces all run on CUDA; the result must match the plain trainer.
+  TEST_CASE("dist on CUDA: a world of one on ProcessGroupNCCL (reducer, SyncBatchNorm) trains like the plain trainer") {
+    LRY_REQUIRE_CUDA();
+    REQUIRE_MESSAGE(LIBREYOLO_HAS_NCCL, "this CUDA build has no NCCL (see CMake's 'libreyolo: no NCCL' line)");
+    lry_test::TempDir a("lry_nccl_dist"), b("lry_nccl_plain");
+    auto args = [](const fs::path& out) {
+      auto v = resnet_args(out);
+      for (auto& s : v)
+        if (s == "device=cpu") s = "device=cuda";
+      v.insert(v.end(), {"deterministic=true", "amp=false", "channels_last=false", "sync_bn=true"});
+      return v;
+    };
+    std::vector<torch::Tensor> dist_steps;
+    std::vector<std::string> logs;
+    {
+      EnvGuard env;
+      env.set("WORLD_SIZE", "1");
+      env.set("RANK", "0");
+      env.set("MASTER_PORT", std::to_string(ly::dist::free_port()));
+      std::mutex mu;
+      ly::log::set_sink([&](ly::log::Level, std::string_view m) {
+        std::lock_guard<std::mutex> lk(mu);
+        logs.emplace_back(m);
+      });
+      ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off, ly::capture::Mode::distributed> t(
+          ly::parse_args(args(a.path)), ly::ResNetFamily("18"));
+      dist_steps = params_per_step(t);
+      ly::log::set_sink(nullptr);
+      REQUIRE(t.dist() != nullptr);
+      CHECK(std::string(t.dist()->backend_name()) == "nccl");
+      CHECK(t.device().is_cuda());
+    }
+    CHECK(count_in(logs, "(nccl)") == 1);
+    CHECK(count_in(logs, "SyncBatchNorm") == 1);
+    ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off> plain(
+        ly::parse_args(args(b.path)), ly::ResNetFamily("18"));
+    const auto ref = params_per_step(plain);
+    REQUIRE(dist_steps.size() == 3);
+    REQUIRE(ref.size() == 3);
+    for (size_t k = 0; k < 3; ++k) {
+      const double d = (dist_steps[k].cpu() - ref[k].cpu()).abs().max().item<double>();
+      MESSAGE("NCCL world of one vs plain, step " << k + 1 << ": max |diff| " << d);
+      CHECK(d < 1e-4);
+    }
+    CHECK((ref[0].cpu() - ref[2].cpu()).abs().max().item<double>() > 1e-4);  // it trained
   }
 }

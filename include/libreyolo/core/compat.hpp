@@ -68,6 +68,13 @@ inline void cuda_synchronize([[maybe_unused]] const torch::Device& d) {
 #endif
 }
 
+// Makes `d` the current CUDA device of this thread (NCCL and the caching allocator follow it).
+inline void set_cuda_device([[maybe_unused]] const torch::Device& d) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  if (d.is_cuda()) c10::cuda::set_device(static_cast<c10::DeviceIndex>(d.index() < 0 ? 0 : d.index()));
+#endif
+}
+
 // Whether the device supports bfloat16 natively (compute capability >= 8.0).
 inline bool cuda_bf16_supported([[maybe_unused]] int device_index) {
 #if defined(LIBREYOLO_WITH_CUDA)

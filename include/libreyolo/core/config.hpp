@@ -62,7 +62,8 @@ struct TrainConfig {
   std::optional<bool> amp;          // unset = the family's default
   std::string amp_dtype = "float16";  // float16 | bfloat16 (fp16 / bf16 accepted)
   bool cuda_graph = false;
-  int nproc = 0;                    // >= 2: launch that many data-parallel processes on this host (Gloo, CPU)
+  int nproc = 0;                    // >= 2: launch that many data-parallel processes on this host
+  bool sync_bn = false;             // data-parallel: BatchNorm statistics over the global batch (SyncBatchNorm)
   int cuda_graph_warmup = 3;        // times a shape is seen before it is captured
   bool channels_last = true;        // NHWC weights and images on CUDA (cuDNN's Tensor-Core layout)
   bool cudnn_benchmark = true;      // cuDNN autotuning for fixed shapes (off when deterministic=true)
@@ -260,6 +261,7 @@ inline const std::vector<Field>& fields() {
     v.push_back(num("ema_tau", &TrainConfig::ema_tau, 1, inf, "EMA ramp: decay * (1 - exp(-updates / tau))"));
     v.push_back(num("workers", &TrainConfig::workers, 0, 256, "data loader threads (0 = load on the training thread)"));
     v.push_back(num("nproc", &TrainConfig::nproc, 0, 1024, "data-parallel processes to launch on this host (>= 2; batch is global)"));
+    v.push_back(flag("sync_bn", &TrainConfig::sync_bn, "data-parallel: BatchNorm statistics over the global batch of all ranks"));
     v.push_back(text("cache", &TrainConfig::cache, "cache decoded images", {"off", "ram", "disk"}, canon_cache));
     v.push_back(num("nbs", &TrainConfig::nbs, 1, 1e6, "nominal batch size (gradient accumulation)"));
     v.push_back(num("clip_grad_norm", &TrainConfig::clip_grad_norm, 0, inf, "max gradient norm (0 = off)"));

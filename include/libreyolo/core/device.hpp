@@ -15,8 +15,8 @@ inline torch::Device resolve_device(const std::string& spec) {
   if (spec == "cuda") index = 0;
   else if (spec.rfind("cuda:", 0) == 0) index = std::stoi(spec.substr(5));
   else if (spec.find(',') != std::string::npos)
-    throw SetupError("device=" + spec + ": several GPUs need data-parallel training on NCCL, which is not available yet "
-                     "(nproc=N trains data-parallel on device=cpu with Gloo); a single trainer takes one device");
+    throw SetupError("device=" + spec + ": a device list trains data-parallel, one process per GPU, started by "
+                     "`libreyolo train ... device=" + spec + "` (or torchrun); a single trainer takes one device");
   else index = std::stoi(spec);
   if (!compat::cuda_available())
     throw SetupError("device=" + spec + ": CUDA is not available in this build (LibTorch " + compat::torch_version() +

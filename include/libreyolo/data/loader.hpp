@@ -36,6 +36,8 @@ struct LoaderOptions {
   int workers = 4;
   bool shuffle = true;
   bool drop_last = false;
+  // Skip a last batch of exactly one sample (training: BatchNorm cannot normalise over one image).
+  bool drop_single = false;
   uint64_t seed = 0;
   int prefetch = 2;  // batches per worker that may be built ahead of the consumer
   bool pin_memory = false;
@@ -202,7 +204,12 @@ class Loader {
   }
   size_t num_batches() const {
     const size_t n = num_samples(), b = static_cast<size_t>(opt_.batch);
-    return opt_.drop_last ? n / b : (n + b - 1) / b;
+    return opt_.drop_last || drops_single() ? n / b : (n + b - 1) / b;
+  }
+  // Whether drop_single leaves out this epoch's last sample (this rank's share ends in a batch of one).
+  bool drops_single() const {
+    const size_t n = num_samples(), b = static_cast<size_t>(opt_.batch);
+    return opt_.drop_single && b > 1 && n > 1 && n % b == 1;
   }
   const Dataset& dataset() const { return *ds_; }
   const LoaderOptions& options() const { return opt_; }
@@ -221,7 +228,10 @@ class Loader {
     [[maybe_unused]] int imgsz = 0;
     if constexpr (detail::HasBatchImgsz<Dataset>) imgsz = ds_->imgsz_for_batch(opt_.seed, epoch_, b);
     for (size_t pos = begin; pos < end; ++pos) {
-      std::mt19937_64 rng(sample_seed(opt_.seed, epoch_, pos));
+      // Seeded by the position in the whole epoch's order, so a sample's augmentation does not depend
+      // on how many ranks share the epoch (rank r's position k is the epoch's k * world + r).
+      const size_t epoch_pos = opt_.world > 1 ? pos * static_cast<size_t>(opt_.world) + static_cast<size_t>(opt_.rank) : pos;
+      std::mt19937_64 rng(sample_seed(opt_.seed, epoch_, epoch_pos));
       if constexpr (detail::HasBatchImgsz<Dataset>) samples.push_back(ds_->get(order_[pos], rng, epoch_, imgsz));
       else samples.push_back(ds_->get(order_[pos], rng, epoch_));
     }

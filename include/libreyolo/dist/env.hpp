@@ -3,9 +3,11 @@
 // MASTER_ADDR, MASTER_PORT. Read once; a present but malformed variable is a SetupError naming it.
 #include <libreyolo/core/error.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace libreyolo::dist {
 
@@ -53,6 +55,29 @@ inline Env env_from_environment() {
     throw SetupError("environment: WORLD_SIZE=" + std::to_string(e.world_size) +
                      " but RANK is not set; a launcher (torchrun, or libreyolo train nproc=N) sets both");
   return e;
+}
+
+// The device key as one rank sees it: a list "0,1,2,3" gives rank `local_rank` its entry; "cuda" (or
+// empty, meaning CUDA when present) gives cuda:<local_rank>, one GPU per process; anything else
+// (cpu, cuda:N, N) is taken as written.
+inline std::string rank_device_spec(const std::string& spec, int local_rank, bool cuda_present) {
+  if (spec.find(',') != std::string::npos) {
+    std::vector<std::string> items;
+    size_t from = 0;
+    for (size_t at; (at = spec.find(',', from)) != std::string::npos; from = at + 1) items.push_back(spec.substr(from, at - from));
+    items.push_back(spec.substr(from));
+    if (local_rank >= static_cast<int>(items.size()))
+      throw SetupError("device=" + spec + " lists " + std::to_string(items.size()) + " devices but this is local rank " +
+                       std::to_string(local_rank) + "; list one device per process");
+    return items[static_cast<size_t>(local_rank)];
+  }
+  if (spec == "cuda" || (spec.empty() && cuda_present)) return "cuda:" + std::to_string(local_rank);
+  return spec;
+}
+
+// Number of entries of a device list ("0,1,2,3" -> 4); 1 for a single device.
+inline int device_list_size(const std::string& spec) {
+  return 1 + static_cast<int>(std::count(spec.begin(), spec.end(), ','));
 }
 
 }  // namespace libreyolo::dist

@@ -1,8 +1,8 @@
 #pragma once
-// Data-parallel plumbing on LibTorch's own c10d: TCPStore rendezvous, ProcessGroupGloo for CPU
-// tensors, and the three collectives the trainer needs — broadcast of a module's state from rank 0,
-// bucketed averaging of gradients, and a barrier. NCCL (CUDA tensors) is not wired up yet: a CUDA
-// device in a distributed run is a SetupError rather than an unverified path.
+// Data-parallel plumbing on LibTorch's own c10d: TCPStore rendezvous, then ProcessGroupGloo for CPU
+// tensors or ProcessGroupNCCL for CUDA tensors, and the collectives the trainer needs — broadcast of
+// a module's state from rank 0, all-reduce (blocking or asynchronous), bucketed averaging of
+// gradients, and a barrier.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/dist/env.hpp>
@@ -10,17 +10,32 @@
 #include <torch/torch.h>
 
 // Gloo's headers come with Debian's libgloo-dev; a LibTorch built without c10d/Gloo (or a machine
-// without the headers) still compiles, and a distributed run then fails at set-up saying why. CUDA
-// builds (LibTorch 2.x) leave it out until the c10d path is built and run there.
+// without the headers) still compiles, and a distributed run on the CPU then fails at set-up saying
+// why. CUDA builds leave Gloo out (pip LibTorch ships no Gloo headers; that path is not tested).
 #if defined(USE_C10D_GLOO) && __has_include(<gloo/rendezvous/store.h>) && !defined(LIBREYOLO_WITH_CUDA)
 #define LIBREYOLO_HAS_GLOO 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #else
 #define LIBREYOLO_HAS_GLOO 0
 #endif
+// NCCL: CMake sets LIBREYOLO_WITH_NCCL when LibTorch has CUDA, ships ProcessGroupNCCL.hpp and nccl.h
+// is found (pip's nvidia-nccl or the system's). The header's content is behind USE_C10D_NCCL.
+#if defined(LIBREYOLO_WITH_CUDA) && defined(LIBREYOLO_WITH_NCCL) && __has_include(<nccl.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#define LIBREYOLO_HAS_NCCL 1
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#else
+#define LIBREYOLO_HAS_NCCL 0
+#endif
+#if LIBREYOLO_HAS_GLOO || LIBREYOLO_HAS_NCCL
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,25 +47,49 @@ struct PeerLost : Error {
   using Error::Error;
 };
 
-#if LIBREYOLO_HAS_GLOO
+// Waits for an asynchronous collective; throws PeerLost when it failed.
+using Pending = std::function<void()>;
+
+#if LIBREYOLO_HAS_GLOO || LIBREYOLO_HAS_NCCL
+inline constexpr bool has_backend = true;
+
 class Context {
  public:
+  // device: CPU trains on Gloo, CUDA on NCCL (the device must be this rank's GPU).
   // timeout: how long a collective (or the rendezvous) waits for the other ranks before failing.
-  Context(const Env& env, torch::Device device, std::chrono::seconds timeout = std::chrono::seconds(300)) : env_(env) {
-    if (!device.is_cpu())
-      throw SetupError("distributed training on " + std::string(device.is_cuda() ? "CUDA" : "this device") +
-                       " (NCCL) is not available yet; this version trains data-parallel on device=cpu (Gloo)");
+  Context(const Env& env, torch::Device device, std::chrono::seconds timeout = std::chrono::seconds(300))
+      : env_(env), device_(device) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    if (device.is_cpu() && !LIBREYOLO_HAS_GLOO)
+      throw SetupError("distributed training on device=cpu needs Gloo (LibTorch's c10d with Gloo and Debian's libgloo-dev "
+                       "in a CPU build); this build has NCCL only: use CUDA devices");
+    if (device.is_cuda() && !LIBREYOLO_HAS_NCCL)
+      throw SetupError("distributed training on CUDA needs NCCL (a CUDA LibTorch with ProcessGroupNCCL and nccl.h); "
+                       "this build has Gloo only: use device=cpu");
+    if (!device.is_cpu() && !device.is_cuda())
+      throw SetupError("distributed training runs on device=cpu (Gloo) or CUDA devices (NCCL), not " + device.str());
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(env.master_port);
     so.isServer = env.rank == 0;
     so.numWorkers = static_cast<std::size_t>(env.world_size);
-    so.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    so.timeout = ms;
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-      auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
-          env.master_addr == "localhost" ? std::string("127.0.0.1") : env.master_addr));
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, opts);
+#if LIBREYOLO_HAS_GLOO
+      if (device.is_cpu()) {
+        auto opts = c10d::ProcessGroupGloo::Options::create(ms);
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
+            env.master_addr == "localhost" ? std::string("127.0.0.1") : env.master_addr));
+        gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, opts);
+      }
+#endif
+#if LIBREYOLO_HAS_NCCL
+      if (device.is_cuda()) {
+        auto opts = c10d::ProcessGroupNCCL::Options::create();
+        opts->timeout = ms;
+        nccl_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env.rank, env.world_size, opts);
+      }
+#endif
     } catch (const std::exception& e) {
       throw SetupError("distributed: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
                        " could not join the group at " + env.master_addr + ":" + std::to_string(env.master_port) +
@@ -62,6 +101,8 @@ class Context {
   int rank() const { return env_.rank; }
   int world() const { return env_.world_size; }
   bool is_main() const { return env_.rank == 0; }
+  torch::Device device() const { return device_; }
+  const char* backend_name() const { return device_.is_cuda() ? "nccl" : "gloo"; }
 
   // Copies rank 0's parameters and buffers into every rank's module (in place, no autograd).
   void broadcast_module(torch::nn::Module& m) {
@@ -76,9 +117,20 @@ class Context {
     broadcast(ts);
   }
 
-  // Replaces each defined gradient by its mean over the ranks: gradients are packed into flat buckets
-  // of up to `bucket_bytes` per dtype, all-reduced (sum), divided by the world size and unpacked.
-  // A parameter without a gradient on this rank takes part as zeros, so every rank sends the same layout.
+  // Sums `t` over the ranks, in place. The async form starts the collective and returns its waiter:
+  // on NCCL, waiting orders the current CUDA stream after it (no host block); on Gloo it blocks.
+  void all_reduce_sum(at::Tensor& t) { all_reduce_sum_async(t)(); }
+  Pending all_reduce_sum_async(at::Tensor& t) {
+    return start("all-reduce", [&](auto& pg) {
+      std::vector<at::Tensor> v{t};
+      return pg.allreduce(v);
+    });
+  }
+
+  // Replaces each defined gradient by its mean over the ranks, after backward: gradients are packed
+  // into flat buckets of up to `bucket_bytes` per dtype, all-reduced (sum), divided by the world size
+  // and unpacked. A parameter without a gradient on this rank takes part as zeros, so every rank sends
+  // the same layout. (The trainer overlaps this with backward instead: dist::GradReducer.)
   void average_gradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes = 25u << 20) {
     torch::NoGradGuard ng;
     std::vector<torch::Tensor> grads;
@@ -95,15 +147,16 @@ class Context {
         bytes += grads[j++].nbytes();
       through_flat({grads.begin() + static_cast<std::ptrdiff_t>(i), grads.begin() + static_cast<std::ptrdiff_t>(j)},
                    [&](torch::Tensor& flat) {
-                     std::vector<at::Tensor> v{flat};
-                     wait(pg_->allreduce(v), "all-reduce of gradients");
+                     all_reduce_sum(flat);
                      flat.div_(static_cast<double>(world()));
                    });
       i = j;
     }
   }
 
-  void barrier() { wait(pg_->barrier(), "barrier"); }
+  void barrier() {
+    start("barrier", [&](auto& pg) { return pg.barrier(); })();
+  }
 
  private:
   void broadcast(std::vector<at::Tensor>& ts) {
@@ -117,10 +170,12 @@ class Context {
       for (size_t k = i; k < ts.size(); ++k)
         if (!done[k] && ts[k].scalar_type() == ts[i].scalar_type()) group.push_back(ts[k]), done[k] = true;
       through_flat(group, [&](torch::Tensor& flat) {
-        std::vector<at::Tensor> v{flat};
-        c10d::BroadcastOptions o;
-        o.rootRank = 0;
-        wait(pg_->broadcast(v, o), "broadcast from rank 0");
+        start("broadcast from rank 0", [&](auto& pg) {
+          std::vector<at::Tensor> v{flat};
+          c10d::BroadcastOptions o;
+          o.rootRank = 0;
+          return pg.broadcast(v, o);
+        })();
       });
     }
   }
@@ -139,33 +194,65 @@ class Context {
       off += n;
     }
   }
-  template <class W>
-  void wait(const W& work, const char* what) {
+  // Runs `issue(pg)` on this rank's backend and returns a waiter for the work it started. The work
+  // types differ between backends and LibTorch versions; the waiter erases them.
+  template <class Issue>
+  Pending start(const char* what, Issue&& issue) {
+    auto waiter = [this, what](auto work) -> Pending {
+      return [this, what, work]() {
+        try {
+          work->wait();
+        } catch (const std::exception& e) {
+          throw PeerLost("distributed: " + std::string(what) + " failed on rank " + std::to_string(rank()) +
+                         " (another rank may have stopped): " + e.what());
+        }
+      };
+    };
     try {
-      work->wait();
+#if LIBREYOLO_HAS_GLOO
+      if (gloo_) return waiter(issue(*gloo_));
+#endif
+#if LIBREYOLO_HAS_NCCL
+      if (nccl_) return waiter(issue(*nccl_));
+#endif
+    } catch (const PeerLost&) {
+      throw;
     } catch (const std::exception& e) {
-      throw PeerLost("distributed: " + std::string(what) + " failed on rank " + std::to_string(rank()) +
-                  " (another rank may have stopped): " + e.what());
+      throw PeerLost("distributed: " + std::string(what) + " could not start on rank " + std::to_string(rank()) + ": " +
+                     e.what());
     }
+    throw SetupError("distributed: no process group on rank " + std::to_string(rank()));
   }
 
   Env env_;
+  torch::Device device_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+#if LIBREYOLO_HAS_GLOO
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
+#endif
+#if LIBREYOLO_HAS_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl_;
+#endif
 };
 #else
+inline constexpr bool has_backend = false;
+
 class Context {
  public:
   Context(const Env&, torch::Device, std::chrono::seconds = std::chrono::seconds(300)) {
-    throw SetupError("distributed training needs LibTorch's c10d with Gloo and Gloo's headers (Debian: libgloo-dev) "
-                     "in a CPU build of libreyolo; this build does not have them");
+    throw SetupError("distributed training needs LibTorch's c10d with Gloo (device=cpu; Debian: libgloo-dev) or NCCL "
+                     "(CUDA); this build has neither");
   }
   const Env& env() const { return env_; }
   int rank() const { return 0; }
   int world() const { return 1; }
   bool is_main() const { return true; }
+  torch::Device device() const { return torch::kCPU; }
+  const char* backend_name() const { return "none"; }
   void broadcast_module(torch::nn::Module&) {}
   void broadcast_buffers(torch::nn::Module&) {}
+  void all_reduce_sum(at::Tensor&) {}
+  Pending all_reduce_sum_async(at::Tensor&) { return [] {}; }
   void average_gradients(const std::vector<torch::Tensor>&, size_t = 0) {}
   void barrier() {}
 

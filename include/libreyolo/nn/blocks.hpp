@@ -3,6 +3,8 @@
 // RepNCSPELAN4, ELAN1, AConv, ADown, SPPELAN. Every block is a Cloneable module (the EMA deep-copies
 // the network) and routes its convolutions through counted_conv() so FLOPs can be measured.
 // Sub-module names follow the LibreYOLO9 state-dict layout (conv/bn, cv1..cv5, m) so checkpoints map.
+#include <libreyolo/nn/batch_norm.hpp>
+
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -52,14 +54,14 @@ class ConvImpl : public torch::nn::Cloneable<ConvImpl> {
                                                          .padding(kernel_ / 2)
                                                          .groups(groups_)
                                                          .bias(false)));
-    bn = register_module("bn", torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out_).eps(1e-3).momentum(0.03)));
+    bn = register_module("bn", BatchNorm2d(torch::nn::BatchNorm2dOptions(out_).eps(1e-3).momentum(0.03)));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = bn->forward(counted_conv(*conv, x));
     return act_ ? torch::silu(y) : y;
   }
   torch::nn::Conv2d conv{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};
+  BatchNorm2d bn{nullptr};
 
  private:
   int64_t in_, out_, kernel_, stride_, groups_;

@@ -1,6 +1,8 @@
 #pragma once
 // Parameter groups: weight decay applies to conv/linear weights only, never to normalisation weights
 // or biases (decaying those pulls BN scales and offsets toward zero and hurts accuracy).
+#include <libreyolo/nn/batch_norm.hpp>
+
 #include <torch/torch.h>
 
 #include <string>
@@ -20,7 +22,7 @@ namespace detail {
 
 inline bool is_norm_module(const torch::nn::Module& m) {
   const auto* p = &m;
-  return dynamic_cast<const torch::nn::BatchNorm1dImpl*>(p) ||
+  return dynamic_cast<const nn::BatchNorm2dImpl*>(p) || dynamic_cast<const torch::nn::BatchNorm1dImpl*>(p) ||
          dynamic_cast<const torch::nn::BatchNorm2dImpl*>(p) ||
          dynamic_cast<const torch::nn::BatchNorm3dImpl*>(p) ||
          dynamic_cast<const torch::nn::InstanceNorm1dImpl*>(p) ||

@@ -14,7 +14,7 @@
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
-#include <libreyolo/dist/process_group.hpp>
+#include <libreyolo/dist/reducer.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/checkpoint.hpp>
@@ -136,6 +136,8 @@ class Trainer {
   std::unique_ptr<train::Optimizer> opt_;
   std::unique_ptr<train::LRSchedule> sched_;
   std::unique_ptr<Loader> train_loader_, val_loader_;
+  std::unique_ptr<dist::GradReducer> reducer_;         // distributed: gradient all-reduce overlapped with backward
+  std::unique_ptr<dist::SyncBatchNormGroup> sync_bn_;  // distributed with sync_bn=true
   std::optional<train::Checkpoint> resume_ck_;
   std::filesystem::path run_dir_;
   std::unique_ptr<train::ResultsWriter> results_;

@@ -49,16 +49,20 @@ void LIBREYOLO_TRAINER::setup() {
   if (is_setup_) return;
   resolve_config();
   torch::manual_seed(static_cast<uint64_t>(cfg_.seed));
-  device_ = resolve_device(cfg_.device);
   if constexpr (distributed) {
     const auto env = dist::env_from_environment();
-    if (cfg_.resume) throw ConfigError("resume=true is not available in distributed training yet; resume single-process");
+    device_ = resolve_device(dist::rank_device_spec(cfg_.device, env.local_rank, compat::cuda_available()));
+    compat::set_cuda_device(device_);
     if (cfg_.batch % env.world_size != 0)
       throw ConfigError("batch=" + std::to_string(cfg_.batch) + " is the global batch and must divide by the " +
                         std::to_string(env.world_size) + " ranks");
     dist_ = std::make_unique<dist::Context>(env, device_);
     if (!dist_->is_main()) log::set_level(log::Level::warn);  // only rank 0 logs
     profile::resolve<Prof, M>::notice();
+  } else {
+    device_ = resolve_device(cfg_.device);
+    if (cfg_.sync_bn)
+      log::notice_once("trainer.sync_bn", "sync_bn=true ignored: a single process already normalises over its whole batch");
   }
   if (cfg_.deterministic) {
     at::globalContext().setDeterministicCuDNN(true);
@@ -103,8 +107,13 @@ void LIBREYOLO_TRAINER::build() {
   lo.workers = cfg_.workers;
   lo.seed = static_cast<uint64_t>(cfg_.seed);
   lo.pin_memory = device_.is_cuda();
+  lo.drop_single = true;
   train_loader_ = std::make_unique<Loader>(family_.train_set(), lo);
+  if (train_loader_->drops_single())
+    log::notice_once("trainer.drop_single", "the last training batch of each epoch would hold one image, which "
+                     "BatchNorm cannot train on; that image is left out of the epoch (a different one each epoch)");
   lo.shuffle = false;
+  lo.drop_single = false;
   lo.rank = 0, lo.world = 1;  // validation runs on rank 0 over the whole split
   lo.batch = cfg_.batch * 2;
   val_loader_ = std::make_unique<Loader>(family_.val_set(), lo);
@@ -132,6 +141,14 @@ void LIBREYOLO_TRAINER::build() {
   if constexpr (requires { precision_.set_capture_active(true); }) precision_.set_capture_active(Capture::graphs);
   precision_.setup(cfg_, device_, family_traits<F>::amp_default);
   capture_.setup(cfg_, device_);
+  if (dist_) {
+    reducer_ = std::make_unique<dist::GradReducer>(*dist_, opt_->params());
+    if (cfg_.sync_bn) sync_bn_ = std::make_unique<dist::SyncBatchNormGroup>(*dist_);
+    log::info("distributed: rank ", dist_->rank(), " of ", dist_->world(), " on ", device_name(device_), " (",
+              dist_->backend_name(), "), ", cfg_.batch / dist_->world(), " images per rank, ",
+              reducer_->num_buckets(), " gradient buckets overlapped with backward",
+              cfg_.sync_bn ? ", SyncBatchNorm" : "");
+  }
 }
 
 // full = resume (everything); otherwise initial weights only (EMA weights preferred when present).
@@ -227,7 +244,8 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
     [[maybe_unused]] auto s = prof_.phase(Phase::to_device);
     b = F::to_device(*host, device_);
   }
-  if (dist_) dist_->broadcast_buffers(*net_);  // rank 0's BatchNorm statistics, as DDP does at each forward
+  // Rank 0's BatchNorm statistics, as DDP does at each forward (SyncBatchNorm keeps them equal already).
+  if (dist_ && !sync_bn_) dist_->broadcast_buffers(*net_);
   train::LossOutput lo;
   {
     [[maybe_unused]] auto s = prof_.phase(Phase::forward);
@@ -238,8 +256,9 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   const bool boundary = ni_ - last_opt_ni_ >= accumulate_;
   {
     [[maybe_unused]] auto s = prof_.phase(Phase::backward);
+    if (reducer_ && boundary) reducer_->arm();  // this backward's gradients are averaged as they arrive
     precision_.scale(lo.total).backward();
-    if (dist_ && boundary) dist_->average_gradients(opt_->params());  // before unscale/clip: same grads everywhere
+    if (reducer_ && boundary) reducer_->finish();  // before unscale/clip: the same gradients on every rank
     if (boundary && accumulate_ == 1) clip_gradients();
   }
   if (boundary) {

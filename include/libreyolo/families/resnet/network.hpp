@@ -2,6 +2,7 @@
 // ResNet-18 / ResNet-34 for classification (He et al. 2015), BasicBlock variant, torchvision layout:
 // 7x7/2 stem, 3x3/2 max-pool, four stages of basic blocks, global average pool, linear classifier.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/nn/batch_norm.hpp>
 
 #include <torch/torch.h>
 
@@ -16,12 +17,12 @@ class BasicBlockImpl : public torch::nn::Cloneable<BasicBlockImpl> {
   void reset() override {
     namespace nn = torch::nn;
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_, out_, 3).stride(stride_).padding(1).bias(false)));
-    bn1 = register_module("bn1", nn::BatchNorm2d(out_));
+    bn1 = register_module("bn1", libreyolo::nn::BatchNorm2d(out_));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out_, out_, 3).padding(1).bias(false)));
-    bn2 = register_module("bn2", nn::BatchNorm2d(out_));
+    bn2 = register_module("bn2", libreyolo::nn::BatchNorm2d(out_));
     if (stride_ != 1 || in_ != out_) {
       down_conv = register_module("down_conv", nn::Conv2d(nn::Conv2dOptions(in_, out_, 1).stride(stride_).bias(false)));
-      down_bn = register_module("down_bn", nn::BatchNorm2d(out_));
+      down_bn = register_module("down_bn", libreyolo::nn::BatchNorm2d(out_));
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -31,7 +32,7 @@ class BasicBlockImpl : public torch::nn::Cloneable<BasicBlockImpl> {
     return torch::relu(y + skip);
   }
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, down_conv{nullptr};
-  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, down_bn{nullptr};
+  libreyolo::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, down_bn{nullptr};
 
  private:
   int64_t in_, out_, stride_;
@@ -53,7 +54,7 @@ class ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
     else if (o_.depth == 34) blocks = {3, 4, 6, 3};
     else throw ConfigError("resnet depth " + std::to_string(o_.depth) + " is not available; allowed: 18, 34");
     stem_conv = register_module("stem_conv", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
-    stem_bn = register_module("stem_bn", nn::BatchNorm2d(64));
+    stem_bn = register_module("stem_bn", libreyolo::nn::BatchNorm2d(64));
     stages = register_module("stages", nn::Sequential());
     int64_t in = 64;
     const std::array<int64_t, 4> widths{64, 128, 256, 512};
@@ -77,7 +78,7 @@ class ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
   const ResNetOptions& options() const { return o_; }
 
   torch::nn::Conv2d stem_conv{nullptr};
-  torch::nn::BatchNorm2d stem_bn{nullptr};
+  libreyolo::nn::BatchNorm2d stem_bn{nullptr};
   torch::nn::Sequential stages{nullptr};
   torch::nn::Linear fc{nullptr};
 
@@ -89,7 +90,7 @@ class ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
     for (auto& m : modules(/*include_self=*/false)) {
       if (auto* c = m->as<torch::nn::Conv2d>()) {
         torch::nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
-      } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+      } else if (auto* bn = m->as<libreyolo::nn::BatchNorm2d>()) {
         bn->weight.fill_(1.0);
         bn->bias.zero_();
       }
