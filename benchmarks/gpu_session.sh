@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|verify|teardown|hostcost|train|bench|detail|nhwc|graphs|overhead|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|hostcost|train|bench|detail|nhwc|graphs|overhead|scaling|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -14,6 +14,23 @@ B=build-cuda; CLI="timeout -k 10 240 $B/tools/libreyolo"   # a stuck run is kill
 stages=${*:-all}
 has() { pack; [[ " $stages " == *" $1 "* || " $stages " == *" all "* ]]; }
 pack() { tar czf $OUT/session.tgz -C $L . 2>/dev/null; }  # after every stage: a killed call still returns the logs
+stacks() {  # every thread's stack of process $1 (gdb when present, else the kernel's view)
+  if command -v gdb > /dev/null; then timeout 40 gdb -p "$1" -batch -ex "thread apply all bt 20" 2>&1
+  else for t in /proc/$1/task/*; do echo "== $t $(cat $t/comm 2>/dev/null) wchan=$(cat $t/wchan 2>/dev/null)"; done; fi
+}
+watch_run() {  # watch_run SECONDS LOG CMD...: runs CMD; one that outlives SECONDS has its stacks taken, then is killed
+  local secs=$1 log=$2 w=0; shift 2
+  "$@" > "$log" 2>&1 &
+  local pid=$!
+  while kill -0 $pid 2>/dev/null && [ $w -lt "$secs" ]; do sleep 2; w=$((w + 2)); done
+  if kill -0 $pid 2>/dev/null; then
+    echo "STUCK after ${secs}s: $* (last line: $(tail -1 "$log"))"
+    stacks $pid > "$log.stacks"; pack
+    grep -E "^#|^Thread|^==" "$log.stacks" | grep -vE "__futex|pthread_cond_wait|clock_nanosleep|epoll_wait|poll \(|__GI___poll|syscall \(" | head -60
+    kill -9 $pid
+  fi
+  wait $pid
+}
 if has build; then
   t0=$(date +%s)
   scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 ${BUILD_TARGETS:-} > $L/build.log 2>&1
@@ -23,7 +40,7 @@ if has tests; then
   # Per-area runners, so an area that failed to build does not hide the others.
   for t in $B/tests/test_*; do
     a=$(basename $t)
-    $t --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "$a gpu rc=$? $(grep 'test cases' $L/gpu_$a.log)"
+    watch_run ${TEST_S:-240} $L/gpu_$a.log $t --test-suite=gpu; echo "$a gpu rc=$? $(grep 'test cases' $L/gpu_$a.log)"
     [ -n "${GPU_TESTS_ONLY:-}" ] && continue
     $t --test-suite-exclude=gpu > $L/unit_$a.log 2>&1; echo "$a unit rc=$? $(grep 'test cases' $L/unit_$a.log)"
   done
@@ -58,6 +75,15 @@ if has teardown; then
   synth
   TAIL=6 run td_y9_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 val=false profile=true cuda_graph=true
   TAIL=6 run td_r18 model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=2 val=false profile=true
+fi
+if has tdprobe; then
+  # Session 4: does a YOLOv9-t cuda_graph run with TEARDOWN_CUPTI=1 (set by the user: the collector keeps it)
+  # hang after the window, and where? A stuck run gets its threads' stacks taken before it is killed.
+  synth
+  TEARDOWN_CUPTI=1 watch_run ${TDPROBE_S:-90} $L/tdprobe.log $B/tools/libreyolo train project=$T name=tdprobe exist_ok=true \
+    device=cuda model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=2 val=false profile=true \
+    cuda_graph=true
+  echo "tdprobe rc=$?"; grep -E "^epoch|tracer|profile: wrote|rror" $L/tdprobe.log | tail -8
 fi
 if has hostcost; then
   # Why a trainer step costs more host time than step_bench's bare step: loader threads (and the OpenMP
@@ -166,9 +192,15 @@ fi
 if has overhead; then
   $B/tools/libreyolo data synth --task classify --out /tmp/po --images 4000 --imgsz 64 --classes 10 --seed 0 > $L/synth_po.log 2>&1
   po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
-  (cd /tmp && timeout -k 10 300 $po --data /tmp/po --imgsz 224 \
-    --batch 16 --steps 200 --reps 2 --workers 8) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
+  (cd /tmp && timeout -k 10 ${OVERHEAD_S:-300} $po --data /tmp/po --imgsz 224 \
+    --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4}) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
   echo "profiler_overhead rc=$?"; tail -4 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
+fi
+if has scaling; then
+  # Issue 8: images/s on 1, 2, 4, 8 GPUs at the same per-GPU batch (arms beyond the visible GPUs are skipped).
+  synth
+  timeout -k 10 ${SCALING_S:-300} benchmarks/dist_scaling/run.sh $B /tmp/det/data.yaml 8 ${SCALING_EPOCHS:-3} > $L/dist_scaling.jsonl 2>&1
+  echo "dist_scaling rc=$?"; cat $L/dist_scaling.jsonl
 fi
 if has loader; then
   (cd $B/benchmarks/loader && timeout -k 10 400 ./loader_bench --workers 0,1,2,4,8,16 --images 800 --seconds 4) \

@@ -2,12 +2,14 @@
 //   off     Trainer<…, profile::Off>        — what `libreyolo train` builds when profile=false
 //   idle    Trainer<…, profile::Window<>>  whose window starts after the epoch: the policy's run-time
 //                                             checks in every step, nothing measured
-//   window  Trainer<…, profile::Window<>>  with profile=true  — 5 warm-up + 20 measured steps, report and
-//                                             artifacts written, then the epoch runs on to its end
+//   window  Trainer<…, profile::Window<>>  with profile=true  — 5 warm-up + 20 measured steps (the last
+//                                             --traced of the 10 synchronised ones under the kernel tracer),
+//                                             report and artifacts written, then the epoch runs on to its end
+//   window_all  the same with every synchronised step traced (profile_trace_steps=0)
 // Each arm trains one epoch of `--steps` steps (default 200) of ResNet-18 on a cached classification set;
 // the epoch is timed from on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
 //   profiler_overhead --data DIR [--model resnet18] [--imgsz 224] [--batch 16] [--steps 200] [--reps 3]
-//                     [--workers 4] [--device cuda]
+//                     [--workers 4] [--device cuda] [--traced 4]
 // Prints one JSON line per epoch, then a summary line with the median epoch time per arm and the ratios.
 #include <libreyolo/libreyolo.hpp>
 
@@ -23,7 +25,7 @@ namespace ly = libreyolo;
 namespace {
 struct Args {
   std::string data, model = "resnet18", device = "cuda";
-  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4;
+  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4, traced = 4;
 };
 
 Args parse(int argc, char** argv) {
@@ -37,6 +39,7 @@ Args parse(int argc, char** argv) {
       .add("--steps", &a.steps)
       .add("--reps", &a.reps)
       .add("--workers", &a.workers)
+      .add("--traced", &a.traced)
       .parse(argc, argv);
   if (a.data.empty()) throw std::invalid_argument("--data DIR is required (a classification folder, e.g. from `libreyolo data synth`)");
   return a;
@@ -73,15 +76,17 @@ struct Timing {
 };
 
 template <class Prof>
-Timing run_epoch(const Args& a, const std::string& arm, bool profile) {
+Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced = 0) {
   auto cfg = ly::parse_args({"data=" + a.data, "epochs=1", "imgsz=" + std::to_string(a.imgsz), "batch=" + std::to_string(a.batch),
                              "nbs=" + std::to_string(a.batch), "workers=" + std::to_string(a.workers), "cache=ram",
                              "val=false", "warmup_epochs=0", "device=" + a.device, "project=runs/profiler_overhead",
                              "name=" + arm, "exist_ok=true", "max_steps=" + std::to_string(a.steps),
                              std::string("profile=") + (profile ? "true" : "false")});
   ly::Trainer<ly::ResNetFamily, ly::precision::FamilyDefault, ly::capture::Eager, Prof> t(cfg, ly::ResNetFamily(a.model.substr(6)));
-  if constexpr (Prof::enabled)
+  if constexpr (Prof::enabled) {
     if (!profile) t.profiler().set_window(1 << 30, 20);  // never reached: an idle policy
+    t.profiler().set_traced_steps(traced);
+  }
   EpochClock clock;
   const auto t0 = std::chrono::steady_clock::now();
   auto r = t.fit(clock);
@@ -98,7 +103,7 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile) {
     if (profile && t.profiler().produced()) {
       const auto& rec = t.profiler().record();
       out.tracer = {{"setup_ms", rec.tracer_setup_ms}, {"start_ms", rec.tracer_start_ms},
-                    {"readout_ms", rec.tracer_readout_ms}, {"traced_steps", rec.steps.size() - rec.traced_from},
+                    {"readout_ms", rec.tracer_readout_ms}, {"convert_ms", rec.tracer_convert_ms}, {"traced_steps", rec.steps.size() - rec.traced_from},
                     {"device_events", rec.gpu.size()}, {"cpu_ops", rec.cpu_ops.size()}};
     }
   return out;
@@ -112,9 +117,9 @@ int main(int argc, char** argv) try {
   // A first, untimed epoch warms up cuDNN, the allocator and the page cache for every arm alike.
   run_epoch<ly::profile::Off>(a, "warmup", false);
   for (int rep = 0; rep < a.reps; ++rep) {
-    for (const std::string arm : {"off", "idle", "window"}) {
+    for (const std::string arm : {"off", "idle", "window", "window_all"}) {
       const Timing s = arm == "off" ? run_epoch<ly::profile::Off>(a, arm, false)
-                                    : run_epoch<ly::profile::Window<>>(a, arm, arm == "window");  // idle: see run_epoch
+                                    : run_epoch<ly::profile::Window<>>(a, arm, arm != "idle", arm == "window" ? a.traced : 0);
       secs[arm].push_back(s.epoch_s);
       fit_secs[arm].push_back(s.fit_s);
       std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps},
@@ -124,11 +129,14 @@ int main(int argc, char** argv) try {
     }
   }
   const auto median = median_of;
-  const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]);
+  const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]),
+               win_all = median(secs["window_all"]);
   std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
                               {"imgsz", a.imgsz},       {"steps", a.steps},        {"reps", a.reps},
                               {"off_s", off},           {"idle_s", idle},          {"window_s", win},
+                              {"window_all_s", win_all}, {"traced", a.traced},
                               {"idle_over_off", idle / off}, {"window_over_off", win / off},
+                              {"window_all_over_off", win_all / off},
                               {"fit_off_s", median(fit_secs["off"])}, {"fit_window_s", median(fit_secs["window"])},
                               {"torch", ly::compat::torch_version()}}
                    .dump()

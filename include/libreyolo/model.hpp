@@ -48,6 +48,7 @@ TrainResult train_with_capture(F family, const TrainConfig& cfg) {
   if (cfg.profile) {
     Trainer<F, precision_t, Capture, profile::Window<>> t(cfg, std::move(family));
     t.profiler().set_window(cfg.profile_warmup, cfg.profile_steps);
+    t.profiler().set_traced_steps(cfg.profile_trace_steps);
     return t.fit();
   }
   Trainer<F, precision_t, Capture, profile::Off> t(cfg, std::move(family));

@@ -187,6 +187,19 @@ TEST_CASE("dist env: torchrun variables, defaults and errors naming the variable
   }
 }
 
+TEST_CASE("dist: each rank's device from the device key") {
+  using ly::dist::rank_device_spec;
+  CHECK(rank_device_spec("0,1,2,3", 2, true) == "2");
+  CHECK(rank_device_spec("cuda", 1, true) == "cuda:1");
+  CHECK(rank_device_spec("", 3, true) == "cuda:3");
+  CHECK(rank_device_spec("", 1, false) == "");
+  CHECK(rank_device_spec("cpu", 1, true) == "cpu");
+  CHECK(ly::dist::device_list_size("4,5") == 2);
+  CHECK(ly::dist::device_list_size("cuda:0") == 1);
+  CHECK_THROWS_WITH_AS(rank_device_spec("0,1", 2, true), doctest::Contains("lists 2 devices but this is local rank 2"), ly::SetupError);
+  CHECK_THROWS_WITH_AS(rank_device_spec("0,0", 0, true), doctest::Contains("lists device 0 twice"), ly::SetupError);
+}
+
 TEST_CASE("distributed sampler: each rank a disjoint share, every image once per epoch (padded by wrapping)") {
   std::vector<size_t> order(10);
   std::iota(order.begin(), order.end(), size_t{100});
@@ -417,7 +430,7 @@ TEST_SUITE("gpu") {
     for (size_t k = 0; k < 3; ++k) {
       const double d = (dist_steps[k].cpu() - ref[k].cpu()).abs().max().item<double>();
       MESSAGE("NCCL world of one vs plain, step " << k + 1 << ": max |diff| " << d);
-      CHECK(d < 1e-4);
+      CHECK(d < 1e-3);  // cuDNN (TF32 convolutions) vs the all-reduce formula: 8e-7 after step 1, 9e-5 after step 3 (H200)
     }
     CHECK((ref[0].cpu() - ref[2].cpu()).abs().max().item<double>() > 1e-4);  // it trained
   }

@@ -309,15 +309,17 @@ TEST_CASE("record JSON: round trip, and errors that name the bad key or value") 
   CHECK(old.traced_from == 0);
   json written = to_json(old);
   CHECK(written["traced_from"] == 0);
-  CHECK(written["tracer_ms"] == json{{"setup", 0.0}, {"start", 0.0}, {"readout", 0.0}});
+  CHECK(written["tracer_ms"] == json{{"setup", 0.0}, {"start", 0.0}, {"readout", 0.0}, {"convert", 0.0}});
   written.erase("traced_from");
   written.erase("tracer_ms");
   CHECK(written == j);
   WindowRecord partial = old;
   partial.traced_from = 2, partial.tracer_setup_ms = 310.5, partial.tracer_start_ms = 1.25, partial.tracer_readout_ms = 42;
+  partial.tracer_convert_ms = 7.5;
   const json pj = to_json(partial);
   CHECK(to_json(record_from_json(pj)) == pj);
   CHECK(record_from_json(pj).tracer_setup_ms == 310.5);
+  CHECK(record_from_json(pj).tracer_convert_ms == 7.5);
   json bad = pj;
   bad["traced_from"] = static_cast<int>(old.steps.size());
   const std::string outside = "traced_from=" + std::to_string(old.steps.size()) + " is outside";

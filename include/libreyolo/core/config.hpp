@@ -70,6 +70,7 @@ struct TrainConfig {
   bool profile = false;
   int profile_warmup = 5;
   int profile_steps = 20;
+  int profile_trace_steps = 4;     // synchronised steps run under the kernel tracer (the last ones; 0 = all)
   bool profile_stop = false;       // stop the run once the profile is written (profile run)
   // run
   std::string device;               // "" = cuda when available, else cpu; cpu | cuda | cuda:N | N
@@ -296,6 +297,8 @@ inline const std::vector<Field>& fields() {
     v.push_back(flag("profile", &TrainConfig::profile, "profile a window of training steps"));
     v.push_back(num("profile_warmup", &TrainConfig::profile_warmup, 0, 1e6, "profiler warm-up steps (discarded)"));
     v.push_back(num("profile_steps", &TrainConfig::profile_steps, 2, 1e6, "profiler measured steps"));
+    v.push_back(num("profile_trace_steps", &TrainConfig::profile_trace_steps, 0, 1e6,
+                    "synchronised steps traced for kernels (the last ones; 0 = all)"));
     v.push_back(flag("profile_stop", &TrainConfig::profile_stop, "stop training once the profile window is written"));
     v.push_back(Field{"device", "cpu | cuda | cuda:N | N | N,M,... (empty = cuda when available)",
                       "cpu | cuda | cuda:N | N | N,M,...",

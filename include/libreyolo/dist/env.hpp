@@ -66,6 +66,10 @@ inline std::string rank_device_spec(const std::string& spec, int local_rank, boo
     size_t from = 0;
     for (size_t at; (at = spec.find(',', from)) != std::string::npos; from = at + 1) items.push_back(spec.substr(from, at - from));
     items.push_back(spec.substr(from));
+    for (size_t i = 0; i < items.size(); ++i)
+      for (size_t j = i + 1; j < items.size(); ++j)
+        if (items[i] == items[j])
+          throw SetupError("device=" + spec + " lists device " + items[i] + " twice; NCCL runs one process per GPU");
     if (local_rank >= static_cast<int>(items.size()))
       throw SetupError("device=" + spec + " lists " + std::to_string(items.size()) + " devices but this is local rank " +
                        std::to_string(local_rank) + "; list one device per process");

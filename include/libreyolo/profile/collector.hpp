@@ -59,7 +59,10 @@ class Collector {
   explicit Collector(torch::Device device, bool teardown_cupti = true) : device_(device), teardown_(teardown_cupti) {}
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
-  ~Collector() { abandon(); }
+  ~Collector() {
+    abandon();
+    finish_teardown();
+  }
 
   // Whether this build and device can produce a kernel trace.
   bool can_trace() const { return compat::with_cuda && device_.is_cuda(); }
@@ -76,6 +79,7 @@ class Collector {
     if (!can_trace() || tracing_) return;
     const int64_t t0 = host_now_ns();
     tracing_ = start_kineto(prepared_);
+    traced_once_ = traced_once_ || tracing_;
     start_ms_ = static_cast<double>(host_now_ns() - t0) / 1e6;
     prepared_ = false;
   }
@@ -88,7 +92,9 @@ class Collector {
     setup_ms_ = static_cast<double>(host_now_ns() - t0) / 1e6;
   }
 
-  // Ends the window: device figures, the tracer's own cost and, when traced, the events go into `rec`.
+  // Ends the window on the training thread: device figures and the tracer's own cost go into `rec`;
+  // the tracer is stopped and its result kept for convert() (the events), which may run on another
+  // thread while training continues.
   void stop(WindowRecord& rec) {
     if (device_.is_cuda()) {
       compat::cuda_synchronize(device_);
@@ -99,22 +105,38 @@ class Collector {
     if (tracing_) {
       tracing_ = false;
       const int64_t t0 = host_now_ns();
-      rec.trace_collected = stop_kineto(rec);
+      rec.trace_collected = stop_kineto();
+      finish_teardown();
       rec.tracer_readout_ms = static_cast<double>(host_now_ns() - t0) / 1e6;
     }
     rec.tracer_setup_ms = setup_ms_, rec.tracer_start_ms = start_ms_;
+  }
+
+  // Moves the stopped trace's events into `rec` (phases aligned to the trace clock). Once.
+  void convert(WindowRecord& rec) {
+    const int64_t t0 = host_now_ns();
+    convert_kineto(rec);
+    rec.tracer_convert_ms = static_cast<double>(host_now_ns() - t0) / 1e6;
   }
 
   // Stops a running trace without keeping anything (training ended before the window filled).
   void abandon() {
     if (!tracing_) return;
     tracing_ = false;
-    WindowRecord discard;
-    stop_kineto(discard);
+    stop_kineto();
+    drop_result();
+    finish_teardown();
   }
 
  private:
   int index() const { return device_.has_index() ? device_.index() : 0; }
+  // Kineto finalizes CUPTI from the callback of the next CUDA runtime call after the trace stops, and
+  // its teardown thread waits for that. A process whose last CUDA call came before (a test, a run that
+  // ends right after the window) then hangs at exit — seen on the H200 — so one cheap runtime call is
+  // made here, after stopping and again when the collector goes away.
+  void finish_teardown() const {
+    if (traced_once_) compat::cuda_synchronize(device_);  // also when the user set TEARDOWN_CUPTI=1 themselves
+  }
 
 #if defined(LIBREYOLO_WITH_CUDA)
   static torch::profiler::impl::ProfilerConfig trace_config() {
@@ -155,15 +177,20 @@ class Collector {
       return false;
     }
   }
-  static bool stop_kineto(WindowRecord& rec) {
-    std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
+  bool stop_kineto() {
     try {
-      result = torch::autograd::profiler::disableProfiler();
+      result_ = torch::autograd::profiler::disableProfiler();
     } catch (const std::exception& e) {
       log::warn("profile: reading the Kineto trace failed (", e.what(), "); host timings only");
       return false;
     }
-    if (!result) return false;
+    return result_ != nullptr;
+  }
+  void drop_result() { result_.reset(); }
+  // Reads the kept result; it is freed with the collector (on the thread that owns the window).
+  void convert_kineto(WindowRecord& rec) {
+    if (!result_) return;
+    const auto& result = result_;
     std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> phase_ranges;
     for (const auto& e : result->events()) {
       const auto start = static_cast<int64_t>(e.startNs());
@@ -185,17 +212,19 @@ class Collector {
     }
     std::sort(phase_ranges.begin(), phase_ranges.end(), [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
     align_host_to_trace(rec, phase_ranges);
-    return true;
   }
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result_;
 #else
   bool start_kineto(bool) const { return false; }
   bool prepare_kineto() const { return false; }
-  static bool stop_kineto(WindowRecord&) { return false; }
+  bool stop_kineto() { return false; }
+  void drop_result() {}
+  void convert_kineto(WindowRecord&) {}
 #endif
 
   torch::Device device_;
   bool teardown_ = true;
-  bool tracing_ = false, prepared_ = false;
+  bool tracing_ = false, prepared_ = false, traced_once_ = false;
   int64_t mallocs_at_start_ = 0;
   double setup_ms_ = 0, start_ms_ = 0;
 };

@@ -87,12 +87,14 @@ struct WindowRecord {
   int64_t peak_vram_bytes = 0;
   int64_t device_mallocs = 0;  // cudaMalloc calls made by the caching allocator during the window
   bool trace_collected = false;
-  // Index of the first traced step: the tracer runs from there to the window's end (the synchronised
-  // half), so the unsynchronised steps are timed untraced. Device figures are per traced step.
+  // Index of the first traced step: the tracer runs from there to the window's end (the last steps of
+  // the synchronised half), so the unsynchronised steps are timed untraced. Device figures are per
+  // traced step.
   int traced_from = 0;
-  // What the tracer itself cost on the training thread, outside the measured steps: its one-off
-  // set-up (CUPTI), attaching it, and stopping it and reading its events back.
-  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_readout_ms = 0;
+  // What the tracer itself cost, outside the measured steps: on the training thread its one-off set-up
+  // (CUPTI), attaching it, and stopping it (Kineto's read-out); then, on the report thread while
+  // training goes on, converting its events into this record.
+  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_readout_ms = 0, tracer_convert_ms = 0;
   nlohmann::json meta = nlohmann::json::object();
 };
 
@@ -121,7 +123,7 @@ inline nlohmann::json to_json(const WindowRecord& r) {
   return {{"schema", record_schema}, {"warmup", r.warmup}, {"steps", steps}, {"phases", phases},
           {"gpu", gpu}, {"runtime", rt}, {"cpu_ops", ops}, {"peak_vram_bytes", r.peak_vram_bytes},
           {"device_mallocs", r.device_mallocs}, {"trace_collected", r.trace_collected}, {"traced_from", r.traced_from},
-          {"tracer_ms", {{"setup", r.tracer_setup_ms}, {"start", r.tracer_start_ms}, {"readout", r.tracer_readout_ms}}},
+          {"tracer_ms", {{"setup", r.tracer_setup_ms}, {"start", r.tracer_start_ms}, {"readout", r.tracer_readout_ms}, {"convert", r.tracer_convert_ms}}},
           {"meta", r.meta}};
 }
 
@@ -162,6 +164,7 @@ inline WindowRecord record_from_json(const nlohmann::json& j) {
     r.tracer_setup_ms = record_field<double>(t, "setup", "record.tracer_ms");
     r.tracer_start_ms = record_field<double>(t, "start", "record.tracer_ms");
     r.tracer_readout_ms = record_field<double>(t, "readout", "record.tracer_ms");
+    if (t.contains("convert")) r.tracer_convert_ms = record_field<double>(t, "convert", "record.tracer_ms");
   }
   auto list = [&](const char* key) -> const nlohmann::json& {
     if (!j.contains(key) || !j.at(key).is_array())

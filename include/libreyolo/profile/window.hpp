@@ -48,6 +48,7 @@ class Window {
   static constexpr bool enabled = true;
   static constexpr int default_warmup = Warmup;
   static constexpr int default_active = Active;
+  static constexpr int default_traced = 4;  // the config key profile_trace_steps has the same default
 
   // RAII range around one phase: synchronises first and last in synced steps, emits "phase/<name>".
   class Scope {
@@ -83,6 +84,7 @@ class Window {
   Window& operator=(const Window&) = delete;
   ~Window() {
     wait();
+    collector_.reset();  // the tracer's result is freed here, on the thread that started it
     if (state_ == State::measuring)
       log::info("profile: training ended after ", rec_.steps.size(), " of ", plan_.active,
                 " window steps; no profile was written");
@@ -96,6 +98,13 @@ class Window {
                         " is invalid; allowed: >= 2 measured steps (one unsynchronised, one synchronised)");
     if (state_ != State::detached) throw ConfigError("profile: set_window() must be called before attach()");
     warmup_req_ = warmup, active_req_ = active;
+  }
+  // How many of the synchronised steps run under the kernel tracer: the last `n` of them (0 = all).
+  // Fewer traced steps make the tracer's read-out (its main cost to the run) proportionally shorter.
+  void set_traced_steps(int n) {
+    if (n < 0) throw ConfigError("profile: traced steps=" + std::to_string(n) + " is invalid; allowed: >= 0 (0 = every synchronised step)");
+    if (state_ != State::detached) throw ConfigError("profile: set_traced_steps() must be called before attach()");
+    traced_req_ = n;
   }
 
   void attach(const RunContext& ctx) {
@@ -141,7 +150,9 @@ class Window {
     current_synced_ = (step_ - plan_.warmup) >= plan_.unsynced;
     // The tracer covers the synchronised half only: it slows every operator it records, so the
     // unsynchronised steps (the real step time of the verdict) are timed without it.
-    if (step_ - plan_.warmup == plan_.unsynced) {
+    const int synced = plan_.active - plan_.unsynced;
+    const int traced = traced_req_ > 0 ? std::min(traced_req_, synced) : synced;
+    if (step_ - plan_.warmup == plan_.active - traced) {
       rec_.traced_from = static_cast<int>(rec_.steps.size());
       collector_->start_trace();
     }
@@ -202,7 +213,6 @@ class Window {
   // thread so the training loop continues at once (the window's cost to the epoch is its steps).
   void finish() {
     collector_->stop(rec_);
-    collector_.reset();
     rec_.warmup = plan_.warmup;
     rec_.meta = ctx_.meta;
     state_ = State::done;
@@ -210,11 +220,14 @@ class Window {
   }
 
   void report() {
+    collector_->convert(rec_);
     analysis_ = analyse(rec_);
     if (rec_.trace_collected)
       log::info("profile: tracer cost outside the measured steps: set-up ", fixed_ms(rec_.tracer_setup_ms), ", attach ",
-                fixed_ms(rec_.tracer_start_ms), ", stop and read-out ", fixed_ms(rec_.tracer_readout_ms), " (",
-                rec_.gpu.size(), " device events)");
+                fixed_ms(rec_.tracer_start_ms), ", stop and read-out ", fixed_ms(rec_.tracer_readout_ms),
+                " on the training thread; event conversion ", fixed_ms(rec_.tracer_convert_ms), " in the background (",
+                rec_.gpu.size(), " device events from ", rec_.steps.size() - static_cast<size_t>(rec_.traced_from),
+                " traced steps)");
     const auto doc = profile_json(*analysis_);
     std::istringstream lines(summary_text(doc));
     for (std::string line; std::getline(lines, line);) log::info("profile: ", line);
@@ -228,7 +241,7 @@ class Window {
     }
   }
 
-  int warmup_req_ = Warmup, active_req_ = Active;
+  int warmup_req_ = Warmup, active_req_ = Active, traced_req_ = default_traced;
   WindowPlan plan_;
   State state_ = State::detached;
   RunContext ctx_;
