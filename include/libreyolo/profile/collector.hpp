@@ -148,9 +148,8 @@ class Collector {
   // Kineto leaves CUPTI subscribed after a trace unless TEARDOWN_CUPTI=1, and every later launch pays
   // for it: measured on the H200, the steps after the window ran ~39% slower. PyTorch's Python package
   // sets the variable when imported; a C++ program has to do it itself. A value the user set is kept.
-  // Not under CUDA graphs: teardown there crashes before CUDA 12.6 (Kineto's note), and a YOLOv9-t
-  // graph run with it did not finish on the H200 (ResNet-18 eager and graph runs did), so graph runs
-  // keep CUPTI attached.
+  // Only from CUDA 12.6: before it, teardown crashes under CUDA graphs (Kineto's note). On the H200
+  // (CUDA 13) ResNet-18 and YOLOv9-t runs with cuda_graph=true train on after the window with it.
   void request_cupti_teardown() const {
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12060
     if (teardown_) ::setenv("TEARDOWN_CUPTI", "1", /*overwrite=*/0);

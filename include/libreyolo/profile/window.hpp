@@ -116,11 +116,7 @@ class Window {
     }
     ctx_ = ctx;
     plan_ = plan_window(warmup_req_, active_req_, ctx.accumulate);
-    const bool graphs = ctx.meta.is_object() && ctx.meta.value("cuda_graph", false);
-    collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/!graphs);
-    if (graphs && collector_->can_trace())
-      log::info("profile: with cuda_graph=true the kernel tracer (CUPTI) stays attached after the window, so later "
-                "steps may run slower; TEARDOWN_CUPTI=1 in the environment detaches it (not verified with graph replay)");
+    collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/true);
     state_ = State::warming;
     log::info("profile: measuring ", plan_.active, " steps (", plan_.unsynced, " unsynchronised, ",
               plan_.active - plan_.unsynced, " synchronised", collector_->can_trace() ? " and traced" : "", ") after ",
