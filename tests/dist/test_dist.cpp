@@ -226,6 +226,16 @@ TEST_CASE("distributed sampler: each rank a disjoint share, every image once per
   }
   // 39 training images: each rank takes 20, one image is seen twice (the padding by wrapping).
   CHECK(total == 2 * ((ds->size() + 1) / 2));
+  // drop_single (training): a last batch of one image, which BatchNorm cannot train on, is left out.
+  ly::data::LoaderOptions one;
+  one.batch = 2, one.workers = 0, one.drop_single = true;
+  REQUIRE(ds->size() % 2 == 1);
+  CHECK(L(ds, one).drops_single());
+  CHECK(L(ds, one).num_batches() == ds->size() / 2);
+  one.drop_single = false;
+  CHECK(L(ds, one).num_batches() == ds->size() / 2 + 1);
+  one.batch = 4, one.drop_single = true;  // 39 = 9 * 4 + 3: nothing to leave out
+  CHECK_FALSE(L(ds, one).drops_single());
   ly::data::LoaderOptions bad;
   bad.rank = 2, bad.world = 2;
   CHECK_THROWS_WITH_AS(L(ds, bad), doctest::Contains("LoaderOptions.rank = 2 is invalid"), ly::ConfigError);
