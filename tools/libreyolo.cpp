@@ -32,7 +32,7 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
     std::vector<std::string> argv{argv0, "train"};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = libreyolo::dist::launch_local(argv, cfg.nproc);
-    return r.failed_rank < 0 ? 0 : 1;
+    return r.failed_rank >= 0 ? 1 : r.exit_code;  // 0, or 130 when stopped by Ctrl-C / SIGTERM
   }
   libreyolo::train::install_interrupt_handlers();
   // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine.
@@ -40,7 +40,8 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
     at::set_num_threads(static_cast<int>(hw));
   libreyolo::Model m(cfg.model);
   auto r = m.train(cfg);
-  if (libreyolo::dist::launched_distributed() && libreyolo::dist::env_from_environment().rank != 0) return 0;
+  if (libreyolo::dist::launched_distributed() && libreyolo::dist::env_from_environment().rank != 0)
+    return r.interrupted ? libreyolo::dist::interrupted_exit_code : 0;
   std::cout << "run: " << r.run_dir.string() << "\nbest_fitness: " << r.best_fitness << "\nmetrics: "
             << r.last_metrics.dump() << std::endl;
   return r.interrupted ? 130 : 0;

@@ -285,6 +285,23 @@ TEST_CASE("dist: with sync_bn=true two ranks train ResNet-18 like one process on
   }
 }
 
+TEST_CASE("dist: a stop requested on one rank stops both after the same step; rank 0 saves the position" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
+  lry_test::TempDir out("lry_dist_stop");
+  const auto r = launch_workers("stop", out.path);
+  REQUIRE_MESSAGE(r.failed_rank == -1, r.message);  // nobody waited in an all-reduce the other never joined
+  const auto a = read_lines(out / "rank0.stop"), b = read_lines(out / "rank1.stop");
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
+  CHECK(a[0] == "10");  // rank 1 asked at step 2; the ranks agree every 10 steps
+  CHECK(b[0] == "10");
+  CHECK(a[1] == "interrupted");
+  CHECK(b[1] == "interrupted");
+  const auto ck = ly::train::load_checkpoint(out / "runs" / "r" / "weights" / "last.ckpt");
+  CHECK(ck.meta.at("state").at("iteration") == 10);  // mid-epoch: resume=true continues from here
+  CHECK(ck.meta.at("state").at("epoch") == 3);
+  CHECK(ck.meta.at("state").at("batch_in_epoch") == 1);
+}
+
 TEST_CASE("dist: averaged half-batch gradients equal the single-process gradient of the global batch" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
   lry_test::TempDir out("lry_dist_grad");
   const auto r = launch_workers("grad", out.path);
@@ -299,6 +316,13 @@ TEST_CASE("dist: averaged half-batch gradients equal the single-process gradient
     CHECK(lines[4] == "2");                // ...in two buckets (a 64-float cap: w2, then w1)...
     CHECK(std::stoi(lines[3]) >= 1);       // ...the first started inside backward, before w1's gradient existed
   }
+}
+
+TEST_CASE("dist launcher: ranks that stopped on request (exit 130) are not a failure") {
+  lry_test::TempDir out("lry_dist_130");
+  const auto r = launch_workers("exit130", out.path);
+  CHECK(r.failed_rank == -1);
+  CHECK(r.exit_code == ly::dist::interrupted_exit_code);
 }
 
 TEST_CASE("dist: a rank that fails stops the run with an error naming it, without hanging" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
@@ -351,6 +375,27 @@ TEST_CASE("dist worker" * doctest::skip()) {
     const auto res = t.fit(cb);
     CHECK(res.optimizer_steps == 3);
     ly::log::set_sink(nullptr);
+  } else if (mode == "exit130") {
+    std::_Exit(ly::dist::interrupted_exit_code);  // what the CLI returns after an interrupted run
+  } else if (mode == "stop") {
+    auto args = resnet_args(out);
+    // 16 images per step, 8 per rank: 3 steps per epoch (39 images, 20 per rank), so step 10 is
+    // the first step of epoch 4.
+    for (auto& s : args)
+      if (s == "epochs=1") s = "epochs=5";
+      else if (s == "max_steps=3") s = "max_steps=0";
+      else if (s == "batch=8") s = "batch=16";
+      else if (s == "nbs=8") s = "nbs=16";
+    using T = ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off, ly::capture::Mode::distributed>;
+    T t(ly::parse_args(args), ly::ResNetFamily("18"));
+    struct Stopper {
+      int rank;
+      void after_step(const ly::StepInfo& s) {
+        if (rank == 1 && s.iteration == 2) ly::train::request_stop();
+      }
+    } cb{env.rank};
+    const auto res = t.fit(cb);
+    std::ofstream(out / (tag + ".stop")) << t.iteration() << "\n" << (res.interrupted ? "interrupted" : "complete") << "\n";
   } else if (mode == "grad") {
     ly::dist::Context ctx(env, torch::kCPU);
     torch::manual_seed(0);

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -40,9 +42,11 @@ inline int free_port() {
 // Exit code of a rank that stopped because another rank left a collective (dist::PeerLost), so the
 // launcher can name the rank that failed first.
 inline constexpr int peer_lost_exit_code = 75;
+// Exit code of a rank that stopped on request (Ctrl-C / SIGTERM) after saving: not a failure.
+inline constexpr int interrupted_exit_code = 130;
 
 struct LaunchResult {
-  int exit_code = 0;    // 0 when every rank succeeded
+  int exit_code = 0;    // 0 when every rank succeeded; interrupted_exit_code when they stopped on request
   int failed_rank = -1;  // the first rank that failed
   std::string message;
 };
@@ -69,7 +73,30 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
     }
     pids[static_cast<size_t>(r)] = pid;
   }
-  log::info("distributed: launched ", nproc, " ranks (Gloo, rendezvous 127.0.0.1:", port, ")");
+  log::info("distributed: launched ", nproc, " ranks (rendezvous 127.0.0.1:", port, ")");
+  // Ctrl-C reaches every rank from the terminal: the launcher ignores it and waits while they stop
+  // together (the trainer's stop agreement) and rank 0 saves. A SIGTERM sent to the launcher alone
+  // (e.g. by `timeout`) is passed on to the ranks once.
+  struct SignalScope {
+    struct sigaction old_int {}, old_term {};
+    SignalScope() {
+      forwarded_term().store(false);
+      struct sigaction ign {}, fwd {};
+      ign.sa_handler = SIG_IGN;
+      ::sigaction(SIGINT, &ign, &old_int);
+      fwd.sa_handler = +[](int) { forwarded_term().store(true); };  // no SA_RESTART: waitpid returns EINTR
+      ::sigaction(SIGTERM, &fwd, &old_term);
+    }
+    ~SignalScope() {
+      ::sigaction(SIGINT, &old_int, nullptr);
+      ::sigaction(SIGTERM, &old_term, nullptr);
+    }
+    static std::atomic<bool>& forwarded_term() {
+      static std::atomic<bool> f{false};
+      return f;
+    }
+  } signals;
+  bool term_sent = false;
   LaunchResult res;
   int alive = nproc;
   auto rank_of = [&](pid_t p) {
@@ -87,7 +114,10 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
     if (p <= 0) return false;
     if (const int r = rank_of(p); r >= 0) {
       pids[static_cast<size_t>(r)] = -1, --alive;
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failures.push_back({r, status});
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      const bool stopped = WIFEXITED(status) && WEXITSTATUS(status) == interrupted_exit_code;
+      if (stopped) res.exit_code = interrupted_exit_code;
+      else if (!clean) failures.push_back({r, status});
     }
     return true;
   };
@@ -95,8 +125,15 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
     while (alive > 0 && std::chrono::steady_clock::now() < deadline)
       if (!reap(WNOHANG)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   };
-  while (alive > 0 && failures.empty())
-    if (!reap(0)) break;
+  while (alive > 0 && failures.empty()) {
+    if (reap(0)) continue;
+    if (errno != EINTR) break;
+    if (SignalScope::forwarded_term().load() && !term_sent) {
+      term_sent = true;
+      for (pid_t q : pids)
+        if (q > 0) ::kill(q, SIGTERM);
+    }
+  }
   if (!failures.empty()) {
     // A rank whose peer died exits with peer_lost_exit_code a moment later, sometimes before the rank
     // that caused it has finished exiting: wait briefly for exits of their own, then stop the rest.
@@ -123,6 +160,8 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
                   "); the other ranks were stopped";
   }
   if (res.failed_rank >= 0) log::error("distributed: ", res.message);
+  else if (res.exit_code == interrupted_exit_code)
+    log::info("distributed: the ranks stopped on request after the same step; resume=true continues from there");
   return res;
 }
 

@@ -56,8 +56,9 @@ inline constexpr bool has_backend = true;
 class Context {
  public:
   // device: CPU trains on Gloo, CUDA on NCCL (the device must be this rank's GPU).
-  // timeout: how long a collective (or the rendezvous) waits for the other ranks before failing.
-  Context(const Env& env, torch::Device device, std::chrono::seconds timeout = std::chrono::seconds(300))
+  // timeout: how long a collective (or the rendezvous) waits for the other ranks before failing; as
+  // long as PyTorch's default, since the other ranks wait in one while rank 0 validates.
+  Context(const Env& env, torch::Device device, std::chrono::seconds timeout = std::chrono::seconds(1800))
       : env_(env), device_(device) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
     if (device.is_cpu() && !LIBREYOLO_HAS_GLOO)
@@ -158,6 +159,13 @@ class Context {
     start("barrier", [&](auto& pg) { return pg.barrier(); })();
   }
 
+  // True on every rank when `local` is true on any rank (a blocking all-reduce of one number).
+  bool any(bool local) {
+    auto t = torch::full({1}, local ? 1.0f : 0.0f, torch::TensorOptions().device(device_));
+    all_reduce_sum(t);
+    return t.item<float>() > 0.5f;
+  }
+
  private:
   void broadcast(std::vector<at::Tensor>& ts) {
     torch::NoGradGuard ng;
@@ -239,7 +247,7 @@ inline constexpr bool has_backend = false;
 
 class Context {
  public:
-  Context(const Env&, torch::Device, std::chrono::seconds = std::chrono::seconds(300)) {
+  Context(const Env&, torch::Device, std::chrono::seconds = std::chrono::seconds(1800)) {
     throw SetupError("distributed training needs LibTorch's c10d with Gloo (device=cpu; Debian: libgloo-dev) or NCCL "
                      "(CUDA); this build has neither");
   }
@@ -255,6 +263,7 @@ class Context {
   Pending all_reduce_sum_async(at::Tensor&) { return [] {}; }
   void average_gradients(const std::vector<torch::Tensor>&, size_t = 0) {}
   void barrier() {}
+  bool any(bool local) { return local; }
 
  private:
   Env env_;

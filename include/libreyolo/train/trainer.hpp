@@ -123,6 +123,7 @@ class Trainer {
   nlohmann::json run_summary() const;
   nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
   void log_header() const;
+  bool stop_now();
 
   TrainConfig cfg_;
   F family_;
@@ -138,6 +139,8 @@ class Trainer {
   std::unique_ptr<Loader> train_loader_, val_loader_;
   std::unique_ptr<dist::GradReducer> reducer_;         // distributed: gradient all-reduce overlapped with backward
   std::unique_ptr<dist::SyncBatchNormGroup> sync_bn_;  // distributed with sync_bn=true
+  static constexpr int64_t stop_check_every = 10;      // distributed: steps between stop agreements
+  bool stop_agreed_ = false;
   std::optional<train::Checkpoint> resume_ck_;
   std::filesystem::path run_dir_;
   std::unique_ptr<train::ResultsWriter> results_;

@@ -49,7 +49,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
       }
       bool profiled = false;
       if constexpr (Profiler::enabled) profiled = cfg_.profile_stop && prof_.finished();
-      if (profiled || train::stop_requested() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
+      if (profiled || stop_now() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
         stop = true;
         break;
       }
@@ -99,11 +99,22 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
   res.last_metrics = last_metrics_;
   res.epochs_done = completed;
   res.optimizer_steps = opt_steps_;
-  res.interrupted = train::stop_requested();
+  res.interrupted = train::stop_requested() || stop_agreed_;
   log::info("done: ", epochs_run, " epoch(s) in ", train::format_duration(
                 std::chrono::duration<double>(clock::now() - t_run).count()), "; best fitness ",
             trainer_detail::fmt(best_fitness_), "; results in ", run_dir_.string());
   return res;
+}
+
+// A stop request (Ctrl-C, SIGTERM, train::request_stop()) ends the run after this step. Ranks of a
+// distributed run must stop after the same step, or one would wait forever in the next all-reduce: they
+// agree every stop_check_every steps (one all-reduce of a number), any rank's request stopping all.
+LIBREYOLO_TRAINER_TEMPLATE
+bool LIBREYOLO_TRAINER::stop_now() {
+  if (!dist_) return train::stop_requested();
+  if (ni_ % stop_check_every != 0) return false;
+  stop_agreed_ = dist_->any(train::stop_requested());
+  return stop_agreed_;
 }
 
 LIBREYOLO_TRAINER_TEMPLATE
