@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|s4|hostcost|train|bench|detail|nhwc|graphs|overhead|scaling|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|s4|s4b|hostcost|train|bench|detail|nhwc|graphs|overhead|scaling|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -82,6 +82,11 @@ if has s4; then
   TAIL=8 run s4_r18_cached model=resnet18 data=/tmp/cls imgsz=224 batch=16 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
   TAIL=8 run s4_y9_cached model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=1 val=false profile=true profile_stop=true
   TAIL=8 run s4_y9_w0 model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=0 epochs=1 val=false profile=true profile_stop=true
+fi
+if has s4b; then
+  # CUPTI teardown is now the default for graph runs too: training must go on past the window.
+  synth
+  TAIL=6 run s4b_y9_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 val=false profile=true cuda_graph=true
 fi
 if has tdprobe; then
   # Session 4: does a YOLOv9-t cuda_graph run with TEARDOWN_CUPTI=1 (set by the user: the collector keeps it)
