@@ -129,7 +129,6 @@ class GradReducer {
     fill(k, g);
     auto& b = buckets_[slots_[k].bucket];
     if (--b.missing == 0) started_in_backward_ += launch_ready();
-
   }
   // Starts complete buckets in index order; stops at the first incomplete one. Returns how many started.
   size_t launch_ready() {
