@@ -138,10 +138,27 @@ TEST_CASE("Window: invalid sizes are ConfigErrors naming the value") {
   Window<> prof;
   CHECK_THROWS_WITH_AS(prof.set_window(5, 1), doctest::Contains("active=1"), libreyolo::ConfigError);
   CHECK_THROWS_WITH_AS(prof.set_window(-1, 20), doctest::Contains("warmup=-1"), libreyolo::ConfigError);
+  CHECK_THROWS_WITH_AS(prof.set_traced_steps(-1), doctest::Contains("traced steps=-1"), libreyolo::ConfigError);
   lry_test::TempDir dir{"lry_window_cfg"};
   LogCapture logs;
   prof.attach(context(dir.path));
   CHECK_THROWS_AS(prof.set_window(5, 20), libreyolo::ConfigError);  // too late
+  CHECK_THROWS_AS(prof.set_traced_steps(2), libreyolo::ConfigError);
+}
+
+TEST_CASE("Window traces the last profile_trace_steps of the synchronised half (default 4; 0 = all)") {
+  for (const auto& [traced, expect_from] : std::vector<std::pair<int, int>>{{-2, 16}, {2, 18}, {0, 10}, {50, 10}}) {
+    CAPTURE(traced);
+    lry_test::TempDir dir{"lry_window_traced"};
+    LogCapture logs;
+    Window<> prof;  // 5 warm-up, 20 measured: 10 unsynchronised, then 10 synchronised
+    if (traced >= 0) prof.set_traced_steps(traced);  // -2: keep the default
+    prof.attach(context(dir.path));
+    for (int i = 0; i < 25; ++i) fake_step(prof);
+    REQUIRE(prof.finished());
+    CHECK(prof.record().traced_from == expect_from);
+    CHECK(prof.record().steps.size() == 20);
+  }
 }
 
 TEST_CASE("Window in distributed training: one log line, never attaches") {
