@@ -29,6 +29,9 @@ inline int64_t host_now_ns() {
       .count();
 }
 
+// Milliseconds since `t0` (a host_now_ns() reading).
+inline double ms_since(int64_t t0) { return static_cast<double>(host_now_ns() - t0) / 1e6; }
+
 // Name of the user range each phase emits; the collector reads these back to align clocks.
 inline std::string phase_range_name(Phase p) { return "phase/" + std::string(phase_name(p)); }
 
@@ -80,7 +83,7 @@ class Collector {
     const int64_t t0 = host_now_ns();
     tracing_ = start_kineto(prepared_);
     traced_once_ = traced_once_ || tracing_;
-    start_ms_ = static_cast<double>(host_now_ns() - t0) / 1e6;
+    start_ms_ = ms_since(t0);
     prepared_ = false;
   }
 
@@ -89,7 +92,7 @@ class Collector {
     if (!can_trace() || prepared_ || tracing_) return;
     const int64_t t0 = host_now_ns();
     prepared_ = prepare_kineto();
-    setup_ms_ = static_cast<double>(host_now_ns() - t0) / 1e6;
+    setup_ms_ = ms_since(t0);
   }
 
   // Ends the window on the training thread: device figures and the tracer's own cost go into `rec`;
@@ -107,16 +110,16 @@ class Collector {
       const int64_t t0 = host_now_ns();
       rec.trace_collected = stop_kineto();
       finish_teardown();
-      rec.tracer_readout_ms = static_cast<double>(host_now_ns() - t0) / 1e6;
+      rec.tracer_readout_ms = ms_since(t0);
     }
     rec.tracer_setup_ms = setup_ms_, rec.tracer_start_ms = start_ms_;
   }
 
-  // Moves the stopped trace's events into `rec` (phases aligned to the trace clock). Once.
+  // Copies the stopped trace's events into `rec` (phases aligned to the trace clock); call it once.
   void convert(WindowRecord& rec) {
     const int64_t t0 = host_now_ns();
     convert_kineto(rec);
-    rec.tracer_convert_ms = static_cast<double>(host_now_ns() - t0) / 1e6;
+    rec.tracer_convert_ms = ms_since(t0);
   }
 
   // Stops a running trace without keeping anything (training ended before the window filled).

@@ -1,9 +1,9 @@
 #pragma once
 // Window<Warmup, Active>: profiles a window of real training steps inside a normal run (SPEC §2.1).
 // Warm-up steps are discarded; the first half of the window runs unsynchronised (real overlap, used
-// for the verdict, and untraced), the second half synchronises the device around each phase and runs under
-// the kernel tracer (composition, busy time). After
-// the last window step it analyses, prints the report, writes the four artifacts and detaches;
+// for the verdict, and untraced), the second half synchronises the device around each phase and its
+// last steps run under the kernel tracer (composition, busy time). After the last window step it
+// analyses, prints the report, writes the four artifacts and detaches;
 // training continues and every later call is a no-op. Distributed runs: one log line, never attaches.
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
@@ -222,8 +222,7 @@ class Window {
       log::info("profile: tracer cost outside the measured steps: set-up ", fixed_ms(rec_.tracer_setup_ms), ", attach ",
                 fixed_ms(rec_.tracer_start_ms), ", stop and read-out ", fixed_ms(rec_.tracer_readout_ms),
                 " on the training thread; event conversion ", fixed_ms(rec_.tracer_convert_ms), " in the background (",
-                rec_.gpu.size(), " device events from ", rec_.steps.size() - static_cast<size_t>(rec_.traced_from),
-                " traced steps)");
+                rec_.gpu.size(), " device events from ", analysis_->traced_steps, " traced steps)");
     const auto doc = profile_json(*analysis_);
     std::istringstream lines(summary_text(doc));
     for (std::string line; std::getline(lines, line);) log::info("profile: ", line);
