@@ -207,6 +207,18 @@ inline std::string canon_cache(const std::string& v) {
   return s;
 }
 
+}  // namespace config_detail
+
+// The entries of the device key split at its commas ("0,1,2" -> 0, 1, 2; "cuda:0" -> cuda:0).
+inline std::vector<std::string> device_list(const std::string& spec) {
+  std::vector<std::string> items;
+  size_t from = 0;
+  for (size_t at; (at = spec.find(',', from)) != std::string::npos; from = at + 1) items.push_back(spec.substr(from, at - from));
+  items.push_back(spec.substr(from));
+  return items;
+}
+
+namespace config_detail {
 // Accepts "", cpu, cuda, cuda:N, N, and comma lists of GPU indices (multi-GPU).
 inline void check_device(const std::string& w, const std::string& v) {
   auto s = lower(v);
@@ -215,17 +227,8 @@ inline void check_device(const std::string& w, const std::string& v) {
     return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
   };
   if (s.rfind("cuda:", 0) == 0 && digits(s.substr(5))) return;
-  std::string item;
-  bool ok = true;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == ',') {
-      ok = ok && digits(item);
-      item.clear();
-    } else {
-      item += s[i];
-    }
-  }
-  if (!ok) fail(w, "device", v, "cpu | cuda | cuda:N | N | N,M,... (GPU indices)");
+  for (const auto& item : device_list(s))
+    if (!digits(item)) fail(w, "device", v, "cpu | cuda | cuda:N | N | N,M,... (GPU indices)");
 }
 
 inline const std::vector<Field>& fields() {

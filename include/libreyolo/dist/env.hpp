@@ -1,9 +1,9 @@
 #pragma once
 // The torchrun-compatible environment of one data-parallel process: RANK, WORLD_SIZE, LOCAL_RANK,
 // MASTER_ADDR, MASTER_PORT. Read once; a present but malformed variable is a SetupError naming it.
+#include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -61,11 +61,7 @@ inline Env env_from_environment() {
 // empty, meaning CUDA when present) gives cuda:<local_rank>, one GPU per process; anything else
 // (cpu, cuda:N, N) is taken as written.
 inline std::string rank_device_spec(const std::string& spec, int local_rank, bool cuda_present) {
-  if (spec.find(',') != std::string::npos) {
-    std::vector<std::string> items;
-    size_t from = 0;
-    for (size_t at; (at = spec.find(',', from)) != std::string::npos; from = at + 1) items.push_back(spec.substr(from, at - from));
-    items.push_back(spec.substr(from));
+  if (const auto items = device_list(spec); items.size() > 1) {
     for (size_t i = 0; i < items.size(); ++i)
       for (size_t j = i + 1; j < items.size(); ++j)
         if (items[i] == items[j])
@@ -80,8 +76,6 @@ inline std::string rank_device_spec(const std::string& spec, int local_rank, boo
 }
 
 // Number of entries of a device list ("0,1,2,3" -> 4); 1 for a single device.
-inline int device_list_size(const std::string& spec) {
-  return 1 + static_cast<int>(std::count(spec.begin(), spec.end(), ','));
-}
+inline int device_list_size(const std::string& spec) { return static_cast<int>(device_list(spec).size()); }
 
 }  // namespace libreyolo::dist
