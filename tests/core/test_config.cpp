@@ -105,6 +105,10 @@ TEST_CASE("each configuration error names the key, the value and what is allowed
   e = error_of([] { parse_args({"device=gpu"}); });
   CHECK(contains(e, "device=gpu"));
   CHECK(contains(e, "cuda:N"));
+  for (const char* bad : {"device=0,x", "device=0,", "device=,1"})
+    CHECK(contains(error_of([&] { parse_args({bad}); }), "N,M,..."));
+  CHECK(libreyolo::device_list("4,5,6") == std::vector<std::string>{"4", "5", "6"});
+  CHECK(libreyolo::device_list("cuda:0") == std::vector<std::string>{"cuda:0"});
   e = error_of([] { parse_args({"epochs"}); });
   CHECK(contains(e, "expected key=value"));
   CHECK_NOTHROW(parse_args({"batch=-1", "device=0,1", "device=cpu"}));
