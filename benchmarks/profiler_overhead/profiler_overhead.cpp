@@ -6,10 +6,11 @@
 //                                             --traced of the 10 synchronised ones under the kernel tracer),
 //                                             report and artifacts written, then the epoch runs on to its end
 //   window_all  the same with every synchronised step traced (profile_trace_steps=0)
-// Each arm trains one epoch of `--steps` steps (default 200) of ResNet-18 on a cached classification set;
-// the epoch is timed from on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
-//   profiler_overhead --data DIR [--model resnet18] [--imgsz 224] [--batch 16] [--steps 200] [--reps 3]
-//                     [--workers 4] [--device cuda] [--traced 4]
+// Each arm trains one epoch of `--steps` steps (default 200) of ResNet-18 on a cached classification set
+// (or YOLOv9-t/s on a detection set: --model yolo9t --data data.yaml); the epoch is timed from
+// on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
+//   profiler_overhead --data DIR|YAML [--model resnet18|resnet34|yolo9t|yolo9s] [--imgsz 224] [--batch 16]
+//                     [--steps 200] [--reps 3] [--workers 4] [--device cuda] [--traced 4]
 // Prints one JSON line per epoch, then a summary line with the median epoch time per arm and the ratios.
 #include <libreyolo/libreyolo.hpp>
 
@@ -75,14 +76,14 @@ struct Timing {
   nlohmann::json tracer = nullptr;  // window arm: the tracer's own cost on the training thread
 };
 
-template <class Prof>
+template <class Family, class Prof>
 Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced = 0) {
   auto cfg = ly::parse_args({"data=" + a.data, "epochs=1", "imgsz=" + std::to_string(a.imgsz), "batch=" + std::to_string(a.batch),
                              "nbs=" + std::to_string(a.batch), "workers=" + std::to_string(a.workers), "cache=ram",
                              "val=false", "warmup_epochs=0", "device=" + a.device, "project=runs/profiler_overhead",
                              "name=" + arm, "exist_ok=true", "max_steps=" + std::to_string(a.steps),
                              std::string("profile=") + (profile ? "true" : "false")});
-  ly::Trainer<ly::ResNetFamily, ly::precision::FamilyDefault, ly::capture::Eager, Prof> t(cfg, ly::ResNetFamily(a.model.substr(6)));
+  ly::Trainer<Family, ly::precision::FamilyDefault, ly::capture::Eager, Prof> t(cfg, Family(a.model.substr(Family::name.size())));
   if constexpr (Prof::enabled) {
     if (!profile) t.profiler().set_window(1 << 30, 20);  // never reached: an idle policy
     t.profiler().set_traced_steps(traced);
@@ -103,23 +104,21 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced
     if (profile && t.profiler().produced()) {
       const auto& rec = t.profiler().record();
       out.tracer = {{"setup_ms", rec.tracer_setup_ms}, {"start_ms", rec.tracer_start_ms},
-                    {"readout_ms", rec.tracer_readout_ms}, {"convert_ms", rec.tracer_convert_ms}, {"traced_steps", rec.steps.size() - rec.traced_from},
+                    {"detach_ms", rec.tracer_detach_ms}, {"readout_ms", rec.tracer_readout_ms},
+                    {"convert_ms", rec.tracer_convert_ms}, {"traced_steps", rec.steps.size() - rec.traced_from},
                     {"device_events", rec.gpu.size()}, {"cpu_ops", rec.cpu_ops.size()}};
     }
   return out;
 }
-}  // namespace
 
-int main(int argc, char** argv) try {
-  const auto a = parse(argc, argv);
-  if (a.model.rfind("resnet", 0) != 0) throw std::invalid_argument("--model " + a.model + ": allowed resnet18, resnet34");
-  std::map<std::string, std::vector<double>> secs, fit_secs;
+template <class Family>
+void run_arms(const Args& a, std::map<std::string, std::vector<double>>& secs, std::map<std::string, std::vector<double>>& fit_secs) {
   // A first, untimed epoch warms up cuDNN, the allocator and the page cache for every arm alike.
-  run_epoch<ly::profile::Off>(a, "warmup", false);
+  run_epoch<Family, ly::profile::Off>(a, "warmup", false);
   for (int rep = 0; rep < a.reps; ++rep) {
     for (const std::string arm : {"off", "idle", "window", "window_all"}) {
-      const Timing s = arm == "off" ? run_epoch<ly::profile::Off>(a, arm, false)
-                                    : run_epoch<ly::profile::Window<>>(a, arm, arm != "idle", arm == "window" ? a.traced : 0);
+      const Timing s = arm == "off" ? run_epoch<Family, ly::profile::Off>(a, arm, false)
+                                    : run_epoch<Family, ly::profile::Window<>>(a, arm, arm != "idle", arm == "window" ? a.traced : 0);
       secs[arm].push_back(s.epoch_s);
       fit_secs[arm].push_back(s.fit_s);
       std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps},
@@ -128,6 +127,15 @@ int main(int argc, char** argv) try {
                 << std::endl;
     }
   }
+}
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const auto a = parse(argc, argv);
+  std::map<std::string, std::vector<double>> secs, fit_secs;
+  if (a.model == "resnet18" || a.model == "resnet34") run_arms<ly::ResNetFamily>(a, secs, fit_secs);
+  else if (a.model == "yolo9t" || a.model == "yolo9s") run_arms<ly::Yolo9Family>(a, secs, fit_secs);
+  else throw std::invalid_argument("--model " + a.model + ": allowed resnet18, resnet34, yolo9t, yolo9s");
   const auto median = median_of;
   const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]),
                win_all = median(secs["window_all"]);

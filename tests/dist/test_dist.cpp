@@ -13,6 +13,7 @@
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <sstream>
 
 // Last: LibTorch 2.x (c10/util/logging_is_not_google_glog.h) defines CHECK too; doctest's must win.
 #include <doctest/doctest.h>
@@ -44,12 +45,26 @@ int count_in(const std::vector<std::string>& lines, const std::string& needle) {
   return n;
 }
 
-ly::dist::LaunchResult launch_workers(const std::string& mode, const fs::path& out, bool sync_bn = false) {
+// Launches two ranks of this binary running the "dist worker" case in `mode`. `extra`: space-separated
+// key=value overrides for the rank's training run (e.g. "device=0,1 amp=true"); `amp`: the rank's
+// trainer takes its precision from the config (precision::FamilyDefault) instead of fixed fp32.
+ly::dist::LaunchResult launch_workers(const std::string& mode, const fs::path& out, bool sync_bn = false,
+                                      const std::string& extra = "", bool amp = false) {
   EnvGuard env;
   env.set("LRY_DIST_MODE", mode);
   env.set("LRY_DIST_OUT", out.string());
   if (sync_bn) env.set("LRY_DIST_SYNCBN", "1");
+  if (!extra.empty()) env.set("LRY_DIST_EXTRA", extra);
+  if (amp) env.set("LRY_DIST_AMP", "1");
   return ly::dist::launch_local({"test_dist", "-q", "--no-skip", "--test-case=dist worker*"}, 2, std::chrono::seconds(5));
+}
+
+// Splits "a=1 b=2" into {"a=1", "b=2"}.
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
 }
 
 // The arguments of the ResNet-18 runs compared below (rank workers and the single-process reference).
@@ -316,16 +331,57 @@ TEST_CASE("dist launcher: ranks that stopped on request (exit 130) are not a fai
   CHECK(r.exit_code == ly::dist::interrupted_exit_code);
 }
 
-TEST_CASE("dist: a rank that fails stops the run with an error naming it, without hanging" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
-  lry_test::TempDir out("lry_dist_fail");
+namespace {
+// A failing rank (rank 1 after one good all-reduce) must end the run with an error naming it, fast.
+void check_failing_rank(const fs::path& out) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = launch_workers("fail", out.path);
+  const auto r = launch_workers("fail", out);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(r.failed_rank == 1);
   CHECK(r.exit_code != 0);
   CHECK(r.message.find("rank 1 failed") != std::string::npos);
   CHECK(secs < 120);  // rank 0 was blocked in an all-reduce: it was stopped, not waited for
+  for (int rank = 0; rank < 2; ++rank) {  // the first all-reduce ran on both: the mean of ones
+    const auto first = read_lines(out / ("rank" + std::to_string(rank) + ".first"));
+    REQUIRE(first.size() == 1);
+    CHECK(std::stod(first[0]) == doctest::Approx(4.0));
+  }
 }
+}  // namespace
+
+TEST_CASE("dist: a rank that fails stops the run with an error naming it, without hanging" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
+  lry_test::TempDir out("lry_dist_fail");
+  check_failing_rank(out.path);
+}
+
+namespace {
+// A rank of the "train" runs: ResNet-18 for three steps; its parameters after each step are saved (on
+// the CPU) as rank<R>.step<K>.pt and its log lines as rank<R>.log.
+template <class Precision>
+void train_worker(const fs::path& out, const std::string& tag) {
+  std::ofstream log_file(out / (tag + ".log"));
+  std::mutex mu;
+  ly::log::set_sink([&](ly::log::Level, std::string_view m) {
+    std::lock_guard<std::mutex> lk(mu);
+    log_file << m << "\n" << std::flush;
+  });
+  auto args = resnet_args(out);
+  args.insert(args.end(), {"cuda_graph=true", "profile=true"});
+  if (std::getenv("LRY_DIST_SYNCBN")) args.push_back("sync_bn=true");
+  if (const char* extra = std::getenv("LRY_DIST_EXTRA"))
+    for (auto& kv : split_words(extra)) args.push_back(kv);
+  auto cfg = ly::parse_args(args);
+  using T = ly::Trainer<ly::ResNetFamily, Precision, ly::capture::CudaGraph<>, ly::profile::Window<>, ly::capture::Mode::distributed>;
+  static_assert(std::is_same_v<typename T::Capture, ly::capture::Eager>, "a distributed trainer captures nothing");
+  static_assert(std::is_same_v<typename T::Profiler, ly::profile::Off>, "a distributed trainer profiles nothing");
+  T t(cfg, ly::ResNetFamily("18"));
+  const auto steps = params_per_step(t);
+  CHECK(steps.size() == 3);
+  for (size_t k = 0; k < steps.size(); ++k)
+    torch::save(steps[k].cpu(), (out / (tag + ".step" + std::to_string(k + 1) + ".pt")).string());
+  ly::log::set_sink(nullptr);
+}
+}  // namespace
 
 // Runs only as a launched rank (--no-skip, LRY_DIST_MODE set by the cases above).
 TEST_CASE("dist worker" * doctest::skip()) {
@@ -336,25 +392,8 @@ TEST_CASE("dist worker" * doctest::skip()) {
   const auto env = ly::dist::env_from_environment();
   const std::string tag = "rank" + std::to_string(env.rank);
   if (mode == "train") {
-    std::ofstream log_file(out / (tag + ".log"));
-    std::mutex mu;
-    ly::log::set_sink([&](ly::log::Level, std::string_view m) {
-      std::lock_guard<std::mutex> lk(mu);
-      log_file << m << "\n" << std::flush;
-    });
-    auto args = resnet_args(out);
-    args.insert(args.end(), {"cuda_graph=true", "profile=true"});
-    if (std::getenv("LRY_DIST_SYNCBN")) args.push_back("sync_bn=true");
-    auto cfg = ly::parse_args(args);
-    using T = ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::CudaGraph<>, ly::profile::Window<>,
-                          ly::capture::Mode::distributed>;
-    static_assert(std::is_same_v<T::Capture, ly::capture::Eager>, "a distributed trainer captures nothing");
-    static_assert(std::is_same_v<T::Profiler, ly::profile::Off>, "a distributed trainer profiles nothing");
-    T t(cfg, ly::ResNetFamily("18"));
-    const auto steps = params_per_step(t);
-    CHECK(steps.size() == 3);
-    for (size_t k = 0; k < steps.size(); ++k) torch::save(steps[k], (out / (tag + ".step" + std::to_string(k + 1) + ".pt")).string());
-    ly::log::set_sink(nullptr);
+    if (std::getenv("LRY_DIST_AMP")) train_worker<ly::precision::FamilyDefault>(out, tag);
+    else train_worker<ly::precision::Fp32>(out, tag);
   } else if (mode == "exit130") {
     std::_Exit(ly::dist::interrupted_exit_code);  // what the CLI returns after an interrupted run
   } else if (mode == "stop") {
@@ -402,12 +441,20 @@ TEST_CASE("dist worker" * doctest::skip()) {
     std::ofstream(out / (tag + ".grad")) << half_diff << "\n" << diff << "\n" << diff_acc << "\n"
                                          << reducer.started_in_backward() << "\n" << reducer.num_buckets() << "\n";
   } else if (mode == "fail") {
-    ly::dist::Context ctx(env, torch::kCPU);
+    // Both ranks finish one all-reduce (the communicator exists), then rank 1 fails and rank 0 waits in
+    // the next one: Gloo reports the lost peer; NCCL would wait on the GPU until its timeout.
+    const bool cuda = std::getenv("LRY_DIST_CUDA") != nullptr;
+    const torch::Device dev = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)) : torch::Device(torch::kCPU);
+    if (cuda) ly::compat::set_cuda_device(dev);
+    ly::dist::Context ctx(env, dev);
+    auto w = torch::zeros({4}, torch::TensorOptions().device(dev).requires_grad(true));
+    w.mutable_grad() = torch::ones({4}, torch::TensorOptions().device(dev));
+    ctx.average_gradients({w});
+    std::ofstream(out / (tag + ".first")) << w.grad().sum().item<double>() << "\n";
     if (env.rank == 1) FAIL("rank 1 fails on purpose");
-    auto w = torch::zeros({4}, torch::requires_grad());
-    w.mutable_grad() = torch::ones({4});
     try {
-      ctx.average_gradients({w});  // blocks: rank 1 never joins this all-reduce
+      ctx.average_gradients({w});  // rank 1 never joins this all-reduce
+      (void)w.grad().sum().item<double>();  // on NCCL the wait is on the GPU: the host blocks here
     } catch (const ly::dist::PeerLost&) {
       std::_Exit(ly::dist::peer_lost_exit_code);  // what the CLI does with it
     }
@@ -462,5 +509,83 @@ TEST_SUITE("gpu") {
       CHECK(d < 1e-3);  // cuDNN (TF32 convolutions) vs the all-reduce formula: 8e-7 after step 1, 9e-5 after step 3 (H200)
     }
     CHECK((ref[0].cpu() - ref[2].cpu()).abs().max().item<double>() > 1e-4);  // it trained
+  }
+
+  // Two GPUs: one NCCL rank per device (device=0,1), launched as processes like `libreyolo train`.
+  bool two_gpus() {
+    if (torch::cuda::device_count() >= 2) return true;
+    MESSAGE("skipped: this case needs two CUDA devices (" << torch::cuda::device_count() << " visible)");
+    return false;
+  }
+  double max_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
+
+  TEST_CASE("dist on two GPUs: NCCL ranks with sync_bn train ResNet-18 like one GPU on the global batch") {
+    LRY_REQUIRE_CUDA();
+    if (!two_gpus()) return;
+    REQUIRE_MESSAGE(LIBREYOLO_HAS_NCCL, "this CUDA build has no NCCL (see CMake's 'libreyolo: no NCCL' line)");
+    lry_test::TempDir out("lry_nccl2"), single("lry_nccl2_single");
+    const std::string exact = "deterministic=true amp=false channels_last=false";
+    const auto r = launch_workers("train", out.path, /*sync_bn=*/true, "device=0,1 " + exact);
+    REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
+    for (int k = 1; k <= 3; ++k) CHECK_MESSAGE(torch::equal(rank_params(out.path, 0, k), rank_params(out.path, 1, k)), "step " << k);
+    const auto logs = read_lines(out / "rank0.log");
+    CHECK(count_in(logs, "(nccl)") == 1);
+    CHECK(count_in(logs, "SyncBatchNorm") == 1);
+    auto args = resnet_args(single.path);
+    for (auto& kv : split_words("device=cuda " + exact)) args.push_back(kv);
+    ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off> t(ly::parse_args(args), ly::ResNetFamily("18"));
+    const auto ref = params_per_step(t);
+    REQUIRE(ref.size() == 3);
+    for (int k = 1; k <= 3; ++k) {
+      const double d = max_diff(rank_params(out.path, 0, k), ref[static_cast<size_t>(k - 1)]);
+      MESSAGE("two NCCL ranks (sync_bn) vs one GPU, step " << k << ": max |diff| " << d);
+      CHECK(d < 1e-3);  // the world-of-one case above: 8e-7 .. 9e-5 (cuDNN/TF32 against the reduced formula)
+    }
+    CHECK(max_diff(ref[0], ref[2]) > 1e-4);  // it trained
+  }
+
+  TEST_CASE("dist on two GPUs: SyncBatchNorm under AMP (bfloat16 and float16) keeps the ranks identical") {
+    LRY_REQUIRE_CUDA();
+    if (!two_gpus()) return;
+    REQUIRE(LIBREYOLO_HAS_NCCL);
+    for (const std::string dtype : {"bfloat16", "float16"}) {
+      CAPTURE(dtype);
+      lry_test::TempDir out("lry_nccl2_amp"), single("lry_nccl2_amp_single");
+      const std::string amp = "amp=true amp_dtype=" + dtype;
+      const auto r = launch_workers("train", out.path, /*sync_bn=*/true, "device=0,1 " + amp, /*amp=*/true);
+      REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
+      const auto logs = read_lines(out / "rank0.log");
+      CHECK(count_in(logs, "SyncBatchNorm") == 1);
+      for (int k = 1; k <= 3; ++k) {
+        const auto p0 = rank_params(out.path, 0, k);
+        CHECK_MESSAGE(torch::equal(p0, rank_params(out.path, 1, k)), "step " << k);
+        CHECK(torch::isfinite(p0).all().item<bool>());
+      }
+      CHECK(max_diff(rank_params(out.path, 0, 1), rank_params(out.path, 0, 3)) > 1e-4);  // it trained
+      if (dtype != "bfloat16") continue;
+      // bfloat16 has no loss scaler, so one GPU on the global batch is a fair reference (float16's scaler
+      // may skip a step on a half batch that the full batch does not overflow).
+      auto args = resnet_args(single.path);
+      for (auto& kv : split_words("device=cuda " + amp)) args.push_back(kv);
+      ly::Trainer<ly::ResNetFamily, ly::precision::FamilyDefault, ly::capture::Eager, ly::profile::Off> t(ly::parse_args(args),
+                                                                                                           ly::ResNetFamily("18"));
+      const auto ref = params_per_step(t);
+      REQUIRE(ref.size() == 3);
+      for (int k = 1; k <= 3; ++k) {
+        const double d = max_diff(rank_params(out.path, 0, k), ref[static_cast<size_t>(k - 1)]);
+        MESSAGE("two NCCL ranks (sync_bn, bfloat16) vs one GPU, step " << k << ": max |diff| " << d);
+        CHECK(d < 1e-2);  // without SyncBatchNorm fp32 ranks differ from one process by 0.03-0.05 (CPU case)
+      }
+    }
+  }
+
+  TEST_CASE("dist on two GPUs: a rank that fails under NCCL stops the run with an error naming it") {
+    LRY_REQUIRE_CUDA();
+    if (!two_gpus()) return;
+    REQUIRE(LIBREYOLO_HAS_NCCL);
+    lry_test::TempDir out("lry_nccl2_fail");
+    EnvGuard env;
+    env.set("LRY_DIST_CUDA", "1");
+    check_failing_rank(out.path);
   }
 }

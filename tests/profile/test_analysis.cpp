@@ -216,6 +216,26 @@ TEST_CASE("clock alignment pairs the traced phase ranges with the last phases an
   CHECK(same.steps[0].start_ns == r.steps[0].start_ns);
 }
 
+TEST_CASE("events the tracer saw after the window's last step are left out of the record") {
+  WindowRecord r;
+  r.steps = {{0, 100, true, 1}, {100, 200, true, 1}};
+  r.gpu = {{GpuKind::kernel, "in_window", 7, 150, 20, 1}, {GpuKind::kernel, "at_end", 7, 200, 5, 2},
+           {GpuKind::memcpy, "next_step", 7, 201, 5, 3}};
+  r.runtime = {{"cudaLaunchKernel", 140, 2, 1, 9}, {"cudaLaunchKernel", 230, 2, 4, 9}};
+  r.cpu_ops = {{"aten::mm", 120, 30}, {"aten::add", 260, 4}};
+  drop_after_window(r);
+  REQUIRE(r.gpu.size() == 2);
+  CHECK(r.gpu[1].name == "at_end");  // started at the window's end: kept
+  REQUIRE(r.runtime.size() == 1);
+  CHECK(r.runtime[0].correlation == 1);
+  REQUIRE(r.cpu_ops.size() == 1);
+  CHECK(r.cpu_ops[0].name == "aten::mm");
+  WindowRecord empty;  // no steps: nothing to cut against, nothing removed
+  empty.cpu_ops = {{"aten::mm", 5, 1}};
+  drop_after_window(empty);
+  CHECK(empty.cpu_ops.size() == 1);
+}
+
 TEST_CASE("window plan: warm-up and window round up to multiples of the accumulation count") {
   auto check = [](int w, int act, int acc, WindowPlan want) {
     const auto p = plan_window(w, act, acc);
@@ -309,17 +329,22 @@ TEST_CASE("record JSON: round trip, and errors that name the bad key or value") 
   CHECK(old.traced_from == 0);
   json written = to_json(old);
   CHECK(written["traced_from"] == 0);
-  CHECK(written["tracer_ms"] == json{{"setup", 0.0}, {"start", 0.0}, {"readout", 0.0}, {"convert", 0.0}});
+  CHECK(written["tracer_ms"] == json{{"setup", 0.0}, {"start", 0.0}, {"detach", 0.0}, {"readout", 0.0}, {"convert", 0.0}});
   written.erase("traced_from");
   written.erase("tracer_ms");
   CHECK(written == j);
   WindowRecord partial = old;
   partial.traced_from = 2, partial.tracer_setup_ms = 310.5, partial.tracer_start_ms = 1.25, partial.tracer_readout_ms = 42;
-  partial.tracer_convert_ms = 7.5;
+  partial.tracer_convert_ms = 7.5, partial.tracer_detach_ms = 0.25;
   const json pj = to_json(partial);
   CHECK(to_json(record_from_json(pj)) == pj);
   CHECK(record_from_json(pj).tracer_setup_ms == 310.5);
   CHECK(record_from_json(pj).tracer_convert_ms == 7.5);
+  CHECK(record_from_json(pj).tracer_detach_ms == 0.25);
+  json no_detach = pj;  // records written before the read-out moved off the training thread
+  no_detach["tracer_ms"].erase("detach");
+  CHECK(record_from_json(no_detach).tracer_detach_ms == 0);
+  CHECK(record_from_json(no_detach).tracer_readout_ms == 42);
   json bad = pj;
   bad["traced_from"] = static_cast<int>(old.steps.size());
   const std::string outside = "traced_from=" + std::to_string(old.steps.size()) + " is outside";

@@ -206,7 +206,7 @@ TEST_SUITE("gpu") {
     c.device = torch::Device(torch::kCUDA, 0);
     prof.attach(c);
     auto w = torch::randn({512, 512}, torch::TensorOptions().device(c.device).requires_grad(true));
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 14; ++i) {  // 2 warm-up, 6 measured, 6 after the window
       prof.step_begin();
       torch::Tensor x, loss;
       { auto s = prof.phase(Phase::dataload); x = torch::randn({256, 512}); }
@@ -230,6 +230,11 @@ TEST_SUITE("gpu") {
     CHECK(rec.traced_from == 3);
     CHECK(a.traced_steps == 3);
     CHECK(rec.tracer_readout_ms > 0);
+    // The training thread only detached the tracer; Kineto's read-out ran on the report thread while the
+    // steps after the window ran, and whatever it saw of them was left out.
+    CHECK(rec.tracer_detach_ms < rec.tracer_readout_ms);
+    for (const auto& g : rec.gpu) CHECK(g.start_ns <= rec.steps.back().end_ns);
+    for (const auto& call : rec.runtime) CHECK(call.start_ns <= rec.steps.back().end_ns);
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12060
     // CUPTI is torn down after the window (unless the user chose otherwise), so later steps do not pay for it.
     const char* teardown = std::getenv("TEARDOWN_CUPTI");

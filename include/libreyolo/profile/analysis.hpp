@@ -50,7 +50,7 @@ struct PhaseStat {
 struct Analysis {
   nlohmann::json meta = nlohmann::json::object();
   int warmup = 0, real_steps = 0, synced_steps = 0, traced_steps = 0;
-  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_readout_ms = 0, tracer_convert_ms = 0;  // the tracer's own cost
+  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_detach_ms = 0, tracer_readout_ms = 0, tracer_convert_ms = 0;  // the tracer's own cost
   double wall_ms = 0;
   double step_ms = 0, dataload_ms = 0, compute_ms = 0, img_per_s = 0, dataload_frac = 0;
   bool trace_collected = false;
@@ -280,7 +280,7 @@ inline Analysis analyse(const WindowRecord& rec) {
   a.trace_collected = rec.trace_collected;
   a.traced_steps = rec.trace_collected ? static_cast<int>(traced_step_count(rec)) : 0;
   a.tracer_setup_ms = rec.tracer_setup_ms, a.tracer_start_ms = rec.tracer_start_ms, a.tracer_readout_ms = rec.tracer_readout_ms;
-  a.tracer_convert_ms = rec.tracer_convert_ms;
+  a.tracer_convert_ms = rec.tracer_convert_ms, a.tracer_detach_ms = rec.tracer_detach_ms;
   for (int s = 0; s <= phase_count; ++s) a.phases.push_back(PhaseStat{std::string(slot_name(s))});
   detail::analyse_host(rec, a);
   detail::analyse_gpu(rec, a);

@@ -18,6 +18,7 @@
 
 #if defined(LIBREYOLO_WITH_CUDA)
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/csrc/profiler/orchestration/observer.h>  // ProfilerStateBase: the trace handed to another thread
 #endif
 
 namespace libreyolo::profile {
@@ -54,6 +55,18 @@ inline void align_host_to_trace(WindowRecord& rec, const std::vector<std::pair<s
   const int64_t shift = offsets[offsets.size() / 2];
   for (size_t i = 0; i < first; ++i) rec.phases[i].start_ns += shift, rec.phases[i].end_ns += shift;
   for (auto& s : rec.steps) s.start_ns += shift, s.end_ns += shift;
+}
+
+// The tracer is read out after training has moved on, so it also holds the first events of the steps
+// after the window: only what started before the window's last step ended is kept (that step is
+// synchronised, so its kernels finished inside it).
+inline void drop_after_window(WindowRecord& rec) {
+  if (rec.steps.empty()) return;
+  const int64_t end = rec.steps.back().end_ns;
+  const auto late = [end](const auto& e) { return e.start_ns > end; };
+  std::erase_if(rec.gpu, late);
+  std::erase_if(rec.runtime, late);
+  std::erase_if(rec.cpu_ops, late);
 }
 
 class Collector {
@@ -95,9 +108,9 @@ class Collector {
     setup_ms_ = ms_since(t0);
   }
 
-  // Ends the window on the training thread: device figures and the tracer's own cost go into `rec`;
-  // the tracer is stopped and its result kept for convert() (the events), which may run on another
-  // thread while training continues.
+  // Ends the window on the training thread: device figures go into `rec`, and the tracer is detached
+  // from this thread (its operator callback removed, its state taken) — microseconds. Kineto's stop
+  // and read-out, the expensive part, run later in convert(), on whichever thread calls it.
   void stop(WindowRecord& rec) {
     if (device_.is_cuda()) {
       compat::cuda_synchronize(device_);
@@ -108,15 +121,23 @@ class Collector {
     if (tracing_) {
       tracing_ = false;
       const int64_t t0 = host_now_ns();
-      rec.trace_collected = stop_kineto();
-      finish_teardown();
-      rec.tracer_readout_ms = ms_since(t0);
+      detached_ = detach_kineto();
+      rec.tracer_detach_ms = ms_since(t0);
     }
     rec.tracer_setup_ms = setup_ms_, rec.tracer_start_ms = start_ms_;
   }
 
-  // Copies the stopped trace's events into `rec` (phases aligned to the trace clock); call it once.
+  // Stops the detached trace, reads it out and copies its events into `rec` (phases aligned to the
+  // trace clock; events after the window's last step, which the tracer saw while training went on,
+  // are left out). Call it once, after stop(); it may run on another thread than the training loop.
   void convert(WindowRecord& rec) {
+    if (detached_) {
+      detached_ = false;
+      const int64_t t0 = host_now_ns();
+      rec.trace_collected = read_out_kineto();
+      finish_teardown();
+      rec.tracer_readout_ms = ms_since(t0);
+    }
     const int64_t t0 = host_now_ns();
     convert_kineto(rec);
     rec.tracer_convert_ms = ms_since(t0);
@@ -124,9 +145,10 @@ class Collector {
 
   // Stops a running trace without keeping anything (training ended before the window filled).
   void abandon() {
-    if (!tracing_) return;
-    tracing_ = false;
-    stop_kineto();
+    if (!tracing_ && !detached_) return;
+    if (tracing_) stop_kineto();
+    if (detached_) read_out_kineto();
+    tracing_ = detached_ = false;
     drop_result();
     finish_teardown();
   }
@@ -188,6 +210,32 @@ class Collector {
     }
     return result_ != nullptr;
   }
+  // The training thread lets go of the trace: the profiler's state leaves this thread's debug info and
+  // its thread-local operator callback is removed, so later steps record nothing; CUPTI keeps
+  // collecting until read_out_kineto() stops it (convert() drops what came after the window).
+  bool detach_kineto() {
+    try {
+      detached_state_ = torch::profiler::impl::ProfilerStateBase::pop(/*global=*/false);
+      if (!detached_state_) return false;
+      detached_state_->removeCallback();
+      return true;
+    } catch (const std::exception& e) {
+      log::warn("profile: detaching the Kineto tracer failed (", e.what(), "); stopping it here");
+      return stop_kineto();  // the state stayed on this thread: the usual stop (and read-out) here
+    }
+  }
+  // Kineto's stop and read-out on the calling thread: the detached state is installed in this thread's
+  // debug info, where disableProfiler() looks for it (its callback is already gone: nothing to remove).
+  bool read_out_kineto() {
+    if (!detached_state_) return result_ != nullptr;  // detach fell back to a stop on the training thread
+    try {
+      torch::profiler::impl::ProfilerStateBase::push(std::move(detached_state_));
+    } catch (const std::exception& e) {
+      log::warn("profile: taking over the Kineto trace failed (", e.what(), "); host timings only");
+      return false;
+    }
+    return stop_kineto();
+  }
   void drop_result() { result_.reset(); }
   // Reads the kept result; it is freed with the collector (on the thread that owns the window).
   void convert_kineto(WindowRecord& rec) {
@@ -214,12 +262,16 @@ class Collector {
     }
     std::sort(phase_ranges.begin(), phase_ranges.end(), [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
     align_host_to_trace(rec, phase_ranges);
+    drop_after_window(rec);
   }
   std::unique_ptr<torch::autograd::profiler::ProfilerResult> result_;
+  std::shared_ptr<torch::profiler::impl::ProfilerStateBase> detached_state_;
 #else
   bool start_kineto(bool) const { return false; }
   bool prepare_kineto() const { return false; }
   bool stop_kineto() { return false; }
+  bool detach_kineto() { return false; }
+  bool read_out_kineto() { return false; }
   void drop_result() {}
   void convert_kineto(WindowRecord&) {}
 #endif
@@ -227,6 +279,7 @@ class Collector {
   torch::Device device_;
   bool teardown_ = true;
   bool tracing_ = false, prepared_ = false, traced_once_ = false;
+  bool detached_ = false;  // stopped on the training thread, not yet read out
   int64_t mallocs_at_start_ = 0;
   double setup_ms_ = 0, start_ms_ = 0;
 };

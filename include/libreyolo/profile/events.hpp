@@ -92,9 +92,9 @@ struct WindowRecord {
   // traced step.
   int traced_from = 0;
   // What the tracer itself cost, outside the measured steps: on the training thread its one-off set-up
-  // (CUPTI), attaching it, and stopping it (Kineto's read-out); then, on the report thread while
-  // training goes on, converting its events into this record.
-  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_readout_ms = 0, tracer_convert_ms = 0;
+  // (CUPTI), attaching it and detaching it at the window's end; then, on the report thread while
+  // training goes on, Kineto's stop and read-out and converting its events into this record.
+  double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_detach_ms = 0, tracer_readout_ms = 0, tracer_convert_ms = 0;
   nlohmann::json meta = nlohmann::json::object();
 };
 
@@ -123,7 +123,8 @@ inline nlohmann::json to_json(const WindowRecord& r) {
   return {{"schema", record_schema}, {"warmup", r.warmup}, {"steps", steps}, {"phases", phases},
           {"gpu", gpu}, {"runtime", rt}, {"cpu_ops", ops}, {"peak_vram_bytes", r.peak_vram_bytes},
           {"device_mallocs", r.device_mallocs}, {"trace_collected", r.trace_collected}, {"traced_from", r.traced_from},
-          {"tracer_ms", {{"setup", r.tracer_setup_ms}, {"start", r.tracer_start_ms}, {"readout", r.tracer_readout_ms}, {"convert", r.tracer_convert_ms}}},
+          {"tracer_ms", {{"setup", r.tracer_setup_ms}, {"start", r.tracer_start_ms}, {"detach", r.tracer_detach_ms},
+                         {"readout", r.tracer_readout_ms}, {"convert", r.tracer_convert_ms}}},
           {"meta", r.meta}};
 }
 
@@ -165,6 +166,7 @@ inline WindowRecord record_from_json(const nlohmann::json& j) {
     r.tracer_start_ms = record_field<double>(t, "start", "record.tracer_ms");
     r.tracer_readout_ms = record_field<double>(t, "readout", "record.tracer_ms");
     if (t.contains("convert")) r.tracer_convert_ms = record_field<double>(t, "convert", "record.tracer_ms");
+    if (t.contains("detach")) r.tracer_detach_ms = record_field<double>(t, "detach", "record.tracer_ms");
   }
   auto list = [&](const char* key) -> const nlohmann::json& {
     if (!j.contains(key) || !j.at(key).is_array())

@@ -84,7 +84,7 @@ class Window {
   Window& operator=(const Window&) = delete;
   ~Window() {
     wait();
-    collector_.reset();  // the tracer's result is freed here, on the thread that started it
+    collector_.reset();  // after the report thread: a trace it never read out is stopped here
     if (state_ == State::measuring)
       log::info("profile: training ended after ", rec_.steps.size(), " of ", plan_.active,
                 " window steps; no profile was written");
@@ -205,8 +205,8 @@ class Window {
     rec_.phases.push_back({static_cast<int>(rec_.steps.size()), p, start, end, current_synced_});
   }
 
-  // The tracer stops on the training thread; analysis, report and artifacts run on a background
-  // thread so the training loop continues at once (the window's cost to the epoch is its steps).
+  // The tracer is detached on the training thread; its read-out, the analysis, report and artifacts run
+  // on a background thread so the training loop continues at once (the window's cost is its steps).
   void finish() {
     collector_->stop(rec_);
     rec_.warmup = plan_.warmup;
@@ -220,9 +220,10 @@ class Window {
     analysis_ = analyse(rec_);
     if (rec_.trace_collected)
       log::info("profile: tracer cost outside the measured steps: set-up ", fixed_ms(rec_.tracer_setup_ms), ", attach ",
-                fixed_ms(rec_.tracer_start_ms), ", stop and read-out ", fixed_ms(rec_.tracer_readout_ms),
-                " on the training thread; event conversion ", fixed_ms(rec_.tracer_convert_ms), " in the background (",
-                rec_.gpu.size(), " device events from ", analysis_->traced_steps, " traced steps)");
+                fixed_ms(rec_.tracer_start_ms), ", detach ", fixed_ms(rec_.tracer_detach_ms),
+                " on the training thread; stop and read-out ", fixed_ms(rec_.tracer_readout_ms), ", event conversion ",
+                fixed_ms(rec_.tracer_convert_ms), " in the background (", rec_.gpu.size(), " device events from ",
+                analysis_->traced_steps, " traced steps)");
     const auto doc = profile_json(*analysis_);
     std::istringstream lines(summary_text(doc));
     for (std::string line; std::getline(lines, line);) log::info("profile: ", line);

@@ -90,7 +90,8 @@ inline nlohmann::json profile_json(const Analysis& a) {
   doc["notes"] = a.verdict.notes;
   doc["window"] = {{"wall_ms", a.wall_ms}, {"real_steps", a.real_steps}, {"synced_steps", a.synced_steps},
                    {"traced_steps", a.traced_steps}, {"warmup", a.warmup},
-                   {"tracer_ms", {{"setup", a.tracer_setup_ms}, {"start", a.tracer_start_ms}, {"readout", a.tracer_readout_ms}, {"convert", a.tracer_convert_ms}}}};
+                   {"tracer_ms", {{"setup", a.tracer_setup_ms}, {"start", a.tracer_start_ms}, {"detach", a.tracer_detach_ms},
+                                  {"readout", a.tracer_readout_ms}, {"convert", a.tracer_convert_ms}}}};
   json phases = json::array(), kernels_by_phase = json::object(), ops_by_phase = json::object();
   for (const auto& p : a.phases) {
     phases.push_back({{"phase", p.phase},
