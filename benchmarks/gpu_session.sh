@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|s4|s4b|hostcost|train|bench|detail|nhwc|graphs|overhead|scaling|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|s4|s4b|hostcost|train|bench|detail|nhwc|graphs|overhead|overhead_y9|scaling|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -207,6 +207,15 @@ if has overhead; then
   (cd /tmp && timeout -k 10 ${OVERHEAD_S:-300} $po --data /tmp/po --imgsz 224 \
     --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4}) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
   echo "profiler_overhead rc=$?"; tail -4 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
+fi
+if has overhead_y9; then
+  # The same four arms on YOLOv9-t at 640 px, batch 8: 200 steps need 1 600 training images.
+  [ -f /tmp/po_det/data.yaml ] || $B/tools/libreyolo data synth --task detect --out /tmp/po_det --images 2100 --imgsz 640 \
+    --classes 8 --seed 0 > $L/synth_po_det.log 2>&1
+  po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
+  (cd /tmp && timeout -k 10 ${OVERHEAD_Y9_S:-300} $po --model yolo9t --data /tmp/po_det/data.yaml --imgsz 640 \
+    --batch 8 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4}) > $L/profiler_overhead_y9.jsonl 2> $L/profiler_overhead_y9.err
+  echo "profiler_overhead_y9 rc=$?"; tail -3 $L/profiler_overhead_y9.jsonl; tail -3 $L/profiler_overhead_y9.err
 fi
 if has scaling; then
   # Issue 8: images/s on 1, 2, 4, 8 GPUs at the same per-GPU batch (arms beyond the visible GPUs are skipped).
