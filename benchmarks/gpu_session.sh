@@ -220,7 +220,7 @@ fi
 if has scaling; then
   # Issue 8: images/s on 1, 2, 4, 8 GPUs at the same per-GPU batch (arms beyond the visible GPUs are skipped).
   synth
-  timeout -k 10 ${SCALING_S:-300} benchmarks/dist_scaling/run.sh $B /tmp/det/data.yaml 8 ${SCALING_EPOCHS:-3} > $L/dist_scaling.jsonl 2>&1
+  SCALING_LOGS=$L timeout -k 10 ${SCALING_S:-300} benchmarks/dist_scaling/run.sh $B /tmp/det/data.yaml 8 ${SCALING_EPOCHS:-3} > $L/dist_scaling.jsonl 2>&1
   echo "dist_scaling rc=$?"; cat $L/dist_scaling.jsonl
 fi
 if has loader; then

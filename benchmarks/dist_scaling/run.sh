@@ -3,6 +3,7 @@
 # and 8 GPUs (as many as are visible), one process per GPU over NCCL (`device=0,1,...`). Reports the
 # images/s of the last epoch and the scaling efficiency ips(n) / (n * ips(1)), one JSON line per arm.
 #   benchmarks/dist_scaling/run.sh BUILD_DIR DATA_YAML [PER_GPU_BATCH=8] [EPOCHS=3] > scaling.jsonl
+# Each arm's training log is kept as $SCALING_LOGS/dist_scaling_g<N>.log (default /tmp).
 set -uo pipefail
 B=$1; DATA=$2; PER=${3:-8}; EPOCHS=${4:-3}
 CLI=$B/tools/libreyolo
@@ -14,7 +15,7 @@ for n in 1 2 4 8; do
     continue
   fi
   dev=$(seq -s, 0 $((n - 1)))
-  log=$(mktemp)
+  log=${SCALING_LOGS:-/tmp}/dist_scaling_g$n.log
   timeout -k 10 600 $CLI train model=yolo9t data=$DATA imgsz=640 batch=$((PER * n)) nbs=$((PER * n)) device=$dev \
     epochs=$EPOCHS val=false cache=ram workers=8 warmup_epochs=0 project=/tmp/dist_scaling name=g$n exist_ok=true > $log 2>&1
   rc=$?

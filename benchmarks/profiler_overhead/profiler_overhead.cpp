@@ -6,6 +6,8 @@
 //                                             --traced of the 10 synchronised ones under the kernel tracer),
 //                                             report and artifacts written, then the epoch runs on to its end
 //   window_all  the same with every synchronised step traced (profile_trace_steps=0)
+//   window_fg   the window arm with Kineto's stop and read-out on the training thread instead of the
+//               report thread (Window::set_background_readout(false))
 // Each arm trains one epoch of `--steps` steps (default 200) of ResNet-18 on a cached classification set
 // (or YOLOv9-t/s on a detection set: --model yolo9t --data data.yaml); the epoch is timed from
 // on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
@@ -77,7 +79,7 @@ struct Timing {
 };
 
 template <class Family, class Prof>
-Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced = 0) {
+Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced = 0, bool background = true) {
   auto cfg = ly::parse_args({"data=" + a.data, "epochs=1", "imgsz=" + std::to_string(a.imgsz), "batch=" + std::to_string(a.batch),
                              "nbs=" + std::to_string(a.batch), "workers=" + std::to_string(a.workers), "cache=ram",
                              "val=false", "warmup_epochs=0", "device=" + a.device, "project=runs/profiler_overhead",
@@ -87,6 +89,7 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced
   if constexpr (Prof::enabled) {
     if (!profile) t.profiler().set_window(1 << 30, 20);  // never reached: an idle policy
     t.profiler().set_traced_steps(traced);
+    t.profiler().set_background_readout(background);
   }
   EpochClock clock;
   const auto t0 = std::chrono::steady_clock::now();
@@ -116,9 +119,11 @@ void run_arms(const Args& a, std::map<std::string, std::vector<double>>& secs, s
   // A first, untimed epoch warms up cuDNN, the allocator and the page cache for every arm alike.
   run_epoch<Family, ly::profile::Off>(a, "warmup", false);
   for (int rep = 0; rep < a.reps; ++rep) {
-    for (const std::string arm : {"off", "idle", "window", "window_all"}) {
+    for (const std::string arm : {"off", "idle", "window", "window_all", "window_fg"}) {
+      const bool all = arm == "window_all";
       const Timing s = arm == "off" ? run_epoch<Family, ly::profile::Off>(a, arm, false)
-                                    : run_epoch<Family, ly::profile::Window<>>(a, arm, arm != "idle", arm == "window" ? a.traced : 0);
+                                    : run_epoch<Family, ly::profile::Window<>>(a, arm, arm != "idle", all ? 0 : a.traced,
+                                                                               /*background=*/arm != "window_fg");
       secs[arm].push_back(s.epoch_s);
       fit_secs[arm].push_back(s.fit_s);
       std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps},
@@ -138,13 +143,14 @@ int main(int argc, char** argv) try {
   else throw std::invalid_argument("--model " + a.model + ": allowed resnet18, resnet34, yolo9t, yolo9s");
   const auto median = median_of;
   const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]),
-               win_all = median(secs["window_all"]);
+               win_all = median(secs["window_all"]), win_fg = median(secs["window_fg"]);
   std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
                               {"imgsz", a.imgsz},       {"steps", a.steps},        {"reps", a.reps},
                               {"off_s", off},           {"idle_s", idle},          {"window_s", win},
                               {"window_all_s", win_all}, {"traced", a.traced},
                               {"idle_over_off", idle / off}, {"window_over_off", win / off},
-                              {"window_all_over_off", win_all / off},
+                              {"window_all_over_off", win_all / off}, {"window_fg_s", win_fg},
+                              {"window_fg_over_off", win_fg / off},
                               {"fit_off_s", median(fit_secs["off"])}, {"fit_window_s", median(fit_secs["window"])},
                               {"torch", ly::compat::torch_version()}}
                    .dump()

@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 #include <libreyolo/data/detect.hpp>
 #include <libreyolo/data/draw.hpp>
+#include <libreyolo/data/loader.hpp>
 
 #include <fstream>
 #include <set>
 
 #include "support.hpp"
+#include "support_data.hpp"
 
 using namespace libreyolo;
 using namespace libreyolo::data;
@@ -357,4 +359,42 @@ TEST_CASE("training pipeline end to end: mosaic, affine and flips keep every box
   }
   CHECK(checked == 12);
   CHECK(boxes_seen > 12);  // 20 of the 48 tiles keep a box with these seeds
+}
+
+TEST_CASE("distributed loader: a rank's samples equal one process's at the same epoch positions (mosaic partners too)") {
+  // Regression: the dataset was handed the rank's share as if it were the whole epoch's order, and
+  // wrote image positions past its table (heap corruption in two-rank YOLOv9 runs).
+  lry_test::TempDir td("lry_det_ranks");
+  const auto yaml = load_dataset_yaml(lry_test::small_detect_set(td.path, 20, 4));
+  DetectAugment a;
+  a.imgsz = 64, a.mosaic = 1.0;
+  auto ds = DetectDataset::open(yaml, "train", a);
+  REQUIRE(ds->size() >= 8);
+  auto samples = [&](int rank, int world) {
+    LoaderOptions o;
+    o.batch = 2, o.workers = 0, o.seed = 7, o.rank = rank, o.world = world;
+    Loader<DetectDataset> loader(ds, o);
+    loader.start_epoch(2);
+    std::vector<torch::Tensor> out;
+    while (auto b = loader.next())
+      for (int64_t i = 0; i < b->images.size(0); ++i) out.push_back(b->images[i]);
+    return out;
+  };
+  const auto one = samples(0, 1);
+  REQUIRE(one.size() == ds->size());
+  size_t compared = 0;
+  for (int r = 0; r < 2; ++r) {
+    const auto mine = samples(r, 2);
+    CHECK(mine.size() == (ds->size() + 1) / 2);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const size_t pos = k * 2 + static_cast<size_t>(r);
+      if (pos >= one.size()) break;  // the share's padding (wrapped around to the epoch's start)
+      CHECK_MESSAGE(torch::equal(mine[k], one[pos]), "rank " << r << ", epoch position " << pos);
+      ++compared;
+    }
+  }
+  CHECK(compared == ds->size());
+  std::vector<size_t> share(ds->size() / 2);
+  std::iota(share.begin(), share.end(), size_t{0});
+  CHECK_THROWS_WITH_AS(ds->set_epoch_order(0, share, LoaderOptions{}), doctest::Contains("before sharding over ranks"), Error);
 }

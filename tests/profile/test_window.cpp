@@ -144,6 +144,7 @@ TEST_CASE("Window: invalid sizes are ConfigErrors naming the value") {
   prof.attach(context(dir.path));
   CHECK_THROWS_AS(prof.set_window(5, 20), libreyolo::ConfigError);  // too late
   CHECK_THROWS_AS(prof.set_traced_steps(2), libreyolo::ConfigError);
+  CHECK_THROWS_WITH_AS(prof.set_background_readout(false), doctest::Contains("before attach()"), libreyolo::ConfigError);
 }
 
 TEST_CASE("Window traces the last profile_trace_steps of the synchronised half (default 4; 0 = all)") {

@@ -244,10 +244,19 @@ class DetectDataset {
 
   // Called by the Loader at each epoch start (no worker running): the epoch's order, so mosaic
   // partners can be drawn near each sample, and the decode buffer sized for the workers in flight.
+  // `order`: the whole epoch's order, a permutation of 0 .. size() - 1 (before any sharding over ranks).
   void set_epoch_order(int epoch, const std::vector<size_t>& order, const LoaderOptions& opt) {
-    order_ = order;
+    if (order.size() != size())
+      throw Error("DetectDataset::set_epoch_order: an order of " + std::to_string(order.size()) + " positions for " +
+                  std::to_string(size()) + " images; it takes the whole epoch's order, before sharding over ranks");
     pos_of_.assign(order.size(), 0);
-    for (size_t p = 0; p < order.size(); ++p) pos_of_[order[p]] = p;
+    for (size_t p = 0; p < order.size(); ++p) {
+      if (order[p] >= order.size())
+        throw Error("DetectDataset::set_epoch_order: position " + std::to_string(p) + " holds image " +
+                    std::to_string(order[p]) + ", outside 0 .. " + std::to_string(order.size() - 1));
+      pos_of_[order[p]] = p;
+    }
+    order_ = order;
     order_epoch_ = epoch;
     const size_t in_flight = static_cast<size_t>(std::max(1, opt.workers)) * opt.prefetch + 2;
     buffer_->set_capacity(in_flight * static_cast<size_t>(opt.batch) + static_cast<size_t>(aug_.mosaic_window));

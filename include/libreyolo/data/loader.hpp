@@ -145,8 +145,10 @@ class Loader {
       std::mt19937_64 rng(mix64(opt_.seed ^ 0x5EED5EED5EED5EEDull) ^ mix64(static_cast<uint64_t>(epoch)));
       shuffle_portable(order_, rng);
     }
-    if (opt_.world > 1) order_ = shard_order(order_, opt_.rank, opt_.world);
+    // The dataset sees the whole epoch's order (mosaic partners are drawn near a sample in it), so a
+    // sample's augmentation is the same however many ranks share the epoch; then this rank's share.
     if constexpr (detail::HasEpochOrder<Dataset>) const_cast<Dataset&>(*ds_).set_epoch_order(epoch, order_, opt_);
+    if (opt_.world > 1) order_ = shard_order(order_, opt_.rank, opt_.world);
     total_ = num_batches();
     next_out_ = next_claim_ = 0;
     stop_ = false;

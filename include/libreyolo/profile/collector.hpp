@@ -72,7 +72,10 @@ inline void drop_after_window(WindowRecord& rec) {
 class Collector {
  public:
   // teardown_cupti: ask Kineto to detach CUPTI after the trace (see request_cupti_teardown).
-  explicit Collector(torch::Device device, bool teardown_cupti = true) : device_(device), teardown_(teardown_cupti) {}
+  // background_readout: stop() only detaches the tracer and convert() reads it out (on the report
+  // thread); false stops and reads it out in stop(), on the training thread.
+  explicit Collector(torch::Device device, bool teardown_cupti = true, bool background_readout = true)
+      : device_(device), teardown_(teardown_cupti), background_(background_readout) {}
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
   ~Collector() {
@@ -121,8 +124,14 @@ class Collector {
     if (tracing_) {
       tracing_ = false;
       const int64_t t0 = host_now_ns();
-      detached_ = detach_kineto();
-      rec.tracer_detach_ms = ms_since(t0);
+      if (background_) {
+        detached_ = detach_kineto();
+        rec.tracer_detach_ms = ms_since(t0);
+      } else {
+        rec.trace_collected = stop_kineto();
+        finish_teardown();
+        rec.tracer_readout_ms = ms_since(t0);
+      }
     }
     rec.tracer_setup_ms = setup_ms_, rec.tracer_start_ms = start_ms_;
   }
@@ -277,7 +286,7 @@ class Collector {
 #endif
 
   torch::Device device_;
-  bool teardown_ = true;
+  bool teardown_ = true, background_ = true;
   bool tracing_ = false, prepared_ = false, traced_once_ = false;
   bool detached_ = false;  // stopped on the training thread, not yet read out
   int64_t mallocs_at_start_ = 0;

@@ -107,6 +107,13 @@ class Window {
     traced_req_ = n;
   }
 
+  // Where Kineto's stop and read-out run at the window's end: on the report thread while training goes
+  // on (the default), or on the training thread before it continues (`false`; for comparisons).
+  void set_background_readout(bool on) {
+    if (state_ != State::detached) throw ConfigError("profile: set_background_readout() must be called before attach()");
+    background_readout_ = on;
+  }
+
   void attach(const RunContext& ctx) {
     if (state_ != State::detached) return;
     if (ctx.distributed) {
@@ -116,7 +123,7 @@ class Window {
     }
     ctx_ = ctx;
     plan_ = plan_window(warmup_req_, active_req_, ctx.accumulate);
-    collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/true);
+    collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/true, background_readout_);
     state_ = State::warming;
     log::info("profile: measuring ", plan_.active, " steps (", plan_.unsynced, " unsynchronised, ",
               plan_.active - plan_.unsynced, " synchronised", collector_->can_trace() ? " and traced" : "", ") after ",
@@ -238,6 +245,7 @@ class Window {
   }
 
   int warmup_req_ = Warmup, active_req_ = Active, traced_req_ = default_traced;
+  bool background_readout_ = true;
   WindowPlan plan_;
   State state_ = State::detached;
   RunContext ctx_;
