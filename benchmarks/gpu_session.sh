@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build against the machine's pip LibTorch (CUDA), run the GPU and unit tests, the
 # training runs (profiler verdicts, each precision, graphs end to end) and the benchmarks; logs in $OUT.
-#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|s4|s4b|hostcost|train|bench|detail|nhwc|graphs|overhead|overhead_y9|scaling|loader|all]...
+#   benchmarks/gpu_session.sh [build|tests|verify|teardown|tdprobe|s4|s4b|s5|hostcost|train|bench|detail|nhwc|graphs|overhead|overhead_y9|scaling|loader|all]...
 # Keep each device call under its 10-minute limit: e.g. "build tests bench", then "build detail graphs
 # overhead", then "build train loader". BUILD_TARGETS limits the build to those targets (default: all).
 set -uo pipefail
@@ -87,6 +87,13 @@ if has s4b; then
   # CUPTI teardown is now the default for graph runs too: training must go on past the window.
   synth
   TAIL=6 run s4b_y9_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 val=false profile=true cuda_graph=true
+fi
+if has s5; then
+  # Session 5: the read-out on the report thread (eager runs) and on the training thread (graph runs):
+  # both must train on past the window to the last epoch.
+  synth
+  TAIL=8 run s5_y9_eager model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 val=false profile=true
+  TAIL=8 run s5_y9_graph model=yolo9t data=/tmp/det/data.yaml imgsz=640 batch=8 workers=8 cache=ram epochs=3 val=false profile=true cuda_graph=true
 fi
 if has tdprobe; then
   # Session 4: does a YOLOv9-t cuda_graph run with TEARDOWN_CUPTI=1 (set by the user: the collector keeps it)

@@ -145,6 +145,12 @@ TEST_CASE("Window: invalid sizes are ConfigErrors naming the value") {
   CHECK_THROWS_AS(prof.set_window(5, 20), libreyolo::ConfigError);  // too late
   CHECK_THROWS_AS(prof.set_traced_steps(2), libreyolo::ConfigError);
   CHECK_THROWS_WITH_AS(prof.set_background_readout(false), doctest::Contains("before attach()"), libreyolo::ConfigError);
+  CHECK(prof.background_readout());  // the default for eager runs
+  Window<> graphed;  // runs that replay CUDA graphs read the trace out on the training thread
+  auto c = context(dir.path);
+  c.graphs = true;
+  graphed.attach(c);
+  CHECK_FALSE(graphed.background_readout());
 }
 
 TEST_CASE("Window traces the last profile_trace_steps of the synchronised half (default 4; 0 = all)") {

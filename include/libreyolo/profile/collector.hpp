@@ -83,6 +83,8 @@ class Collector {
     finish_teardown();
   }
 
+  // Whether stop() leaves Kineto's read-out to convert() (see the constructor).
+  bool background_readout() const { return background_; }
   // Whether this build and device can produce a kernel trace.
   bool can_trace() const { return compat::with_cuda && device_.is_cuda(); }
 

@@ -18,6 +18,7 @@ struct RunContext {
   torch::Device device = torch::kCPU;
   int accumulate = 1;  // micro-batches per optimizer step; the window rounds up to multiples of it
   bool distributed = false;
+  bool graphs = false;  // training steps replay CUDA graphs (cuda_graph=true on a CUDA device)
 };
 
 // What the trainer calls: attach once, then per step step_begin() before the loader's next(), one RAII

@@ -108,11 +108,15 @@ class Window {
   }
 
   // Where Kineto's stop and read-out run at the window's end: on the report thread while training goes
-  // on (the default), or on the training thread before it continues (`false`; for comparisons).
+  // on (the default), or on the training thread before it continues (`false`; for comparisons, and
+  // always for runs that replay CUDA graphs).
   void set_background_readout(bool on) {
     if (state_ != State::detached) throw ConfigError("profile: set_background_readout() must be called before attach()");
     background_readout_ = on;
   }
+
+  // After attach(): whether this run's read-out goes to the report thread (false for graph runs).
+  bool background_readout() const { return collector_ ? collector_->background_readout() : background_readout_; }
 
   void attach(const RunContext& ctx) {
     if (state_ != State::detached) return;
@@ -123,7 +127,9 @@ class Window {
     }
     ctx_ = ctx;
     plan_ = plan_window(warmup_req_, active_req_, ctx.accumulate);
-    collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/true, background_readout_);
+    // Graph runs read the trace out on the training thread: on the H200 a YOLOv9-t cuda_graph run whose
+    // read-out ran on the report thread while graphs replayed crashed (SIGSEGV) in its next epoch.
+    collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/true, background_readout_ && !ctx.graphs);
     state_ = State::warming;
     log::info("profile: measuring ", plan_.active, " steps (", plan_.unsynced, " unsynchronised, ",
               plan_.active - plan_.unsynced, " synchronised", collector_->can_trace() ? " and traced" : "", ") after ",

@@ -87,7 +87,8 @@ void LIBREYOLO_TRAINER::setup() {
   }
   capture::resolve<F, C, M>::notice();
   if constexpr (Profiler::enabled) {
-    profile::RunContext ctx{run_dir_, run_summary()["meta"], device_, accumulate_, M == capture::Mode::distributed};
+    profile::RunContext ctx{run_dir_, run_summary()["meta"], device_, accumulate_, M == capture::Mode::distributed,
+                            Capture::graphs && device_.is_cuda()};
     prof_.attach(ctx);
   }
   is_setup_ = true;
