@@ -35,9 +35,14 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
     return r.failed_rank >= 0 ? 1 : r.exit_code;  // 0, or 130 when stopped by Ctrl-C / SIGTERM
   }
   libreyolo::train::install_interrupt_handlers();
-  // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine.
-  if (unsigned hw = std::thread::hardware_concurrency(); hw > 1 && at::get_num_threads() < static_cast<int>(hw))
-    at::set_num_threads(static_cast<int>(hw));
+  // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine. The ranks of
+  // a distributed run share it (each takes its part, as torchrun's OMP_NUM_THREADS does), unless the
+  // user set OMP_NUM_THREADS.
+  if (unsigned hw = std::thread::hardware_concurrency(); hw > 1 && !std::getenv("OMP_NUM_THREADS")) {
+    const int ranks = libreyolo::dist::launched_distributed() ? libreyolo::dist::env_from_environment().world_size : 1;
+    const int share = std::max(1, static_cast<int>(hw) / std::max(1, ranks));
+    if (ranks > 1 || at::get_num_threads() < share) at::set_num_threads(share);
+  }
   libreyolo::Model m(cfg.model);
   auto r = m.train(cfg);
   if (libreyolo::dist::launched_distributed() && libreyolo::dist::env_from_environment().rank != 0)
