@@ -233,8 +233,11 @@ class Window {
     analysis_ = analyse(rec_);
     if (rec_.trace_collected)
       log::info("profile: tracer cost outside the measured steps: set-up ", fixed_ms(rec_.tracer_setup_ms), ", attach ",
-                fixed_ms(rec_.tracer_start_ms), ", detach ", fixed_ms(rec_.tracer_detach_ms),
-                " on the training thread; stop and read-out ", fixed_ms(rec_.tracer_readout_ms), ", event conversion ",
+                fixed_ms(rec_.tracer_start_ms),
+                background_readout() ? ", detach " + fixed_ms(rec_.tracer_detach_ms) + " on the training thread; stop and read-out " +
+                                           fixed_ms(rec_.tracer_readout_ms) + ", event conversion "
+                                     : ", stop and read-out " + fixed_ms(rec_.tracer_readout_ms) +
+                                           " on the training thread; event conversion ",
                 fixed_ms(rec_.tracer_convert_ms), " in the background (", rec_.gpu.size(), " device events from ",
                 analysis_->traced_steps, " traced steps)");
     const auto doc = profile_json(*analysis_);
