@@ -13,7 +13,8 @@
 // on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
 //   profiler_overhead --data DIR|YAML [--model resnet18|resnet34|yolo9t|yolo9s] [--imgsz 224] [--batch 16]
 //                     [--steps 200] [--reps 3] [--workers 4] [--device cuda] [--traced 4]
-// Prints one JSON line per epoch, then a summary line with the median epoch time per arm and the ratios.
+// Prints one JSON line per epoch, then a summary line with the median epoch time per arm, the ratios of
+// the medians and the per-repetition (paired) ratios with their spread.
 #include <libreyolo/libreyolo.hpp>
 
 #include "../bench_options.hpp"
@@ -118,8 +119,11 @@ template <class Family>
 void run_arms(const Args& a, std::map<std::string, std::vector<double>>& secs, std::map<std::string, std::vector<double>>& fit_secs) {
   // A first, untimed epoch warms up cuDNN, the allocator and the page cache for every arm alike.
   run_epoch<Family, ly::profile::Off>(a, "warmup", false);
+  const std::vector<std::string> arms{"off", "idle", "window", "window_all", "window_fg"};
   for (int rep = 0; rep < a.reps; ++rep) {
-    for (const std::string arm : {"off", "idle", "window", "window_all", "window_fg"}) {
+    // Each repetition starts one arm later, so no arm always runs first (or right after another one).
+    for (size_t i = 0; i < arms.size(); ++i) {
+      const std::string& arm = arms[(i + static_cast<size_t>(rep)) % arms.size()];
       const bool all = arm == "window_all";
       const Timing s = arm == "off" ? run_epoch<Family, ly::profile::Off>(a, arm, false)
                                     : run_epoch<Family, ly::profile::Window<>>(a, arm, arm != "idle", all ? 0 : a.traced,
@@ -144,6 +148,15 @@ int main(int argc, char** argv) try {
   const auto median = median_of;
   const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]),
                win_all = median(secs["window_all"]), win_fg = median(secs["window_fg"]);
+  // Paired ratios: each repetition's arm over that repetition's off (drift between repetitions cancels);
+  // their spread is the noise this measure has on this machine (idle does no profiling work at all).
+  nlohmann::json paired = nlohmann::json::object();
+  for (const char* arm : {"idle", "window", "window_all", "window_fg"}) {
+    std::vector<double> r;
+    for (size_t k = 0; k < secs[arm].size(); ++k) r.push_back(secs[arm][k] / secs["off"][k]);
+    paired[arm] = {{"median", median(r)}, {"min", *std::min_element(r.begin(), r.end())},
+                   {"max", *std::max_element(r.begin(), r.end())}};
+  }
   std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
                               {"imgsz", a.imgsz},       {"steps", a.steps},        {"reps", a.reps},
                               {"off_s", off},           {"idle_s", idle},          {"window_s", win},
@@ -152,6 +165,7 @@ int main(int argc, char** argv) try {
                               {"window_all_over_off", win_all / off}, {"window_fg_s", win_fg},
                               {"window_fg_over_off", win_fg / off},
                               {"fit_off_s", median(fit_secs["off"])}, {"fit_window_s", median(fit_secs["window"])},
+                              {"paired_over_off", paired},
                               {"torch", ly::compat::torch_version()}}
                    .dump()
             << std::endl;
