@@ -38,18 +38,19 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
   // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine. The ranks of
   // a distributed run share it (each takes its part, as torchrun's OMP_NUM_THREADS does), unless the
   // user set OMP_NUM_THREADS.
+  // A single process reads as rank 0 of a world of one.
+  const auto env = libreyolo::dist::launched_distributed() ? libreyolo::dist::env_from_environment() : libreyolo::dist::Env{};
   if (unsigned hw = std::thread::hardware_concurrency(); hw > 1 && !std::getenv("OMP_NUM_THREADS")) {
-    const int ranks = libreyolo::dist::launched_distributed() ? libreyolo::dist::env_from_environment().world_size : 1;
-    const int share = std::max(1, static_cast<int>(hw) / std::max(1, ranks));
-    if (ranks > 1 || at::get_num_threads() < share) at::set_num_threads(share);
+    const int share = std::max(1, static_cast<int>(hw) / std::max(1, env.world_size));
+    if (env.world_size > 1 || at::get_num_threads() < share) at::set_num_threads(share);
   }
   libreyolo::Model m(cfg.model);
   auto r = m.train(cfg);
-  if (libreyolo::dist::launched_distributed() && libreyolo::dist::env_from_environment().rank != 0)
-    return r.interrupted ? libreyolo::dist::interrupted_exit_code : 0;
+  const int code = r.interrupted ? libreyolo::dist::interrupted_exit_code : 0;
+  if (env.rank != 0) return code;
   std::cout << "run: " << r.run_dir.string() << "\nbest_fitness: " << r.best_fitness << "\nmetrics: "
             << r.last_metrics.dump() << std::endl;
-  return r.interrupted ? 130 : 0;
+  return code;
 }
 
 // Splits key=value arguments, taking out the ones a command handles itself (e.g. source=, conf=).
