@@ -6,15 +6,20 @@
 #include <libreyolo/families/resnet/family.hpp>
 #include <libreyolo/families/yolo9/family.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/train/interrupt.hpp>
 
 #include "support.hpp"
 #include "support_data.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <thread>
 
 // Last: LibTorch 2.x (c10/util/logging_is_not_google_glog.h) defines CHECK too; doctest's must win.
 #include <doctest/doctest.h>
@@ -92,6 +97,8 @@ std::vector<torch::Tensor> params_per_step(T& t) {
   t.fit(cb);
   return out;
 }
+// Largest absolute elementwise difference (the tensors may sit on different devices).
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
 torch::Tensor load_tensor(const fs::path& p) {
   torch::Tensor t;
   torch::load(t, p.string());
@@ -141,18 +148,18 @@ TEST_CASE("SyncBatchNorm in one process: equal to BatchNorm (world of one, and t
     // (the data-parallel average adds the other rank's).
     const auto y2 = ref->forward(copies == 1 ? x2 : torch::cat({x2, x2}));
     (y2 * (copies == 1 ? dy : torch::cat({dy, dy}))).sum().backward();
-    CHECK((y1 - y2.narrow(0, 0, 4)).abs().max().item<double>() < 1e-5);
-    CHECK((x1.grad() - x2.grad() / copies).abs().max().item<double>() < 1e-5);
-    CHECK((sync->weight.grad() - ref->weight.grad() / copies).abs().max().item<double>() < 1e-4);
-    CHECK((sync->bias.grad() - ref->bias.grad() / copies).abs().max().item<double>() < 1e-4);
-    CHECK((sync->running_mean - ref->running_mean).abs().max().item<double>() < 1e-6);
-    CHECK((sync->running_var - ref->running_var).abs().max().item<double>() < 1e-5);
+    CHECK(max_diff(y1, y2.narrow(0, 0, 4)) < 1e-5);
+    CHECK(max_diff(x1.grad(), x2.grad() / copies) < 1e-5);
+    CHECK(max_diff(sync->weight.grad(), ref->weight.grad() / copies) < 1e-4);
+    CHECK(max_diff(sync->bias.grad(), ref->bias.grad() / copies) < 1e-4);
+    CHECK(max_diff(sync->running_mean, ref->running_mean) < 1e-6);
+    CHECK(max_diff(sync->running_var, ref->running_var) < 1e-5);
     CHECK(sync->num_batches_tracked.item<int64_t>() == 1);
     // Outside a sync scope, or in eval mode, it is plain BatchNorm and calls nobody.
     const int calls = ranks.calls;
     sync->eval();
     ref->eval();
-    CHECK((sync->forward(x0) - ref->forward(x0)).abs().max().item<double>() < 1e-5);
+    CHECK(max_diff(sync->forward(x0), ref->forward(x0)) < 1e-5);
     CHECK(ranks.calls == calls);
   }
   // The deep copy keeps the type (a sliced torch::nn::BatchNorm2dImpl would never synchronise).
@@ -283,9 +290,9 @@ TEST_CASE("dist: with sync_bn=true two ranks train ResNet-18 like one process on
   REQUIRE(ref.size() == 3);
   for (int k = 1; k <= 3; ++k) {
     CAPTURE(k);
-    const double moved = (ref[static_cast<size_t>(k - 1)] - flat_params(*t.network())).abs().max().item<double>();
-    const double d_sync = (rank_params(sync.path, 0, k) - ref[static_cast<size_t>(k - 1)]).abs().max().item<double>();
-    const double d_plain = (rank_params(plain.path, 0, k) - ref[static_cast<size_t>(k - 1)]).abs().max().item<double>();
+    const double moved = max_diff(ref[static_cast<size_t>(k - 1)], flat_params(*t.network()));
+    const double d_sync = max_diff(rank_params(sync.path, 0, k), ref[static_cast<size_t>(k - 1)]);
+    const double d_plain = max_diff(rank_params(plain.path, 0, k), ref[static_cast<size_t>(k - 1)]);
     MESSAGE("step " << k << ": |sync - single| " << d_sync << ", |no sync - single| " << d_plain << ", to the end " << moved);
     CHECK(d_sync < 2e-5);
     CHECK(d_plain > 50 * d_sync);  // without SyncBatchNorm each rank normalises over its half batch
@@ -342,6 +349,28 @@ TEST_CASE("dist launcher: ranks that stopped on request (exit 130) are not a fai
   const auto r = launch_workers("exit130", out.path);
   CHECK(r.failed_rank == -1);
   CHECK(r.exit_code == ly::dist::interrupted_exit_code);
+}
+
+TEST_CASE("dist launcher: a SIGTERM to the launcher reaches each rank once, in its own process group") {
+  // Regression: ranks shared the launcher's process group, so `timeout` (which signals the group) and
+  // the launcher's forwarding gave each rank two signals, and the second one killed it mid-save.
+  lry_test::TempDir out("lry_dist_sig");
+  std::thread signaller([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!(fs::exists(out / "rank0.ready") && fs::exists(out / "rank1.ready")) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(::getpid(), SIGTERM);  // the launcher (this process) alone, as `kill <launcher>` does
+  });
+  const auto r = launch_workers("signal", out.path);
+  signaller.join();
+  CHECK(r.failed_rank == -1);
+  CHECK(r.exit_code == ly::dist::interrupted_exit_code);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto lines = read_lines(out / ("rank" + std::to_string(rank) + ".signal"));
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "own group");
+    CHECK(lines[1] == "stopped");
+  }
 }
 
 namespace {
@@ -416,6 +445,19 @@ TEST_CASE("dist worker" * doctest::skip()) {
     const auto steps = params_per_step(t);
     CHECK(steps.size() == 2);
     for (size_t k = 0; k < steps.size(); ++k) torch::save(steps[k], (out / (tag + ".step" + std::to_string(k + 1) + ".pt")).string());
+  } else if (mode == "signal") {
+    // Installs the CLI's handlers (a second signal would end the process the default way), says it is
+    // ready, and waits for the launcher to pass a stop request on.
+    ly::train::install_interrupt_handlers();
+    std::ofstream report(out / (tag + ".signal"));
+    report << (::getpgid(0) == ::getpid() ? "own group" : "launcher's group") << "\n" << std::flush;
+    std::ofstream(out / (tag + ".ready")) << "1\n";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!ly::train::stop_requested() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a duplicate signal would end it here
+    report << (ly::train::stop_requested() ? "stopped" : "no signal") << "\n" << std::flush;
+    std::_Exit(ly::dist::interrupted_exit_code);
   } else if (mode == "exit130") {
     std::_Exit(ly::dist::interrupted_exit_code);  // what the CLI returns after an interrupted run
   } else if (mode == "stop") {
@@ -443,9 +485,9 @@ TEST_CASE("dist worker" * doctest::skip()) {
     };
     auto ref = torch::autograd::grad({loss_of(x, y)}, {w1, w2});
     loss_of(x.narrow(0, env.rank * 4, 4), y.narrow(0, env.rank * 4, 4)).backward();
-    const double half_diff = (w1.grad() - ref[0]).abs().max().item<double>();
+    const double half_diff = max_diff(w1.grad(), ref[0]);
     ctx.average_gradients({w1, w2});
-    const double diff = std::max((w1.grad() - ref[0]).abs().max().item<double>(), (w2.grad() - ref[1]).abs().max().item<double>());
+    const double diff = std::max(max_diff(w1.grad(), ref[0]), max_diff(w2.grad(), ref[1]));
     // GradReducer: micro-batch 0 accumulates locally, micro-batch 1 is armed; rank r's micro-batch m is
     // rows (2m + r) * 2 .. +2, so global micro-batch m is rows 4m .. 4m + 4.
     auto v1 = w1.detach().clone().requires_grad_(true), v2 = w2.detach().clone().requires_grad_(true);
@@ -458,8 +500,7 @@ TEST_CASE("dist worker" * doctest::skip()) {
     reducer.arm();
     loss_v((2 + env.rank) * 2, 2).backward();
     reducer.finish();
-    const double diff_acc = std::max((v1.grad() - ref_acc[0]).abs().max().item<double>(),
-                                     (v2.grad() - ref_acc[1]).abs().max().item<double>());
+    const double diff_acc = std::max(max_diff(v1.grad(), ref_acc[0]), max_diff(v2.grad(), ref_acc[1]));
     std::ofstream(out / (tag + ".grad")) << half_diff << "\n" << diff << "\n" << diff_acc << "\n"
                                          << reducer.started_in_backward() << "\n" << reducer.num_buckets() << "\n";
   } else if (mode == "fail") {
@@ -526,11 +567,11 @@ TEST_SUITE("gpu") {
     REQUIRE(dist_steps.size() == 3);
     REQUIRE(ref.size() == 3);
     for (size_t k = 0; k < 3; ++k) {
-      const double d = (dist_steps[k].cpu() - ref[k].cpu()).abs().max().item<double>();
+      const double d = max_diff(dist_steps[k], ref[k]);
       MESSAGE("NCCL world of one vs plain, step " << k + 1 << ": max |diff| " << d);
       CHECK(d < 1e-3);  // cuDNN (TF32 convolutions) vs the all-reduce formula: 8e-7 after step 1, 9e-5 after step 3 (H200)
     }
-    CHECK((ref[0].cpu() - ref[2].cpu()).abs().max().item<double>() > 1e-4);  // it trained
+    CHECK(max_diff(ref[0], ref[2]) > 1e-4);  // it trained
   }
 
   // Two GPUs: one NCCL rank per device (device=0,1), launched as processes like `libreyolo train`.
@@ -539,7 +580,6 @@ TEST_SUITE("gpu") {
     MESSAGE("skipped: this case needs two CUDA devices (" << torch::cuda::device_count() << " visible)");
     return false;
   }
-  double max_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
 
   TEST_CASE("dist on two GPUs: NCCL ranks with sync_bn train ResNet-18 like one GPU on the global batch") {
     LRY_REQUIRE_CUDA();

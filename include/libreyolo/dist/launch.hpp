@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace libreyolo::dist {
@@ -60,6 +62,11 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
     const pid_t pid = ::fork();
     if (pid < 0) throw SetupError("distributed: fork() failed for rank " + std::to_string(r));
     if (pid == 0) {
+      // Its own process group, so a signal for the launcher's group (Ctrl-C, `timeout`) reaches the
+      // ranks only through the launcher, once; and it goes down with the launcher if that is killed.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() == 1) _exit(1);  // the launcher died before the line above
       ::setenv("RANK", std::to_string(r).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -74,29 +81,30 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
     pids[static_cast<size_t>(r)] = pid;
   }
   log::info("distributed: launched ", nproc, " ranks (rendezvous 127.0.0.1:", port, ")");
-  // Ctrl-C reaches every rank from the terminal: the launcher ignores it and waits while they stop
-  // together (the trainer's stop agreement) and rank 0 saves. A SIGTERM sent to the launcher alone
-  // (e.g. by `timeout`) is passed on to the ranks once.
+  // Ctrl-C and SIGTERM (from the terminal, `timeout`, or a kill of the launcher) are passed on to the
+  // ranks, once per signal received: the first makes them stop together after the same step (the
+  // trainer's stop agreement) while rank 0 saves; a second one ends them the default way, as it does a
+  // single process.
   struct SignalScope {
     struct sigaction old_int {}, old_term {};
     SignalScope() {
-      forwarded_term().store(false);
-      struct sigaction ign {}, fwd {};
-      ign.sa_handler = SIG_IGN;
-      ::sigaction(SIGINT, &ign, &old_int);
-      fwd.sa_handler = +[](int) { forwarded_term().store(true); };  // no SA_RESTART: waitpid returns EINTR
-      ::sigaction(SIGTERM, &fwd, &old_term);
+      received(SIGINT).store(0);
+      received(SIGTERM).store(0);
+      struct sigaction count {};
+      count.sa_handler = +[](int sig) { received(sig).fetch_add(1); };
+      ::sigaction(SIGINT, &count, &old_int);
+      ::sigaction(SIGTERM, &count, &old_term);
     }
     ~SignalScope() {
       ::sigaction(SIGINT, &old_int, nullptr);
       ::sigaction(SIGTERM, &old_term, nullptr);
     }
-    static std::atomic<bool>& forwarded_term() {
-      static std::atomic<bool> f{false};
-      return f;
+    static std::atomic<int>& received(int sig) {
+      static std::atomic<int> n_int{0}, n_term{0};
+      return sig == SIGINT ? n_int : n_term;
     }
   } signals;
-  bool term_sent = false;
+  int forwarded_int = 0, forwarded_term = 0;
   LaunchResult res;
   int alive = nproc;
   auto rank_of = [&](pid_t p) {
@@ -125,14 +133,17 @@ inline LaunchResult launch_local(const std::vector<std::string>& argv, int nproc
     while (alive > 0 && std::chrono::steady_clock::now() < deadline)
       if (!reap(WNOHANG)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   };
+  // Polled rather than a blocking waitpid: the signal may be handled on any thread of this process,
+  // so an interrupted wait cannot be relied on to notice it.
   while (alive > 0 && failures.empty()) {
-    if (reap(0)) continue;
-    if (errno != EINTR) break;
-    if (SignalScope::forwarded_term().load() && !term_sent) {
-      term_sent = true;
-      for (pid_t q : pids)
-        if (q > 0) ::kill(q, SIGTERM);
-    }
+    for (auto [sig, sent] : {std::pair<int, int*>{SIGINT, &forwarded_int}, {SIGTERM, &forwarded_term}})
+      for (; *sent < SignalScope::received(sig).load(); ++*sent)
+        for (pid_t q : pids)
+          if (q > 0) ::kill(q, sig);
+    errno = 0;
+    if (reap(WNOHANG)) continue;
+    if (errno == ECHILD) break;  // no children left to wait for (not expected while alive > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!failures.empty()) {
     // A rank whose peer died exits with peer_lost_exit_code a moment later, sometimes before the rank
