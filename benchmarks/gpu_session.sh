@@ -212,8 +212,9 @@ if has overhead; then
   $B/tools/libreyolo data synth --task classify --out /tmp/po --images 4000 --imgsz 64 --classes 10 --seed 0 > $L/synth_po.log 2>&1
   po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
   (cd /tmp && timeout -k 10 ${OVERHEAD_S:-300} $po --data /tmp/po --imgsz 224 \
-    --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4}) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
-  echo "profiler_overhead rc=$?"; tail -4 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
+    --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4} \
+    --arms ${OVERHEAD_ARMS:-off,idle,window,window_all,window_fg}) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
+  echo "profiler_overhead rc=$?"; tail -1 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
 fi
 if has overhead_y9; then
   # The same four arms on YOLOv9-t at 640 px, batch 8: 200 steps need 1 600 training images.
@@ -221,8 +222,9 @@ if has overhead_y9; then
     --classes 8 --seed 0 > $L/synth_po_det.log 2>&1
   po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
   (cd /tmp && timeout -k 10 ${OVERHEAD_Y9_S:-300} $po --model yolo9t --data /tmp/po_det/data.yaml --imgsz 640 \
-    --batch 8 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4}) > $L/profiler_overhead_y9.jsonl 2> $L/profiler_overhead_y9.err
-  echo "profiler_overhead_y9 rc=$?"; tail -3 $L/profiler_overhead_y9.jsonl; tail -3 $L/profiler_overhead_y9.err
+    --batch 8 --steps 200 --reps ${OVERHEAD_Y9_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4} \
+    --arms ${OVERHEAD_Y9_ARMS:-off,idle,window,window_fg}) > $L/profiler_overhead_y9.jsonl 2> $L/profiler_overhead_y9.err
+  echo "profiler_overhead_y9 rc=$?"; tail -1 $L/profiler_overhead_y9.jsonl; tail -3 $L/profiler_overhead_y9.err
 fi
 if has scaling; then
   # Issue 8: images/s on 1, 2, 4, 8 GPUs at the same per-GPU batch (arms beyond the visible GPUs are skipped).

@@ -13,24 +13,49 @@
 // on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
 //   profiler_overhead --data DIR|YAML [--model resnet18|resnet34|yolo9t|yolo9s] [--imgsz 224] [--batch 16]
 //                     [--steps 200] [--reps 3] [--workers 4] [--device cuda] [--traced 4]
-// Prints one JSON line per epoch, then a summary line with the median epoch time per arm, the ratios of
-// the medians and the per-repetition (paired) ratios with their spread.
+// --arms off,idle,window picks a subset (default: all five; `off` is always run, it is the reference).
+// Prints one JSON line per epoch (with its first --head step times), then a summary line with the median
+// epoch time per arm, the ratios of the medians and the per-repetition (paired) ratios with their spread.
+//
+// Epoch times on a shared machine drift by ~10% between epochs of the same arm (the whole epoch runs
+// faster or slower), which hides a 2% effect. So each epoch's time is also split into its steady rate
+// (the median step) and its excess over that rate: excess_s = epoch_s - steps * median step. The window's
+// cost is what it adds to the excess (paired with the same repetition's `off`), as a share of off's epoch;
+// `idle`, which does no profiling work, gives the noise of that measure. The steady rate itself is
+// compared too (median_over_off): a profiler that slowed every later step would show there.
 #include <libreyolo/libreyolo.hpp>
 
 #include "../bench_options.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 namespace ly = libreyolo;
 
 namespace {
 struct Args {
   std::string data, model = "resnet18", device = "cuda";
-  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4, traced = 4;
+  std::string arms = "off,idle,window,window_all,window_fg";
+  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4, traced = 4, head = 60;
 };
+
+const std::vector<std::string> all_arms{"off", "idle", "window", "window_all", "window_fg"};
+
+std::vector<std::string> split_arms(const std::string& list) {
+  std::vector<std::string> out{"off"};
+  std::string item;
+  std::istringstream in(list);
+  while (std::getline(in, item, ',')) {
+    if (std::find(all_arms.begin(), all_arms.end(), item) == all_arms.end())
+      throw std::invalid_argument("--arms: unknown arm '" + item + "'; allowed: off, idle, window, window_all, window_fg");
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  }
+  return out;
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -44,6 +69,8 @@ Args parse(int argc, char** argv) {
       .add("--reps", &a.reps)
       .add("--workers", &a.workers)
       .add("--traced", &a.traced)
+      .add("--arms", &a.arms)
+      .add("--head", &a.head)
       .parse(argc, argv);
   if (a.data.empty()) throw std::invalid_argument("--data DIR is required (a classification folder, e.g. from `libreyolo data synth`)");
   return a;
@@ -76,6 +103,8 @@ double median_of(std::vector<double> v) {  // the mean of the middle two for an 
 struct Timing {
   double epoch_s = 0, fit_s = 0;
   double first30_s = 0, rest_median_ms = 0;  // steps 1-30 in total; the median step after them
+  double median_ms = 0, excess_s = 0;        // the median of all steps; epoch_s - steps * median
+  std::vector<double> head_ms;               // the first --head step times
   nlohmann::json tracer = nullptr;  // window arm: the tracer's own cost on the training thread
 };
 
@@ -104,6 +133,10 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced
   const size_t head = std::min<size_t>(30, ms.size());
   for (size_t i = 0; i < head; ++i) out.first30_s += ms[i] / 1e3;
   out.rest_median_ms = median_of(std::vector<double>(ms.begin() + static_cast<std::ptrdiff_t>(head), ms.end()));
+  out.median_ms = median_of(ms);
+  out.excess_s = out.epoch_s - static_cast<double>(ms.size()) * out.median_ms / 1e3;
+  for (size_t i = 0; i < std::min<size_t>(static_cast<size_t>(std::max(0, a.head)), ms.size()); ++i)
+    out.head_ms.push_back(std::round(ms[i] * 1e3) / 1e3);
   if constexpr (Prof::enabled)
     if (profile && t.profiler().produced()) {
       const auto& rec = t.profiler().record();
@@ -115,11 +148,14 @@ Timing run_epoch(const Args& a, const std::string& arm, bool profile, int traced
   return out;
 }
 
+using Results = std::map<std::string, std::vector<Timing>>;  // arm -> one Timing per repetition
+
 template <class Family>
-void run_arms(const Args& a, std::map<std::string, std::vector<double>>& secs, std::map<std::string, std::vector<double>>& fit_secs) {
+Results run_arms(const Args& a) {
   // A first, untimed epoch warms up cuDNN, the allocator and the page cache for every arm alike.
   run_epoch<Family, ly::profile::Off>(a, "warmup", false);
-  const std::vector<std::string> arms{"off", "idle", "window", "window_all", "window_fg"};
+  const auto arms = split_arms(a.arms);
+  Results out;
   for (int rep = 0; rep < a.reps; ++rep) {
     // Each repetition starts one arm later, so no arm always runs first (or right after another one).
     for (size_t i = 0; i < arms.size(); ++i) {
@@ -128,44 +164,50 @@ void run_arms(const Args& a, std::map<std::string, std::vector<double>>& secs, s
       const Timing s = arm == "off" ? run_epoch<Family, ly::profile::Off>(a, arm, false)
                                     : run_epoch<Family, ly::profile::Window<>>(a, arm, arm != "idle", all ? 0 : a.traced,
                                                                                /*background=*/arm != "window_fg");
-      secs[arm].push_back(s.epoch_s);
-      fit_secs[arm].push_back(s.fit_s);
+      out[arm].push_back(s);
       std::cout << nlohmann::json{{"rep", rep}, {"arm", arm}, {"epoch_s", s.epoch_s}, {"fit_s", s.fit_s}, {"steps", a.steps},
-                                  {"first30_s", s.first30_s}, {"rest_median_ms", s.rest_median_ms}, {"tracer", s.tracer}}
+                                  {"first30_s", s.first30_s}, {"rest_median_ms", s.rest_median_ms},
+                                  {"median_ms", s.median_ms}, {"excess_s", s.excess_s}, {"tracer", s.tracer}, {"head_ms", s.head_ms}}
                        .dump()
                 << std::endl;
     }
   }
+  return out;
+}
+
+// median, min and max of `f(arm's timing, off's timing)` over the repetitions (paired with that repetition's off).
+template <class F>
+nlohmann::json paired(const std::vector<Timing>& arm, const std::vector<Timing>& off, F f) {
+  std::vector<double> r;
+  for (size_t k = 0; k < arm.size() && k < off.size(); ++k) r.push_back(f(arm[k], off[k]));
+  if (r.empty()) return nullptr;
+  return {{"median", median_of(r)}, {"min", *std::min_element(r.begin(), r.end())}, {"max", *std::max_element(r.begin(), r.end())}};
 }
 }  // namespace
 
 int main(int argc, char** argv) try {
   const auto a = parse(argc, argv);
-  std::map<std::string, std::vector<double>> secs, fit_secs;
-  if (a.model == "resnet18" || a.model == "resnet34") run_arms<ly::ResNetFamily>(a, secs, fit_secs);
-  else if (a.model == "yolo9t" || a.model == "yolo9s") run_arms<ly::Yolo9Family>(a, secs, fit_secs);
+  Results res;
+  if (a.model == "resnet18" || a.model == "resnet34") res = run_arms<ly::ResNetFamily>(a);
+  else if (a.model == "yolo9t" || a.model == "yolo9s") res = run_arms<ly::Yolo9Family>(a);
   else throw std::invalid_argument("--model " + a.model + ": allowed resnet18, resnet34, yolo9t, yolo9s");
-  const auto median = median_of;
-  const double off = median(secs["off"]), idle = median(secs["idle"]), win = median(secs["window"]),
-               win_all = median(secs["window_all"]), win_fg = median(secs["window_fg"]);
-  // Paired ratios: each repetition's arm over that repetition's off (drift between repetitions cancels);
-  // their spread is the noise this measure has on this machine (idle does no profiling work at all).
-  nlohmann::json paired = nlohmann::json::object();
-  for (const char* arm : {"idle", "window", "window_all", "window_fg"}) {
-    std::vector<double> r;
-    for (size_t k = 0; k < secs[arm].size(); ++k) r.push_back(secs[arm][k] / secs["off"][k]);
-    paired[arm] = {{"median", median(r)}, {"min", *std::min_element(r.begin(), r.end())},
-                   {"max", *std::max_element(r.begin(), r.end())}};
+  const auto& off = res.at("off");
+  // Per arm: the median epoch (s) and, paired with the same repetition's off, the epoch ratio (drift
+  // between repetitions cancels, drift between epochs does not), the steady-rate ratio, and the added
+  // excess as a share of off's epoch (the estimate that drift between epochs does not reach).
+  nlohmann::json arms = nlohmann::json::object();
+  for (const auto& [arm, t] : res) {
+    std::vector<double> epochs;
+    for (const auto& x : t) epochs.push_back(x.epoch_s);
+    arms[arm] = {{"epoch_s", median_of(epochs)}};
+    if (arm == "off") continue;
+    arms[arm]["epoch_over_off"] = paired(t, off, [](const Timing& x, const Timing& o) { return x.epoch_s / o.epoch_s; });
+    arms[arm]["median_over_off"] = paired(t, off, [](const Timing& x, const Timing& o) { return x.median_ms / o.median_ms; });
+    arms[arm]["added_excess_pct"] =
+        paired(t, off, [](const Timing& x, const Timing& o) { return 100 * (x.excess_s - o.excess_s) / o.epoch_s; });
   }
-  std::cout << nlohmann::json{{"summary", true},       {"model", a.model},        {"batch", a.batch},
-                              {"imgsz", a.imgsz},       {"steps", a.steps},        {"reps", a.reps},
-                              {"off_s", off},           {"idle_s", idle},          {"window_s", win},
-                              {"window_all_s", win_all}, {"traced", a.traced},
-                              {"idle_over_off", idle / off}, {"window_over_off", win / off},
-                              {"window_all_over_off", win_all / off}, {"window_fg_s", win_fg},
-                              {"window_fg_over_off", win_fg / off},
-                              {"fit_off_s", median(fit_secs["off"])}, {"fit_window_s", median(fit_secs["window"])},
-                              {"paired_over_off", paired},
+  std::cout << nlohmann::json{{"summary", true}, {"model", a.model}, {"batch", a.batch},   {"imgsz", a.imgsz},
+                              {"steps", a.steps},  {"reps", a.reps},    {"traced", a.traced}, {"arms", arms},
                               {"torch", ly::compat::torch_version()}}
                    .dump()
             << std::endl;
