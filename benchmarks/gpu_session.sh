@@ -215,6 +215,12 @@ if has overhead; then
     --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4} \
     --arms ${OVERHEAD_ARMS:-off,idle,window,window_all,window_fg}) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
   echo "profiler_overhead rc=$?"; tail -1 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
+  if [ -n "${OVERHEAD_TRACED2:-}" ]; then  # the window arm again with OVERHEAD_TRACED2 traced steps
+    (cd /tmp && timeout -k 10 ${OVERHEAD_S:-300} $po --data /tmp/po --imgsz 224 --batch 16 --steps 200 \
+      --reps ${OVERHEAD_TRACED2_REPS:-4} --workers 8 --traced $OVERHEAD_TRACED2 --arms window) \
+      > $L/profiler_overhead_t$OVERHEAD_TRACED2.jsonl 2> $L/profiler_overhead_t$OVERHEAD_TRACED2.err
+    echo "profiler_overhead traced=$OVERHEAD_TRACED2 rc=$?"; tail -1 $L/profiler_overhead_t$OVERHEAD_TRACED2.jsonl
+  fi
 fi
 if has overhead_y9; then
   # The same four arms on YOLOv9-t at 640 px, batch 8: 200 steps need 1 600 training images.

@@ -226,6 +226,7 @@ TEST_CASE("events the tracer saw after the window's last step are left out of th
   drop_after_window(r);
   REQUIRE(r.gpu.size() == 2);
   CHECK(r.gpu[1].name == "at_end");  // started at the window's end: kept
+  CHECK(r.late_device_events == 1);   // counted, for the diagnostic
   REQUIRE(r.runtime.size() == 1);
   CHECK(r.runtime[0].correlation == 1);
   REQUIRE(r.cpu_ops.size() == 1);

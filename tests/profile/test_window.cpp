@@ -241,6 +241,11 @@ TEST_SUITE("gpu") {
     // steps after the window ran, and whatever it saw of them was left out.
     CHECK(rec.tracer_detach_ms < rec.tracer_readout_ms);
     for (const auto& g : rec.gpu) CHECK(g.start_ns <= rec.steps.back().end_ns);
+#if LIBREYOLO_KINETO_TOGGLE
+    // CUPTI stopped collecting when the window closed, not when the read-out reached Kineto's stop:
+    // the six steps launched meanwhile left no device event behind.
+    CHECK(rec.late_device_events == 0);
+#endif
     for (const auto& call : rec.runtime) CHECK(call.start_ns <= rec.steps.back().end_ns);
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12060
     // CUPTI is torn down after the window (unless the user chose otherwise), so later steps do not pay for it.

@@ -148,8 +148,6 @@ class Window {
       --step_;
     }
     ++step_;
-    // The tracer's one-off set-up (CUPTI) runs two warm-up steps before the window, not inside it.
-    if (step_ == std::max(0, plan_.warmup - 2)) collector_->prepare();
     if (step_ == plan_.warmup) {
       state_ = State::measuring;
       rec_ = WindowRecord{};
@@ -158,7 +156,8 @@ class Window {
     if (state_ != State::measuring) return;
     current_synced_ = (step_ - plan_.warmup) >= plan_.unsynced;
     // The tracer covers the synchronised half only: it slows every operator it records, so the
-    // unsynchronised steps (the real step time of the verdict) are timed without it.
+    // unsynchronised steps (the real step time of the verdict) are timed without it. It is set up and
+    // attached here, before this step's clock starts (see Collector::start_trace).
     const int synced = plan_.active - plan_.unsynced;
     const int traced = traced_req_ > 0 ? std::min(traced_req_, synced) : synced;
     if (step_ - plan_.warmup == plan_.active - traced) {
