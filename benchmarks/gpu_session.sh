@@ -212,7 +212,7 @@ if has overhead; then
   $B/tools/libreyolo data synth --task classify --out /tmp/po --images 4000 --imgsz 64 --classes 10 --seed 0 > $L/synth_po.log 2>&1
   po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
   (cd /tmp && timeout -k 10 ${OVERHEAD_S:-300} $po --data /tmp/po --imgsz 224 \
-    --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4} \
+    --batch 16 --steps 200 --reps ${OVERHEAD_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-2} \
     --arms ${OVERHEAD_ARMS:-off,idle,window,window_all,window_fg}) > $L/profiler_overhead.jsonl 2> $L/profiler_overhead.err
   echo "profiler_overhead rc=$?"; tail -1 $L/profiler_overhead.jsonl; tail -3 $L/profiler_overhead.err
   if [ -n "${OVERHEAD_TRACED2:-}" ]; then  # the window arm again with OVERHEAD_TRACED2 traced steps
@@ -228,7 +228,7 @@ if has overhead_y9; then
     --classes 8 --seed 0 > $L/synth_po_det.log 2>&1
   po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead
   (cd /tmp && timeout -k 10 ${OVERHEAD_Y9_S:-300} $po --model yolo9t --data /tmp/po_det/data.yaml --imgsz 640 \
-    --batch 8 --steps 200 --reps ${OVERHEAD_Y9_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-4} \
+    --batch 8 --steps 200 --reps ${OVERHEAD_Y9_REPS:-2} --workers 8 --traced ${OVERHEAD_TRACED:-2} \
     --arms ${OVERHEAD_Y9_ARMS:-off,idle,window,window_fg}) > $L/profiler_overhead_y9.jsonl 2> $L/profiler_overhead_y9.err
   echo "profiler_overhead_y9 rc=$?"; tail -1 $L/profiler_overhead_y9.jsonl; tail -3 $L/profiler_overhead_y9.err
 fi

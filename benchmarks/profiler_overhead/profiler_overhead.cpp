@@ -12,7 +12,7 @@
 // (or YOLOv9-t/s on a detection set: --model yolo9t --data data.yaml); the epoch is timed from
 // on_epoch_start to on_epoch_end (no validation). Repeated `--reps` times.
 //   profiler_overhead --data DIR|YAML [--model resnet18|resnet34|yolo9t|yolo9s] [--imgsz 224] [--batch 16]
-//                     [--steps 200] [--reps 3] [--workers 4] [--device cuda] [--traced 4]
+//                     [--steps 200] [--reps 3] [--workers 4] [--device cuda] [--traced 2]
 // --arms off,idle,window picks a subset (default: all five; `off` is always run, it is the reference).
 // Prints one JSON line per epoch (with its first --head step times), then a summary line with the median
 // epoch time per arm, the ratios of the medians and the per-repetition (paired) ratios with their spread.
@@ -40,7 +40,7 @@ namespace {
 struct Args {
   std::string data, model = "resnet18", device = "cuda";
   std::string arms = "off,idle,window,window_all,window_fg";
-  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4, traced = 4, head = 60;
+  int imgsz = 224, batch = 16, steps = 200, reps = 3, workers = 4, traced = ly::profile::Window<>::default_traced, head = 60;
 };
 
 const std::vector<std::string> all_arms{"off", "idle", "window", "window_all", "window_fg"};

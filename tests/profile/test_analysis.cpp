@@ -226,7 +226,6 @@ TEST_CASE("events the tracer saw after the window's last step are left out of th
   drop_after_window(r);
   REQUIRE(r.gpu.size() == 2);
   CHECK(r.gpu[1].name == "at_end");  // started at the window's end: kept
-  CHECK(r.late_device_events == 1);   // counted, for the diagnostic
   REQUIRE(r.runtime.size() == 1);
   CHECK(r.runtime[0].correlation == 1);
   REQUIRE(r.cpu_ops.size() == 1);
@@ -255,6 +254,13 @@ TEST_CASE("window plan: warm-up and window round up to multiples of the accumula
   check(5, 20, 3, {6, 21, 12});
   check(3, 2, 4, {4, 4, 2});  // a single optimizer step is split in micro-steps
   check(5, 20, 0, {5, 20, 10});  // accumulate < 1 counts as 1
+  // Traced steps: the last ones of the synchronised half, in whole optimizer steps, at most all of it.
+  CHECK(plan_window(5, 20, 1, 2).traced == 2);
+  CHECK(plan_window(5, 20, 1, 0).traced == 10);   // 0 = every synchronised step
+  CHECK(plan_window(5, 20, 1, 50).traced == 10);
+  CHECK(plan_window(5, 20, 4, 2).traced == 4);    // one optimizer step of 4 micro-steps
+  CHECK(plan_window(5, 20, 4, 5).traced == 8);    // capped: 8 synchronised micro-steps
+  CHECK(plan_window(5, 20, 3, 4).traced == 6);
 }
 
 TEST_CASE("kernel names: short names, categories, Tensor-Core patterns") {

@@ -124,6 +124,7 @@ TEST_CASE("Window with accumulation rounds warm-up and window to whole optimizer
   CHECK(prof.plan().warmup == 4);
   CHECK(prof.plan().active == 4);
   CHECK(prof.plan().unsynced == 2);
+  CHECK(prof.plan().traced == 2);  // the default 2 traced steps: one whole optimizer step
   for (int i = 0; i < 7; ++i) {
     fake_step(prof, 4);
     CHECK_FALSE(prof.finished());
@@ -153,8 +154,8 @@ TEST_CASE("Window: invalid sizes are ConfigErrors naming the value") {
   CHECK_FALSE(graphed.background_readout());
 }
 
-TEST_CASE("Window traces the last profile_trace_steps of the synchronised half (default 4; 0 = all)") {
-  for (const auto& [traced, expect_from] : std::vector<std::pair<int, int>>{{-2, 16}, {2, 18}, {0, 10}, {50, 10}}) {
+TEST_CASE("Window traces the last profile_trace_steps of the synchronised half (default 2; 0 = all)") {
+  for (const auto& [traced, expect_from] : std::vector<std::pair<int, int>>{{-2, 18}, {4, 16}, {0, 10}, {50, 10}}) {
     CAPTURE(traced);
     lry_test::TempDir dir{"lry_window_traced"};
     LogCapture logs;
@@ -241,11 +242,6 @@ TEST_SUITE("gpu") {
     // steps after the window ran, and whatever it saw of them was left out.
     CHECK(rec.tracer_detach_ms < rec.tracer_readout_ms);
     for (const auto& g : rec.gpu) CHECK(g.start_ns <= rec.steps.back().end_ns);
-#if LIBREYOLO_KINETO_TOGGLE
-    // CUPTI stopped collecting when the window closed, not when the read-out reached Kineto's stop:
-    // the six steps launched meanwhile left no device event behind.
-    CHECK(rec.late_device_events == 0);
-#endif
     for (const auto& call : rec.runtime) CHECK(call.start_ns <= rec.steps.back().end_ns);
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12060
     // CUPTI is torn down after the window (unless the user chose otherwise), so later steps do not pay for it.

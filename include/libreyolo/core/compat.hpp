@@ -59,15 +59,6 @@ inline at::ScalarType cuda_autocast_dtype() {
 inline void set_autocast_cache_enabled(bool on) { at::autocast::set_autocast_cache_enabled(on); }
 inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
 
-// ---- profiler ---------------------------------------------------------------------------------
-// Whether torch::autograd::profiler::toggleCollectionDynamic (turn the tracer's CUPTI activity
-// collection off while a trace stays open) is there: LibTorch 2.4 and later.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-#define LIBREYOLO_KINETO_TOGGLE 1
-#else
-#define LIBREYOLO_KINETO_TOGGLE 0
-#endif
-
 // ---- devices ---------------------------------------------------------------------------------
 inline bool cuda_available() { return with_cuda && torch::cuda::is_available(); }
 

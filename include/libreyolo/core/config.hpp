@@ -70,7 +70,7 @@ struct TrainConfig {
   bool profile = false;
   int profile_warmup = 5;
   int profile_steps = 20;
-  int profile_trace_steps = 4;     // synchronised steps run under the kernel tracer (the last ones; 0 = all)
+  int profile_trace_steps = 2;     // synchronised steps run under the kernel tracer (the last ones; 0 = all)
   bool profile_stop = false;       // stop the run once the profile is written (profile run)
   // run
   std::string device;               // "" = cuda when available, else cpu; cpu | cuda | cuda:N | N

@@ -64,7 +64,7 @@ inline void drop_after_window(WindowRecord& rec) {
   if (rec.steps.empty()) return;
   const int64_t end = rec.steps.back().end_ns;
   const auto late = [end](const auto& e) { return e.start_ns > end; };
-  rec.late_device_events = static_cast<int64_t>(std::erase_if(rec.gpu, late));
+  std::erase_if(rec.gpu, late);
   std::erase_if(rec.runtime, late);
   std::erase_if(rec.cpu_ops, late);
 }
@@ -113,9 +113,9 @@ class Collector {
     start_ms_ = ms_since(t0);
   }
 
-  // Ends the window on the training thread: device figures go into `rec`, CUPTI's collection is turned
-  // off and the tracer is detached from this thread (its operator callback removed, its state taken).
-  // Kineto's stop and read-out, the expensive part, run later in convert(), on whichever thread calls it.
+  // Ends the window on the training thread: device figures go into `rec`, and the tracer is detached
+  // from this thread (its operator callback removed, its state taken) — microseconds. Kineto's stop
+  // and read-out, the expensive part, run later in convert(), on whichever thread calls it.
   void stop(WindowRecord& rec) {
     if (device_.is_cuda()) {
       compat::cuda_synchronize(device_);
@@ -219,15 +219,14 @@ class Collector {
     }
     return result_ != nullptr;
   }
-  // The training thread lets go of the trace: CUPTI stops collecting (where LibTorch can toggle it),
-  // the profiler's state leaves this thread's debug info and its thread-local operator callback is
-  // removed, so later steps record nothing and pay nothing. Without the toggle CUPTI would collect until
-  // read_out_kineto() stops it, which Kineto does only after converting every CPU op: on the H200 the
-  // steps during a ResNet-18 read-out ran ~50% slower. (What the tracer still saw after the window is
-  // dropped by convert().)
+  // The training thread lets go of the trace: the profiler's state leaves this thread's debug info and
+  // its thread-local operator callback is removed, so later steps record no operator. CUPTI keeps
+  // collecting until read_out_kineto() stops it, which Kineto does only after converting every CPU op:
+  // the steps during the read-out still pay for CUPTI (on the H200, ~3 ms per ResNet-18 step for ~5 steps;
+  // what it saw after the window is dropped by convert()). Turning CUPTI off here with LibTorch's
+  // toggleCollectionDynamic was tried (2.11, H200): the trace then came back with no device event at all.
   bool detach_kineto() {
     try {
-      gpu_collection_off();
       detached_state_ = torch::profiler::impl::ProfilerStateBase::pop(/*global=*/false);
       if (!detached_state_) return false;
       detached_state_->removeCallback();
@@ -236,16 +235,6 @@ class Collector {
       log::warn("profile: detaching the Kineto tracer failed (", e.what(), "); stopping it here");
       return stop_kineto();  // the state stayed on this thread: the usual stop (and read-out) here
     }
-  }
-  // Turns CUPTI's activity collection off and removes this thread's operator callback; the trace stays
-  // open. XPU is named too only because LibTorch warns about toggling any other set of activities
-  // ("may result in traces with ... incorrect correlation"), which does not apply to a trace that is
-  // closed for good; the XPU entry toggles the same Kineto switch again, which Kineto ignores.
-  static void gpu_collection_off() {
-#if LIBREYOLO_KINETO_TOGGLE
-    using torch::profiler::impl::ActivityType;
-    torch::autograd::profiler::toggleCollectionDynamic(false, {ActivityType::CPU, ActivityType::CUDA, ActivityType::XPU});
-#endif
   }
   // Kineto's stop and read-out on the calling thread: the detached state is installed in this thread's
   // debug info, where disableProfiler() looks for it (its callback is already gone: nothing to remove).

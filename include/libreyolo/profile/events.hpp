@@ -95,9 +95,6 @@ struct WindowRecord {
   // (CUPTI), attaching it and detaching it at the window's end; then, on the report thread while
   // training goes on, Kineto's stop and read-out and converting its events into this record.
   double tracer_setup_ms = 0, tracer_start_ms = 0, tracer_detach_ms = 0, tracer_readout_ms = 0, tracer_convert_ms = 0;
-  // Device events the tracer collected after the window's last step (left out of `gpu`): 0 when CUPTI
-  // was turned off at the window's end. A diagnostic of the run that recorded it; not written to JSON.
-  int64_t late_device_events = 0;
   nlohmann::json meta = nlohmann::json::object();
 };
 

@@ -27,15 +27,19 @@ namespace libreyolo::profile {
 // Window sizes after rounding up to whole optimizer steps (SPEC: with accumulation, warm-up and window
 // round up to multiples of the accumulation count). The unsynchronised half gets the larger share of
 // whole optimizer steps when there are at least two, otherwise the first ceil(active/2) micro-steps.
+// The traced steps (the last ones of the synchronised half; `traced` 0 = all of it) round up to whole
+// optimizer steps too, so their per-step figures hold the optimizer's share once per optimizer step.
 struct WindowPlan {
-  int warmup = 0, active = 0, unsynced = 0;
+  int warmup = 0, active = 0, unsynced = 0, traced = 0;
 };
 inline int round_up_to(int v, int multiple) { return (v + multiple - 1) / multiple * multiple; }
-inline WindowPlan plan_window(int warmup, int active, int accumulate) {
+inline WindowPlan plan_window(int warmup, int active, int accumulate, int traced = 0) {
   const int acc = std::max(1, accumulate);
-  WindowPlan p{round_up_to(warmup, acc), round_up_to(active, acc), 0};
+  WindowPlan p{round_up_to(warmup, acc), round_up_to(active, acc), 0, 0};
   const int optimizer_steps = p.active / acc;
   p.unsynced = optimizer_steps >= 2 ? acc * ((optimizer_steps + 1) / 2) : p.active - p.active / 2;
+  const int synced = p.active - p.unsynced;
+  p.traced = traced > 0 ? std::min(round_up_to(traced, acc), synced) : synced;
   return p;
 }
 
@@ -48,7 +52,10 @@ class Window {
   static constexpr bool enabled = true;
   static constexpr int default_warmup = Warmup;
   static constexpr int default_active = Active;
-  static constexpr int default_traced = 4;  // the config key profile_trace_steps has the same default
+  // The config key profile_trace_steps has the same default. Two, because the tracer is the window's
+  // main cost: on the H200 each traced step costs ~12 ms more than an untraced one for ResNet-18 (b16)
+  // and ~40 ms for YOLOv9-t (b8), and the read-out grows with the operators recorded (see RESULTS.md).
+  static constexpr int default_traced = 2;
 
   // RAII range around one phase: synchronises first and last in synced steps, emits "phase/<name>".
   class Scope {
@@ -99,8 +106,8 @@ class Window {
     if (state_ != State::detached) throw ConfigError("profile: set_window() must be called before attach()");
     warmup_req_ = warmup, active_req_ = active;
   }
-  // How many of the synchronised steps run under the kernel tracer: the last `n` of them (0 = all).
-  // Fewer traced steps make the tracer's read-out (its main cost to the run) proportionally shorter.
+  // How many of the synchronised steps run under the kernel tracer: the last `n` of them (0 = all),
+  // rounded up to whole optimizer steps under accumulation. Fewer traced steps cost the run less.
   void set_traced_steps(int n) {
     if (n < 0) throw ConfigError("profile: traced steps=" + std::to_string(n) + " is invalid; allowed: >= 0 (0 = every synchronised step)");
     if (state_ != State::detached) throw ConfigError("profile: set_traced_steps() must be called before attach()");
@@ -126,7 +133,7 @@ class Window {
       return;
     }
     ctx_ = ctx;
-    plan_ = plan_window(warmup_req_, active_req_, ctx.accumulate);
+    plan_ = plan_window(warmup_req_, active_req_, ctx.accumulate, traced_req_);
     // Graph runs read the trace out on the training thread: on the H200 a YOLOv9-t cuda_graph run whose
     // read-out ran on the report thread while graphs replayed crashed (SIGSEGV) in its next epoch.
     collector_ = std::make_unique<Collector>(ctx.device, /*teardown_cupti=*/true, background_readout_ && !ctx.graphs);
@@ -158,9 +165,7 @@ class Window {
     // The tracer covers the synchronised half only: it slows every operator it records, so the
     // unsynchronised steps (the real step time of the verdict) are timed without it. It is set up and
     // attached here, before this step's clock starts (see Collector::start_trace).
-    const int synced = plan_.active - plan_.unsynced;
-    const int traced = traced_req_ > 0 ? std::min(traced_req_, synced) : synced;
-    if (step_ - plan_.warmup == plan_.active - traced) {
+    if (step_ - plan_.warmup == plan_.active - plan_.traced) {
       rec_.traced_from = static_cast<int>(rec_.steps.size());
       collector_->start_trace();
     }
