@@ -54,7 +54,7 @@ class Window {
   static constexpr int default_active = Active;
   // The config key profile_trace_steps has the same default. Two, because the tracer is the window's
   // main cost: on the H200 each traced step costs ~12 ms more than an untraced one for ResNet-18 (b16)
-  // and ~40 ms for YOLOv9-t (b8), and the read-out grows with the operators recorded (see RESULTS.md).
+  // and ~40-80 ms for YOLOv9-t (b8), and the read-out grows with the operators recorded (RESULTS.md, session 6).
   static constexpr int default_traced = 2;
 
   // RAII range around one phase: synchronises first and last in synced steps, emits "phase/<name>".
