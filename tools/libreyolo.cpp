@@ -27,6 +27,7 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
                                    std::to_string(listed) + " devices; give one of them (one process per device)");
     cfg.nproc = listed;
   }
+  libreyolo::train::require_batch_for_world(cfg.batch, cfg.nproc);
   if (cfg.nproc >= 2 && !libreyolo::dist::launched_distributed()) {
     // The self-launching form: this process only starts and watches the ranks.
     std::vector<std::string> argv{argv0, "train"};

@@ -99,6 +99,25 @@ inline void cuda_reset_peak([[maybe_unused]] int device_index) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
 #endif
 }
+// The device's total memory in bytes; 0 on CPU.
+inline int64_t cuda_total_memory([[maybe_unused]] int device_index) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  return static_cast<int64_t>(at::cuda::getDeviceProperties(device_index)->totalGlobalMem);
+#else
+  return 0;
+#endif
+}
+// Returns the caching allocator's unused blocks to the device.
+inline void cuda_empty_cache() {
+#if defined(LIBREYOLO_WITH_CUDA)
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+// Whether `e` is the allocator's out-of-memory error (c10::OutOfMemoryError from 2.0; its message
+// before that).
+inline bool is_out_of_memory(const c10::Error& e) {
+  return std::string(e.what()).find("out of memory") != std::string::npos;
+}
 // Number of cudaMalloc calls the caching allocator has made so far; 0 on CPU.
 inline int64_t cuda_device_allocs([[maybe_unused]] int device_index) {
 #if defined(LIBREYOLO_WITH_CUDA)

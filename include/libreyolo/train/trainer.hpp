@@ -17,6 +17,7 @@
 #include <libreyolo/dist/reducer.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/profile/window.hpp>
+#include <libreyolo/train/autobatch.hpp>
 #include <libreyolo/train/checkpoint.hpp>
 #include <libreyolo/train/clip.hpp>
 #include <libreyolo/train/ema.hpp>
@@ -113,10 +114,16 @@ class Trainer {
   int64_t optimizer_steps() const { return opt_steps_; }
   // Saves weights/last.ckpt (and best.ckpt when `best`) atomically.
   void save_checkpoint(bool best = false);
+  // One training step's peak device memory at batch `batch` in bytes (0 on CPU; nothing when it ran out
+  // of memory): forward, loss and backward on copies of the first training sample, under this trainer's
+  // precision, eager. The network comes back as it was: BatchNorm statistics restored, no gradients.
+  // batch=-1 uses it (auto_batch); after setup().
+  std::optional<int64_t> probe_memory(int batch);
 
  private:
   void resolve_config();
   void build();
+  int auto_batch();  // batch=-1: the largest power of two whose step fits in 60% of the GPU (train/autobatch.hpp)
   void restore(const train::Checkpoint& ck, bool full);
   void clip_gradients();
   void make_ema();

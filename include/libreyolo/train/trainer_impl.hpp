@@ -37,11 +37,7 @@ void LIBREYOLO_TRAINER::resolve_config() {
     cfg_ = merged;
   }
   apply_overrides(cfg_, family_traits<F>::overrides);
-  if (cfg_.batch == -1) {
-    log::notice_once("trainer.autobatch", "batch=-1: automatic batch size is not available yet; using batch=16");
-    cfg_.batch = 16;
-  }
-  accumulate_ = cfg_.accumulate();
+  accumulate_ = cfg_.accumulate();  // batch=-1 is resolved in build(), which sets it again
 }
 
 LIBREYOLO_TRAINER_TEMPLATE
@@ -53,6 +49,7 @@ void LIBREYOLO_TRAINER::setup() {
     const auto env = dist::env_from_environment();
     device_ = resolve_device(dist::rank_device_spec(cfg_.device, env.local_rank, compat::cuda_available()));
     compat::set_cuda_device(device_);
+    train::require_batch_for_world(cfg_.batch, env.world_size);
     if (cfg_.batch % env.world_size != 0)
       throw ConfigError("batch=" + std::to_string(cfg_.batch) + " is the global batch and must divide by the " +
                         std::to_string(env.world_size) + " ranks");
@@ -102,6 +99,10 @@ void LIBREYOLO_TRAINER::build() {
   if (channels_last_) to_channels_last(*net_);
   if (dist_) dist_->broadcast_module(*net_);  // every rank starts from rank 0's weights
   if (cfg_.ema) make_ema();
+  if (cfg_.batch == -1) {  // after the EMA copy, so the measured steps hold it too
+    cfg_.batch = auto_batch();
+    accumulate_ = cfg_.accumulate();
+  }
   data::LoaderOptions lo;
   lo.batch = dist_ ? cfg_.batch / dist_->world() : cfg_.batch;  // batch is global: split over the ranks
   if (dist_) lo.rank = dist_->rank(), lo.world = dist_->world();
@@ -221,6 +222,71 @@ void LIBREYOLO_TRAINER::make_ema() {
   copy->to(device_);
   if (channels_last_) to_channels_last(*copy);  // same layout as the model: the multi-tensor update stays fused
   ema_ = std::make_unique<train::ModelEMA>(copy.ptr(), *net_, cfg_.ema_decay, cfg_.ema_tau);
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+std::optional<int64_t> LIBREYOLO_TRAINER::probe_memory(int batch) {
+  if (!net_) throw Error("Trainer::probe_memory: call setup() first");
+  if (batch < 1) throw ConfigError("probe_memory: batch=" + std::to_string(batch) + " is invalid; allowed: >= 1");
+  const auto ds = family_.train_set();
+  std::mt19937_64 rng(static_cast<uint64_t>(cfg_.seed));
+  std::vector<typename F::Dataset::Sample> samples(static_cast<size_t>(batch), ds->get(0, rng, 0));
+  std::vector<torch::Tensor> saved;  // BatchNorm statistics: the probe's forwards must not move them
+  for (const auto& b : net_->buffers()) saved.push_back(b.clone());
+  const int index = device_.has_index() ? device_.index() : 0;
+  std::optional<int64_t> peak;
+  compat::cuda_synchronize(device_);
+  if (device_.is_cuda()) compat::cuda_reset_peak(index);
+  try {
+    const Batch b = F::to_device(F::Dataset::collate(std::move(samples)), device_);
+    train::LossOutput lo;
+    {
+      [[maybe_unused]] auto guard = precision_.autocast();
+      auto out = net_->forward(channels_last_ ? as_channels_last(F::input(b)) : F::input(b));
+      lo = family_.loss(out, b);
+    }
+    lo.total.backward();
+    compat::cuda_synchronize(device_);
+    peak = device_.is_cuda() ? compat::cuda_peak_allocated(index) : 0;
+  } catch (const c10::Error& e) {
+    if (!compat::is_out_of_memory(e)) throw;
+  }
+  for (auto& p : net_->parameters()) p.mutable_grad() = torch::Tensor();
+  {
+    torch::NoGradGuard no_grad;
+    auto buffers = net_->buffers();
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  }
+  compat::cuda_empty_cache();
+  return peak;
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
+int LIBREYOLO_TRAINER::auto_batch() {
+  if (!device_.is_cuda()) {
+    log::notice_once("trainer.autobatch", "batch=-1 sizes the batch from GPU memory and needs a CUDA device; using batch=" +
+                                              std::to_string(train::autobatch_fallback) + " on " + device_.str());
+    return train::autobatch_fallback;
+  }
+  using trainer_detail::fmt;
+  const auto gib = [](int64_t bytes) { return fmt(static_cast<double>(bytes) / (1 << 30), "%.2f") + " GiB"; };
+  const int64_t total = compat::cuda_total_memory(device_.has_index() ? device_.index() : 0);
+  const auto images = static_cast<int64_t>(family_.train_set()->size());
+  log::info("batch=-1: one training step at batch 1, 2, 4, ... (at most ", train::largest_power_of_two_at_most(images),
+            ", the training set's size) against ", fmt(100 * train::autobatch_fraction, "%.0f"), "% of ", gib(total));
+  const auto r = train::pick_batch(
+      [&](int b) {
+        const auto peak = probe_memory(b);
+        log::info("batch=-1:   batch ", b, ": ", peak ? "peak " + gib(*peak) : std::string("out of memory"));
+        return peak;
+      },
+      total, images);
+  if (r.none_fit)
+    log::warn("batch=-1: even batch 1 needs more than ", gib(r.budget_bytes), " (", fmt(100 * train::autobatch_fraction, "%.0f"),
+              "% of the device); using batch=1");
+  else
+    log::info("batch=-1: using batch=", r.batch);
+  return r.batch;
 }
 
 LIBREYOLO_TRAINER_TEMPLATE
