@@ -223,7 +223,7 @@ if has overhead; then
   fi
 fi
 if has overhead_y9; then
-  # The same four arms on YOLOv9-t at 640 px, batch 8: 200 steps need 1 600 training images.
+  # The arms on YOLOv9-t at 640 px, batch 8 (OVERHEAD_Y9_ARMS): 200 steps need 1 600 training images.
   [ -f /tmp/po_det/data.yaml ] || $B/tools/libreyolo data synth --task detect --out /tmp/po_det --images 2100 --imgsz 640 \
     --classes 8 --seed 0 > $L/synth_po_det.log 2>&1
   po=$PWD/$B/benchmarks/profiler_overhead/profiler_overhead

@@ -14,8 +14,9 @@
 //   profiler_overhead --data DIR|YAML [--model resnet18|resnet34|yolo9t|yolo9s] [--imgsz 224] [--batch 16]
 //                     [--steps 200] [--reps 3] [--workers 4] [--device cuda] [--traced 2]
 // --arms off,idle,window picks a subset (default: all five; `off` is always run, it is the reference).
-// Prints one JSON line per epoch (with its first --head step times), then a summary line with the median
-// epoch time per arm, the ratios of the medians and the per-repetition (paired) ratios with their spread.
+// Prints one JSON line per epoch (with its first --head step times), then a summary line with, per arm,
+// the median epoch time and, paired with the same repetition's off (median, min, max), the epoch ratio,
+// the steady-rate ratio and the added excess (below). per_step.py reads the epoch lines step by step.
 //
 // Epoch times on a shared machine drift by ~10% between epochs of the same arm (the whole epoch runs
 // faster or slower), which hides a 2% effect. So each epoch's time is also split into its steady rate
