@@ -60,6 +60,9 @@ inline void set_autocast_cache_enabled(bool on) { at::autocast::set_autocast_cac
 inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
 
 // ---- devices ---------------------------------------------------------------------------------
+// The CUDA device index of `d`, 0 for an unindexed device ("cuda").
+inline int device_index(const torch::Device& d) { return d.index() < 0 ? 0 : d.index(); }
+
 inline bool cuda_available() { return with_cuda && torch::cuda::is_available(); }
 
 inline void cuda_synchronize([[maybe_unused]] const torch::Device& d) {

@@ -27,7 +27,7 @@ inline torch::Device resolve_device(const std::string& spec) {
 }
 
 inline std::string device_name(const torch::Device& d) {
-  return d.is_cuda() ? "cuda:" + std::to_string(d.index() < 0 ? 0 : d.index()) : "cpu";
+  return d.is_cuda() ? "cuda:" + std::to_string(compat::device_index(d)) : "cpu";
 }
 
 }  // namespace libreyolo

@@ -62,7 +62,7 @@ inline Used resolve_precision(const TrainConfig& cfg, torch::Device device, bool
                                                  ": AMP applies only on CUDA, training in float32");
     return Used{};
   }
-  if (dtype == "bfloat16" && !compat::cuda_bf16_supported(device.index() < 0 ? 0 : device.index()))
+  if (dtype == "bfloat16" && !compat::cuda_bf16_supported(compat::device_index(device)))
     throw SetupError("amp_dtype = bfloat16 on device " + detail::cuda_device_description(device) +
                      ": this GPU has no bfloat16 support (needs compute capability >= 8.0); "
                      "use amp_dtype=float16 or amp=false");

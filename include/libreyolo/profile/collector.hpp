@@ -165,7 +165,7 @@ class Collector {
   }
 
  private:
-  int index() const { return device_.has_index() ? device_.index() : 0; }
+  int index() const { return compat::device_index(device_); }
   // Kineto finalizes CUPTI from the callback of the next CUDA runtime call after the trace stops, and
   // its teardown thread waits for that. A process whose last CUDA call came before (a test, a run that
   // ends right after the window) then hangs at exit — seen on the H200 — so one cheap runtime call is

@@ -73,7 +73,7 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
     compat::cuda_synchronize(dev);
     t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  t.peak_vram_mb = dev.is_cuda() ? compat::cuda_peak_allocated(dev.index() < 0 ? 0 : dev.index()) / 1048576.0 : 0.0;
+  t.peak_vram_mb = dev.is_cuda() ? compat::cuda_peak_allocated(compat::device_index(dev)) / 1048576.0 : 0.0;
   WindowRecord rec;
   Collector col(dev, /*teardown_cupti=*/false);  // as measured so far; graph arms replay after it
   phases.rec_ = &rec;

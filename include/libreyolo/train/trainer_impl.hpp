@@ -233,7 +233,7 @@ std::optional<int64_t> LIBREYOLO_TRAINER::probe_memory(int batch) {
   std::vector<typename F::Dataset::Sample> samples(static_cast<size_t>(batch), ds->get(0, rng, 0));
   std::vector<torch::Tensor> saved;  // BatchNorm statistics: the probe's forwards must not move them
   for (const auto& b : net_->buffers()) saved.push_back(b.clone());
-  const int index = device_.has_index() ? device_.index() : 0;
+  const int index = compat::device_index(device_);
   std::optional<int64_t> peak;
   compat::cuda_synchronize(device_);
   if (device_.is_cuda()) compat::cuda_reset_peak(index);
@@ -270,7 +270,7 @@ int LIBREYOLO_TRAINER::auto_batch() {
   }
   using trainer_detail::fmt;
   const auto gib = [](int64_t bytes) { return fmt(static_cast<double>(bytes) / (1 << 30), "%.2f") + " GiB"; };
-  const int64_t total = compat::cuda_total_memory(device_.has_index() ? device_.index() : 0);
+  const int64_t total = compat::cuda_total_memory(compat::device_index(device_));
   const auto images = static_cast<int64_t>(family_.train_set()->size());
   log::info("batch=-1: one training step at batch 1, 2, 4, ... (at most ", train::largest_power_of_two_at_most(images),
             ", the training set's size) against ", fmt(100 * train::autobatch_fraction, "%.0f"), "% of ", gib(total));
