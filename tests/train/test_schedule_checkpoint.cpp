@@ -20,7 +20,8 @@ using doctest::Approx;
 
 namespace {
 
-// lr0 0.01, r 0.05, T = 10 epochs * 10 iters = 100, W = 2 * 10 = 20, N = 2 * 10 = 20.
+// lr0 0.01, r 0.05 (lr_min 0.0005), T = 10 epochs * 10 steps = 100, W = 2 * 10 = 20, N = 2 * 10 = 20,
+// warm-up from 0.0001 (the original's YOLOv9 warmup_lr_start).
 ScheduleOptions sched(ScheduleKind k) {
   ScheduleOptions o;
   o.kind = k;
@@ -29,75 +30,76 @@ ScheduleOptions sched(ScheduleKind k) {
   o.epochs = 10;
   o.iters_per_epoch = 10;
   o.warmup_epochs = 2;
+  o.warmup_lr_start = 0.0001;
   o.momentum = 0.9;
-  o.warmup_momentum = 0.8;
-  o.warmup_bias_lr = 0.1;
   o.no_aug_epochs = 2;
   return o;
 }
 
-void check_momentum_ramp(const LRSchedule& s) {
-  CHECK(s.momentum(0) == Approx(0.8));
-  CHECK(s.momentum(10) == Approx(0.85));
-  CHECK(s.momentum(20) == Approx(0.9));
-  CHECK(s.momentum(99) == Approx(0.9));
-}
-
 }  // namespace
 
-TEST_CASE("schedule linear: warm-up blend, then lr0 * (1 - 0.95 t / 100)") {
+TEST_CASE("schedule linear (the original's LinearLRScheduler): linear warm-up from warmup_lr_start, linear decay") {
   LRSchedule s(sched(ScheduleKind::linear));
   CHECK(s.warmup_iters() == 20);
   CHECK(s.total_iters() == 100);
-  CHECK(s.lr(0) == 0.0);
-  CHECK(s.bias_lr(0) == Approx(0.1));
-  CHECK(s.lr(10) == Approx(0.004525));     // s = 0.00905, * 10/20
-  CHECK(s.bias_lr(10) == Approx(0.054525)); // 0.1 + (0.00905 - 0.1) * 0.5
-  CHECK(s.lr(20) == Approx(0.0081));
-  CHECK(s.bias_lr(20) == Approx(0.0081));
-  CHECK(s.lr(50) == Approx(0.00525));
-  CHECK(s.lr(80) == Approx(0.0024));
-  CHECK(s.lr(99) == Approx(0.000595));
-  CHECK(s.bias_lr(99) == Approx(0.000595));
-  check_momentum_ramp(s);
+  CHECK(s.lr(0) == Approx(0.0001));
+  CHECK(s.lr(10) == Approx(0.00505));  // 0.0099 * 10/20 + 0.0001
+  CHECK(s.lr(20) == Approx(0.01));     // t <= W is still warm-up: its end is lr0
+  CHECK(s.lr(60) == Approx(0.00525));  // 0.01 - 0.0095 * 40/80
+  CHECK(s.lr(99) == Approx(0.00061875));
+  CHECK(s.lr(100) == Approx(0.0005));
+  CHECK(s.lr(150) == Approx(0.0005));  // held past the end
+  CHECK(s.momentum(0) == Approx(0.9));  // no momentum warm-up
+  CHECK(s.momentum(99) == Approx(0.9));
 }
 
-TEST_CASE("schedule cos: warm-up blend, then lr0 * (r + (1 - r) (1 + cos(pi t / T)) / 2)") {
+TEST_CASE("schedule cos (CosineAnnealingScheduler): linear warm-up, then a cosine over T - W") {
   LRSchedule s(sched(ScheduleKind::cos));
-  CHECK(s.lr(0) == 0.0);
-  CHECK(s.bias_lr(0) == Approx(0.1));
-  CHECK(s.lr(10) == Approx(0.00488375922620));       // s = 0.0097675184524 (cos 0.1 pi = 0.95105651630)
-  CHECK(s.bias_lr(10) == Approx(0.05488375922620));
-  CHECK(s.lr(20) == Approx(0.00909283072328));       // cos 0.2 pi = 0.80901699437
-  CHECK(s.lr(50) == Approx(0.00525));
-  CHECK(s.lr(80) == Approx(0.00140716927672));       // cos 0.8 pi = -0.80901699437
-  CHECK(s.lr(99) == Approx(0.00050234383826));       // cos 0.99 pi = -0.99950656036
-  CHECK(s.lr(100) == Approx(0.0005));                // the end: lr0 * r
-  CHECK(s.lr(150) == Approx(0.0005));                // past the end it stays there
-  check_momentum_ramp(s);
+  CHECK(parse_schedule("warmcos") == ScheduleKind::cos);
+  CHECK(s.lr(0) == Approx(0.0001));
+  CHECK(s.lr(20) == Approx(0.01));
+  CHECK(s.lr(40) == Approx(0.00860875721));  // 0.0005 + 0.00475 (1 + cos(pi / 4))
+  CHECK(s.lr(60) == Approx(0.00525));
+  CHECK(s.lr(100) == Approx(0.0005));
+  CHECK(s.lr(150) == Approx(0.0005));
 }
 
-TEST_CASE("schedule yoloxwarmcos: quadratic warm-up, cosine to T - N, then flat at lr0 * r") {
-  LRSchedule s(sched(ScheduleKind::yoloxwarmcos));
+TEST_CASE("schedule yoloxwarmcos (WarmupCosineScheduler): quadratic warm-up, cosine to T - N, then flat") {
+  auto o = sched(ScheduleKind::yoloxwarmcos);
+  o.warmup_lr_start = 0;
+  LRSchedule s(o);
   CHECK(s.lr(0) == 0.0);
-  CHECK(s.lr(10) == Approx(0.0025));   // 0.01 * (10/20)^2
-  CHECK(s.bias_lr(10) == Approx(0.0025));
-  CHECK(s.lr(20) == Approx(0.01));     // cosine starts at lr0
-  CHECK(s.lr(50) == Approx(0.00525));  // halfway through the 60-iteration cosine
+  CHECK(s.lr(10) == Approx(0.0025));  // 0.01 * (10/20)^2
+  CHECK(s.lr(20) == Approx(0.01));
+  CHECK(s.lr(50) == Approx(0.00525));  // halfway through the 60-step cosine
   CHECK(s.lr(79) == Approx(0.00050650970992));
   CHECK(s.lr(80) == Approx(0.0005));
   CHECK(s.lr(99) == Approx(0.0005));
-  check_momentum_ramp(s);
+  o.warmup_lr_start = 0.0001;
+  CHECK(LRSchedule(o).lr(10) == Approx(0.002575));  // 0.0099 / 4 + 0.0001
 }
 
-TEST_CASE("schedule: degenerate cases and warm-up rounding") {
+TEST_CASE("schedule flat_cosine (D-FINE) and constant") {
+  LRSchedule f(sched(ScheduleKind::flat_cosine));
+  CHECK(f.lr(10) == Approx(0.00505));
+  CHECK(f.lr(50) == Approx(0.01));
+  CHECK(f.lr(80) == Approx(0.01));
+  CHECK(f.lr(90) == Approx(0.00525));
+  CHECK(f.lr(100) == Approx(0.0005));
+  LRSchedule c(sched(ScheduleKind::constant));
+  CHECK(c.lr(10) == Approx(0.00505));
+  CHECK(c.lr(99) == Approx(0.01));
+}
+
+TEST_CASE("schedule: degenerate cases, warm-up rounding, warmup_lr_start above lr0") {
   auto o = sched(ScheduleKind::yoloxwarmcos);
-  o.epochs = 2;  // T = 20, W = 20, N = 20: nothing left for the cosine
+  o.warmup_lr_start = 0;
+  o.epochs = 2;  // T = 20, W = 10, N = 20: nothing left for the cosine
   o.warmup_epochs = 1;
   LRSchedule s(o);
   CHECK(s.warmup_iters() == 10);
   CHECK(s.lr(5) == Approx(0.0025));
-  CHECK(s.lr(10) == Approx(0.0005));
+  CHECK(s.lr(11) == Approx(0.0005));
   CHECK(s.lr(19) == Approx(0.0005));
 
   o = sched(ScheduleKind::linear);
@@ -105,39 +107,42 @@ TEST_CASE("schedule: degenerate cases and warm-up rounding") {
   LRSchedule nw(o);
   CHECK(nw.warmup_iters() == 0);
   CHECK(nw.lr(0) == Approx(0.01));
-  CHECK(nw.momentum(0) == Approx(0.9));
-
-  o.warmup_epochs = 0.04;  // round(0.4) = 0, but any warm-up lasts at least one iteration
-  CHECK(LRSchedule(o).warmup_iters() == 1);
   o.warmup_epochs = 1.26;  // round(12.6) = 13
   CHECK(LRSchedule(o).warmup_iters() == 13);
+  o.warmup_epochs = 2;
+  o.warmup_lr_start = 0.5;  // capped at lr0, as the original does
+  CHECK(LRSchedule(o).lr(0) == Approx(0.01));
 
   o = sched(ScheduleKind::cos);
   o.epochs = 0;  // T = 0 must not divide by zero
   LRSchedule empty(o);
   CHECK(empty.total_iters() == 0);
-  CHECK(empty.lr(20) == Approx(0.01));
+  CHECK(empty.lr(20) == Approx(0.0001));
   CHECK_THROWS_AS(empty.lr(-1), Error);
 }
 
 TEST_CASE("schedule: parse errors and bad options name the value") {
   CHECK(parse_schedule("cos") == ScheduleKind::cos);
   CHECK_THROWS_WITH_AS(parse_schedule("cosine"),
-                       doctest::Contains("'cosine' is not supported; allowed: linear|cos|yoloxwarmcos"), ConfigError);
+                       doctest::Contains("'cosine' is not supported; allowed: linear|cos|warmcos|yoloxwarmcos"),
+                       ConfigError);
   auto o = sched(ScheduleKind::cos);
   o.min_lr_ratio = 1.5;
   CHECK_THROWS_WITH_AS(LRSchedule{o}, doctest::Contains("min_lr_ratio = 1.5"), ConfigError);
+  o = sched(ScheduleKind::cos);
+  o.warmup_lr_start = -1;
+  CHECK_THROWS_WITH_AS(LRSchedule{o}, doctest::Contains("warmup_lr_start = -1"), ConfigError);
 }
 
-TEST_CASE("schedule apply: bias group gets bias_lr, others lr, optimizer gets momentum") {
+TEST_CASE("schedule apply: every group gets the same lr, the optimizer the constant momentum") {
   auto w = torch::zeros({2, 2}).set_requires_grad(true), n = torch::zeros({2}).set_requires_grad(true),
        b = torch::zeros({2}).set_requires_grad(true);
   Optimizer opt({{"decay", {w}, 5e-4, 0}, {"norm", {n}, 0, 0}, {"bias", {b}, 0, 0}}, {});
   LRSchedule(sched(ScheduleKind::linear)).apply(opt, 10);
-  CHECK(opt.lr(0) == Approx(0.004525));
-  CHECK(opt.lr(1) == Approx(0.004525));
-  CHECK(opt.lr(2) == Approx(0.054525));
-  CHECK(opt.momentum() == Approx(0.85));
+  CHECK(opt.lr(0) == Approx(0.00505));
+  CHECK(opt.lr(1) == Approx(0.00505));
+  CHECK(opt.lr(2) == Approx(0.00505));
+  CHECK(opt.momentum() == Approx(0.9));
 }
 
 // ---- checkpoints --------------------------------------------------------------------------------

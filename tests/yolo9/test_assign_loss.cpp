@@ -1,5 +1,6 @@
 // IoU / CIoU, the task-aligned assigner and the YOLOv9 detection loss, with hand-worked values.
 #include <libreyolo/assign/box_ops.hpp>
+#include <libreyolo/assign/box_matcher.hpp>
 #include <libreyolo/assign/tal.hpp>
 #include <libreyolo/families/yolo9/loss.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
@@ -145,7 +146,7 @@ TEST_CASE("detection loss: boxes, empty images, M = 0, uneven batches, gradients
   REQUIRE(out.items.sizes() == torch::IntArrayRef({3}));
   CHECK_FALSE(out.items.requires_grad());
   for (int i = 0; i < 3; ++i) CHECK(out.items[i].item<double>() > 0);
-  CHECK(out.total.item<double>() == doctest::Approx(out.items.sum().item<double>() * 2));  // × batch
+  CHECK(out.total.item<double>() == doctest::Approx(out.items.sum().item<double>()));  // a mean: not × batch
   out.total.backward();
   for (const auto& f : feats) {
     REQUIRE(f.grad().defined());
@@ -289,4 +290,117 @@ TEST_CASE("yolo9 forward under fp16 autocast + loss on CUDA: float32, finite, no
   CHECK(dets[0].size(1) == 6);
 #endif
 }
+}
+
+// ---- the original's BoxMatcher ---------------------------------------------------------------------
+namespace {
+// One image, anchors on a line at stride 8: points (4 + 8 i, 4), i = 0..A-1.
+struct Line {
+  torch::Tensor anchors, strides;
+  explicit Line(int64_t A) {
+    anchors = torch::stack({torch::arange(A, torch::kFloat32) * 8 + 4, torch::full({A}, 4.f)}, 1);
+    strides = torch::full({A}, 8.f);
+  }
+};
+}  // namespace
+
+TEST_CASE("BoxMatcher: candidates need the point inside (boundary included) and the far side within reg_max - 1.01 strides") {
+  using libreyolo::assign::BoxMatcher;
+  using libreyolo::assign::BoxMatcherOptions;
+  const int64_t A = 12;
+  Line line(A);
+  BoxMatcherOptions o;
+  o.topk = 12;
+  o.reg_max = 4;  // far side at most 2.99 strides = 23.92 px away
+  BoxMatcher m(1, o);
+  // gt (4, 0, 40, 8): points x = 4..36 inside (x = 4 on the left edge counts); for the far side:
+  // anchor x=4: right side 36 px = 4.5 strides > 2.99 -> out; x=20: 20 px = 2.5 -> in; x=36: left 32 px -> out.
+  auto gt = torch::tensor({4.f, 0.f, 40.f, 8.f}).view({1, 1, 4});
+  auto pred = gt.expand({1, A, 4}).clone();  // every prediction equals the gt: CIoU 1
+  auto scores = torch::full({1, A, 1}, 0.25f);
+  auto r = m(scores, pred, line.anchors, line.strides, torch::zeros({1, 1, 1}), gt, torch::ones({1, 1, 1}));
+  // Candidates: max(x - 4, 40 - x, 4, 4) / 8 <= 2.99 -> 16.08 <= x <= 27.92: anchors x = 20 only (i = 2).
+  // Points x = 12 (right 28 px = 3.5) and 28 (left 24 px = 3.0 > 2.99) are out.
+  std::vector<float> fg(r.fg_mask[0].data_ptr<float>(), r.fg_mask[0].data_ptr<float>() + A);
+  for (int64_t i = 0; i < A; ++i) CHECK_MESSAGE(fg[i] == (i == 2 ? 1.f : 0.f), "anchor " << i);
+  // Soft score: alignment / best alignment (1) × best IoU (1) = 1.
+  CHECK(r.scores[0][2][0].item<float>() == doctest::Approx(1.0));
+  CHECK(r.bboxes[0][2][2].item<float>() == doctest::Approx(40.0));
+}
+
+TEST_CASE("BoxMatcher: top-k by iou^6 * score^0.5, normalised by the best alignment and the best IoU") {
+  using libreyolo::assign::BoxMatcher;
+  using libreyolo::assign::BoxMatcherOptions;
+  const int64_t A = 4;
+  Line line(A);
+  BoxMatcherOptions o;
+  o.topk = 2;
+  BoxMatcher m(2, o);
+  auto gt = torch::tensor({0.f, 0.f, 32.f, 8.f}).view({1, 1, 4});  // all 4 anchors are candidates
+  auto pred = gt.expand({1, A, 4}).clone();
+  auto scores = torch::zeros({1, A, 2});
+  // class 1's scores 0.04, 0.16, 0.36, 0.64 -> alignment (IoU 1) = 0.2, 0.4, 0.6, 0.8: top-2 = anchors 3, 2.
+  for (int64_t i = 0; i < A; ++i) scores[0][i][1] = std::pow(0.2 * (i + 1), 2);
+  auto r = m(scores, pred, line.anchors, line.strides, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1}));
+  CHECK(r.fg_mask[0][0].item<float>() == 0);
+  CHECK(r.fg_mask[0][1].item<float>() == 0);
+  CHECK(r.fg_mask[0][2].item<float>() == 1);
+  CHECK(r.fg_mask[0][3].item<float>() == 1);
+  CHECK(r.scores[0][3][1].item<float>() == doctest::Approx(1.0));   // 0.8 / 0.8 × 1
+  CHECK(r.scores[0][2][1].item<float>() == doctest::Approx(0.75));  // 0.6 / 0.8 × 1
+  CHECK(r.scores[0][2][0].item<float>() == 0);                     // one-hot on the gt's class
+}
+
+TEST_CASE("BoxMatcher: a gt with no candidate gets its best anchor anywhere; shared anchors go to the larger IoU") {
+  using libreyolo::assign::BoxMatcher;
+  using libreyolo::assign::BoxMatcherOptions;
+  const int64_t A = 4;
+  Line line(A);
+  BoxMatcherOptions o;
+  o.topk = 1;
+  BoxMatcher m(1, o);
+  // gt 0 (9, 5, 11, 7): a 2 px box containing no anchor point -> no candidate; gt 1 (0, 0, 32, 8).
+  auto gts = torch::tensor({9.f, 5.f, 11.f, 7.f, 0.f, 0.f, 32.f, 8.f}).view({1, 2, 4});
+  auto pred = torch::zeros({1, A, 4});
+  pred[0][1] = torch::tensor({9.f, 5.f, 11.f, 7.f});  // anchor 1 predicts gt 0 exactly: IoU 1 with gt 0
+  pred[0][0] = torch::tensor({0.f, 0.f, 32.f, 8.f});  // anchor 0 predicts gt 1 exactly
+  pred[0][2] = torch::tensor({1.f, 1.f, 2.f, 2.f});
+  pred[0][3] = torch::tensor({1.f, 1.f, 2.f, 2.f});
+  auto scores = torch::full({1, A, 1}, 0.5f);
+  auto r = m(scores, pred, line.anchors, line.strides, torch::zeros({1, 2, 1}), gts, torch::ones({1, 2, 1}));
+  // gt 0 has no candidate, so its best anchor over all anchors (anchor 1, IoU 1) is taken.
+  CHECK(r.fg_mask[0][1].item<float>() == 1);
+  CHECK(r.gt_index[0][1].item<int64_t>() == 0);
+  // gt 1's top-1 among its candidates is anchor 0 (IoU 1).
+  CHECK(r.fg_mask[0][0].item<float>() == 1);
+  CHECK(r.gt_index[0][0].item<int64_t>() == 1);
+  CHECK(r.fg_mask[0][2].item<float>() == 0);
+  CHECK(r.fg_mask[0][3].item<float>() == 0);
+  // Padding gts (mask 0) claim nothing, and M = 0 gives empty targets of the right shapes.
+  auto r2 = m(scores, pred, line.anchors, line.strides, torch::zeros({1, 2, 1}), gts, torch::zeros({1, 2, 1}));
+  CHECK(r2.fg_mask.sum().item<float>() == 0);
+  auto r3 = m(scores, pred, line.anchors, line.strides, torch::zeros({1, 0, 1}), torch::zeros({1, 0, 4}),
+              torch::zeros({1, 0, 1}));
+  CHECK(r3.scores.sizes() == torch::IntArrayRef({1, A, 1}));
+  CHECK(r3.fg_mask.sum().item<float>() == 0);
+}
+
+TEST_CASE("BoxMatcher: an anchor picked by two gts goes to the one with the larger IoU") {
+  using libreyolo::assign::BoxMatcher;
+  using libreyolo::assign::BoxMatcherOptions;
+  const int64_t A = 2;
+  Line line(A);
+  BoxMatcherOptions o;
+  o.topk = 1;
+  BoxMatcher m(1, o);
+  // Both gts contain both anchors. Anchor 0's prediction is gt 1 exactly (IoU 1 with gt 1, ~0.8 with gt 0);
+  // anchor 1's prediction is far off. Both gts pick anchor 0 (top-1): it goes to gt 1; gt 0 keeps nothing.
+  auto gts = torch::tensor({0.f, 0.f, 16.f, 8.f, 0.f, 0.f, 16.f, 10.f}).view({1, 2, 4});
+  auto pred = torch::zeros({1, A, 4});
+  pred[0][0] = torch::tensor({0.f, 0.f, 16.f, 10.f});
+  pred[0][1] = torch::tensor({14.f, 6.f, 15.f, 7.f});
+  auto r = m(torch::full({1, A, 1}, 0.5f), pred, line.anchors, line.strides, torch::zeros({1, 2, 1}), gts,
+             torch::ones({1, 2, 1}));
+  CHECK(r.fg_mask[0][0].item<float>() == 1);
+  CHECK(r.gt_index[0][0].item<int64_t>() == 1);
 }

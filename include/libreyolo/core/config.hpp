@@ -40,8 +40,7 @@ struct TrainConfig {
   double weight_decay = 5e-4;
   std::string scheduler = "yoloxwarmcos";  // linear | cos | yoloxwarmcos
   double warmup_epochs = 5;
-  double warmup_momentum = 0.8;
-  double warmup_bias_lr = 0.0;
+  double warmup_lr_start = 0.0;     // warm-up starts here (capped at lr0), as the original's schedulers do
   double min_lr_ratio = 0.05;
   int no_aug_epochs = 15;
   bool ema = true;
@@ -49,13 +48,16 @@ struct TrainConfig {
   double ema_tau = 2000;
   int workers = 4;
   std::string cache = "off";        // off | ram | disk
-  int nbs = 64;                     // nominal batch: accumulate round(nbs / batch) micro-batches
+  int nbs = 0;                      // nominal batch: accumulate round(nbs / batch) micro-batches; 0 = off (the original's default)
   double clip_grad_norm = 0.0;      // 0 = off
   int eval_interval = 1;
   bool val = true;
   bool multi_scale = false;
-  // augmentation (Ultralytics-style defaults)
+  // augmentation (Ultralytics-style defaults; families override them with the original's recipe)
+  std::string hsv_mode = "multiply";  // multiply: gains are fractions (Ultralytics); add: integer offsets (YOLOX)
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  double hsv_prob = 1.0;              // probability that an image gets the HSV jitter at all
+  bool affine = true;                 // random affine after mosaic/letterbox; false: the mosaic is resized to imgsz
   double degrees = 0.0, translate = 0.1, scale = 0.5, shear = 0.0, perspective = 0.0;
   double flipud = 0.0, fliplr = 0.5, mosaic = 1.0, mixup = 0.0;
   // the three levers
@@ -86,7 +88,7 @@ struct TrainConfig {
 
   bool is_explicit(const std::string& key) const { return explicit_keys.count(key) > 0; }
   int accumulate() const {
-    return batch > 0 ? std::max(1, static_cast<int>(std::lround(double(nbs) / double(batch)))) : 1;
+    return batch > 0 && nbs > 0 ? std::max(1, static_cast<int>(std::lround(double(nbs) / double(batch)))) : 1;
   }
   std::filesystem::path run_dir() const { return std::filesystem::path(project) / name; }
 };
@@ -253,11 +255,11 @@ inline const std::vector<Field>& fields() {
     v.push_back(num("momentum", &TrainConfig::momentum, 0, 1, "SGD momentum / AdamW beta1"));
     v.push_back(flag("nesterov", &TrainConfig::nesterov, "Nesterov momentum (SGD)"));
     v.push_back(num("weight_decay", &TrainConfig::weight_decay, 0, 1, "weight decay (not on norm weights, biases)"));
-    v.push_back(text("scheduler", &TrainConfig::scheduler, "LR schedule", {"linear", "cos", "yoloxwarmcos"},
+    v.push_back(text("scheduler", &TrainConfig::scheduler, "LR schedule",
+                     {"linear", "cos", "warmcos", "yoloxwarmcos", "flat_cosine", "constant"},
                      [](const std::string& s) { return lower(s); }));
     v.push_back(num("warmup_epochs", &TrainConfig::warmup_epochs, 0, inf, "warm-up epochs"));
-    v.push_back(num("warmup_momentum", &TrainConfig::warmup_momentum, 0, 1, "momentum at the start of warm-up"));
-    v.push_back(num("warmup_bias_lr", &TrainConfig::warmup_bias_lr, 0, 10, "bias LR at the start of warm-up (linear, cos)"));
+    v.push_back(num("warmup_lr_start", &TrainConfig::warmup_lr_start, 0, 10, "LR at the start of warm-up (capped at lr0)"));
     v.push_back(num("min_lr_ratio", &TrainConfig::min_lr_ratio, 0, 1, "final LR as a fraction of lr0"));
     v.push_back(num("no_aug_epochs", &TrainConfig::no_aug_epochs, 0, 1e6, "last epochs without mosaic"));
     v.push_back(flag("ema", &TrainConfig::ema, "keep an exponential moving average of the weights"));
@@ -267,14 +269,18 @@ inline const std::vector<Field>& fields() {
     v.push_back(num("nproc", &TrainConfig::nproc, 0, 1024, "data-parallel processes to launch on this host (>= 2; batch is global)"));
     v.push_back(flag("sync_bn", &TrainConfig::sync_bn, "data-parallel: BatchNorm statistics over the global batch of all ranks"));
     v.push_back(text("cache", &TrainConfig::cache, "cache decoded images", {"off", "ram", "disk"}, canon_cache));
-    v.push_back(num("nbs", &TrainConfig::nbs, 1, 1e6, "nominal batch size (gradient accumulation)"));
+    v.push_back(num("nbs", &TrainConfig::nbs, 0, 1e6, "nominal batch size: accumulate round(nbs / batch) batches (0 = off)"));
     v.push_back(num("clip_grad_norm", &TrainConfig::clip_grad_norm, 0, inf, "max gradient norm (0 = off)"));
     v.push_back(num("eval_interval", &TrainConfig::eval_interval, 1, 1e6, "validate every N epochs"));
     v.push_back(flag("val", &TrainConfig::val, "validate during training"));
     v.push_back(flag("multi_scale", &TrainConfig::multi_scale, "random image size per batch"));
-    v.push_back(num("hsv_h", &TrainConfig::hsv_h, 0, 1, "hue jitter"));
-    v.push_back(num("hsv_s", &TrainConfig::hsv_s, 0, 1, "saturation jitter"));
-    v.push_back(num("hsv_v", &TrainConfig::hsv_v, 0, 1, "value jitter"));
+    v.push_back(text("hsv_mode", &TrainConfig::hsv_mode, "HSV jitter: multiply (gains 0..1) or add (offsets in OpenCV units)",
+                     {"multiply", "add"}, [](const std::string& s) { return lower(s); }));
+    v.push_back(num("hsv_h", &TrainConfig::hsv_h, 0, 180, "hue jitter (multiply: 0..1; add: hue units, 0..180)"));
+    v.push_back(num("hsv_s", &TrainConfig::hsv_s, 0, 255, "saturation jitter (multiply: 0..1; add: 0..255)"));
+    v.push_back(num("hsv_v", &TrainConfig::hsv_v, 0, 255, "value jitter (multiply: 0..1; add: 0..255)"));
+    v.push_back(num("hsv_prob", &TrainConfig::hsv_prob, 0, 1, "probability of the HSV jitter"));
+    v.push_back(flag("affine", &TrainConfig::affine, "random affine (degrees/translate/scale/shear); false: mosaic resized to imgsz"));
     v.push_back(num("degrees", &TrainConfig::degrees, 0, 180, "rotation (degrees)"));
     v.push_back(num("translate", &TrainConfig::translate, 0, 1, "translation fraction"));
     v.push_back(num("scale", &TrainConfig::scale, 0, 1, "scale gain"));

@@ -425,6 +425,26 @@ inline void hsv_jitter_pixel(const HsvJitterLut& L, const HsvTables& tb, int r, 
   const uint8_t* pm = perm[L.sector[h]];
   R = static_cast<uint8_t>(vals[pm[0]]), G = static_cast<uint8_t>(vals[pm[1]]), B = static_cast<uint8_t>(vals[pm[2]]);
 }
+// YOLOX's (and the original's YOLOv9) additive jitter: offsets u * gain, u ~ U(-1, 1), each channel
+// kept with probability 1/2 and truncated to an integer; H wraps modulo 180, S and V are clipped.
+inline HsvJitterLut hsv_add_lut(int dh, int ds, int dv) {
+  HsvJitterLut L;
+  for (int x = 0; x < 256; ++x) {
+    L.s[x] = static_cast<uint8_t>(std::clamp(x + ds, 0, 255));
+    L.v[x] = static_cast<uint8_t>(std::clamp(x + dv, 0, 255));
+  }
+  for (int x = 0; x < 180; ++x) {
+    const int h = ((x + dh) % 180 + 180) % 180;
+    L.sector[x] = static_cast<uint8_t>(h / 30), L.f30[x] = static_cast<uint8_t>(h % 30);
+  }
+  return L;
+}
+inline HsvJitterLut draw_hsv_add(double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
+  double d[3] = {uniform(rng, -1, 1) * h_gain, uniform(rng, -1, 1) * s_gain, uniform(rng, -1, 1) * v_gain};
+  for (double& x : d)
+    if (!bernoulli(rng, 0.5)) x = 0;
+  return hsv_add_lut(static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2]));
+}
 inline HsvJitterLut draw_hsv_jitter(double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
   const double rh = uniform(rng, -1, 1) * h_gain + 1, rs = uniform(rng, -1, 1) * s_gain + 1;
   const double rv = uniform(rng, -1, 1) * v_gain + 1;
@@ -441,6 +461,23 @@ inline void hsv_augment(Image& img, double h_gain, double s_gain, double v_gain,
   const auto& tb = detail::hsv_tables();
   uint8_t* p = img.px.data();
   for (size_t i = 0, n = img.px.size() / 3; i < n; ++i, p += 3) detail::hsv_jitter_pixel(L, tb, p[0], p[1], p[2], p[0], p[1], p[2]);
+}
+
+// The jittered uint8 [3, H, W] tensor of img through a lookup table (one pass).
+inline torch::Tensor hsv_lut_chw(const Image& img, const detail::HsvJitterLut& L) {
+  if (img.c != 3) throw Error("hsv_lut_chw: needs a 3-channel RGB image, got " + std::to_string(img.c) + " channels");
+  const auto& tb = detail::hsv_tables();
+  torch::Tensor out = torch::empty({3, img.h, img.w}, torch::kUInt8);
+  const size_t n = static_cast<size_t>(img.h) * img.w;
+  uint8_t *r = out.data_ptr<uint8_t>(), *g = r + n, *b = g + n;
+  const uint8_t* p = img.px.data();
+  for (size_t i = 0; i < n; ++i, p += 3) detail::hsv_jitter_pixel(L, tb, p[0], p[1], p[2], r[i], g[i], b[i]);
+  return out;
+}
+
+// YOLOX-style additive HSV jitter (gains in OpenCV units: H 0..180, S and V 0..255) to a CHW tensor.
+inline torch::Tensor hsv_add_chw(const Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
+  return hsv_lut_chw(img, detail::draw_hsv_add(h_gain, s_gain, v_gain, rng));
 }
 
 // hsv_augment and to_chw_tensor in one pass: the uint8 [3, H, W] tensor of the jittered image.

@@ -43,6 +43,12 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   bool train = true;
   double mosaic = 1.0, mixup = 0.0, degrees = 0, translate = 0.1, scale = 0.5, shear = 0, perspective = 0,
          fliplr = 0.5, flipud = 0, hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  std::string hsv_mode = "multiply";  // multiply: Ultralytics' gains (fractions); add: YOLOX's offsets (OpenCV units)
+  double hsv_prob = 1.0;              // probability of the HSV jitter
+  // true: Ultralytics' random perspective after the mosaic/letterbox canvas. false: the original's
+  // YOLOv9 pipeline: no affine; the 2S x 2S mosaic is resized to S (boxes kept if both sides > 2 px),
+  // a plain letterbox keeps boxes whose sides exceed 1 px.
+  bool affine = true;
   int no_aug_epochs = 15;
   int epochs = 300;            // mosaic closes for the last no_aug_epochs epochs
   std::string cache = "off";   // off | ram | disk
@@ -119,10 +125,20 @@ inline void validate_detect_augment(const DetectAugment& a) {
   if (a.stride < 1) bad("stride", a.stride, "[1, inf)");
   if (a.imgsz < a.stride || a.imgsz % a.stride != 0) bad("imgsz", a.imgsz, "the positive multiples of the stride (32)");
   const std::pair<const char*, double> probs[] = {{"mosaic", a.mosaic}, {"mixup", a.mixup}, {"fliplr", a.fliplr},
-                                                  {"flipud", a.flipud}, {"hsv_h", a.hsv_h}, {"hsv_s", a.hsv_s},
-                                                  {"hsv_v", a.hsv_v}, {"translate", a.translate}};
+                                                  {"flipud", a.flipud}, {"translate", a.translate},
+                                                  {"hsv_prob", a.hsv_prob}};
   for (const auto& [k, v] : probs)
     if (!(v >= 0 && v <= 1)) bad(k, v, "[0, 1]");
+  if (a.hsv_mode != "multiply" && a.hsv_mode != "add")
+    throw ConfigError("detection augment hsv_mode = " + a.hsv_mode + " is not one of: multiply, add");
+  const bool add = a.hsv_mode == "add";
+  const std::pair<const char*, double> hsv[] = {{"hsv_h", a.hsv_h}, {"hsv_s", a.hsv_s}, {"hsv_v", a.hsv_v}};
+  for (size_t k = 0; k < 3; ++k) {
+    const double hi = add ? (k == 0 ? 180 : 255) : 1;
+    if (!(hsv[k].second >= 0 && hsv[k].second <= hi))
+      bad(hsv[k].first, hsv[k].second, add ? (k == 0 ? "[0, 180] (hsv_mode=add)" : "[0, 255] (hsv_mode=add)")
+                                           : "[0, 1] (hsv_mode=multiply)");
+  }
   if (!(a.scale >= 0 && a.scale < 1)) bad("scale", a.scale, "[0, 1)");
   if (!(a.degrees >= 0 && a.degrees <= 180)) bad("degrees", a.degrees, "[0, 180]");
   if (!(a.shear >= 0 && a.shear < 90)) bad("shear", a.shear, "[0, 90)");
@@ -418,13 +434,31 @@ class DetectDataset {
     detail::StageClock clock(detect_stage_times().augment_ns);
     const double extra = static_cast<double>(out) / aug_.imgsz;  // multi-scale: the canvas shrinks or grows
     double sc = 1;
-    const Mat3 M = random_affine_matrix(c.h, c.w, out, out, affine_, extra, rng, &sc);
-    boxes = warp_boxes(c.boxes, M, out, out, sc);
+    // One canvas -> output transform and its boxes: a random affine, or (affine = false) a plain resize.
+    auto transform = [&](const Canvas& cv, Mat3& M, DetBoxes& out_boxes) {
+      if (aug_.affine) {
+        M = random_affine_matrix(cv.h, cv.w, out, out, affine_, extra, rng, &sc);
+        out_boxes = warp_boxes(cv.boxes, M, out, out, sc);
+        return;
+      }
+      const double k = static_cast<double>(out) / cv.w;
+      M = kIdentity3;
+      M[0] = k, M[4] = static_cast<double>(out) / cv.h;
+      const float min_side = cv.w > aug_.imgsz ? 2.f : 1.f;  // mosaic canvases: > 2 px, as the original
+      out_boxes.clear();
+      for (const auto& b : cv.boxes) {
+        DetBox m{b.cls, static_cast<float>(b.x1 * M[0]), static_cast<float>(b.y1 * M[4]),
+                 static_cast<float>(b.x2 * M[0]), static_cast<float>(b.y2 * M[4])};
+        if (m.x2 - m.x1 > min_side && m.y2 - m.y1 > min_side) out_boxes.push_back(m);
+      }
+    };
+    Mat3 M;
+    transform(c, M, boxes);
     Mat3 M2 = kIdentity3;
     double r = 1;
     if (mix) {
-      M2 = random_affine_matrix(c2.h, c2.w, out, out, affine_, extra, rng, &sc);
-      const DetBoxes b2 = warp_boxes(c2.boxes, M2, out, out, sc);
+      DetBoxes b2;
+      transform(c2, M2, b2);
       boxes.insert(boxes.end(), b2.begin(), b2.end());
       r = beta_draw(32.0, 32.0, rng);
     }
@@ -434,6 +468,8 @@ class DetectDataset {
     if (bernoulli(rng, aug_.fliplr)) F[0] = -1, F[2] = out, flip_boxes_lr(boxes, out);
     Image img = warp_tiles(c.tiles, mat_mul(F, M), out, out);
     if (mix) blend_into(img, warp_tiles(c2.tiles, mat_mul(F, M2), out, out), r);
+    if (aug_.hsv_prob < 1 && !bernoulli(rng, aug_.hsv_prob)) return to_chw_tensor(img);
+    if (aug_.hsv_mode == "add") return hsv_add_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
     return hsv_augment_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
   }
 

@@ -88,10 +88,11 @@ class Collector {
   // Whether this build and device can produce a kernel trace.
   bool can_trace() const { return compat::with_cuda && device_.is_cuda(); }
 
-  // The window begins: peak VRAM and the device-malloc count are measured from here.
+  // The window begins: the device-malloc count is measured from here. Peak VRAM is not reset: the
+  // report gives the run's peak up to the window's end (SPEC §2.1/§2.3), which includes what was
+  // allocated before the window, e.g. the CUDA-graph pools captured during the warm-up steps.
   void begin_window() {
     if (!device_.is_cuda()) return;
-    compat::cuda_reset_peak(index());
     mallocs_at_start_ = compat::cuda_device_allocs(index());
   }
 

@@ -88,6 +88,7 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
     rec.steps.push_back({s0, host_now_ns(), false, images_per_step});
   }
   col.stop(rec);
+  col.convert(rec);  // the read-out: without it the record holds no kernels
   phases.rec_ = nullptr;
   t.traced = rec.trace_collected;
   t.busy = analyse(rec);

@@ -1,6 +1,14 @@
 #pragma once
-// Per-iteration learning rate and momentum: linear / cosine decay with a linear warm-up
-// (ultralytics style), or YOLOX's quadratic warm-up + cosine + flat tail for the no-augmentation epochs.
+// Per-optimizer-step learning rate, with the original's (LibreYOLO's) formulas. Warm-up is linear from
+// warmup_lr_start (capped at lr0) to lr0 over W = round(warmup_epochs * iters_per_epoch) steps, t <= W
+// inclusive, except yoloxwarmcos whose warm-up is quadratic; every parameter group gets the same lr and
+// momentum stays constant (the original has no momentum or bias warm-up).
+//   linear       after W: lr0 - (lr0 - lr_min) (t - W) / max(1, T - W)
+//   cos          after W: lr_min + (lr0 - lr_min) (1 + cos(pi (t - W) / max(1, T - W))) / 2
+//   yoloxwarmcos (t / W)² warm-up, cosine to T - N, then lr_min for the last N = no_aug_epochs epochs
+//   flat_cosine  after W: lr0 until T - N, then a cosine from lr0 to lr_min over the last N epochs
+//   constant     after W: lr0
+// lr_min = lr0 * min_lr_ratio, T = epochs * iters_per_epoch. Past T the curves are held at their value at T.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/train/optimizer.hpp>
 
@@ -12,13 +20,17 @@
 
 namespace libreyolo::train {
 
-enum class ScheduleKind { linear, cos, yoloxwarmcos };
+enum class ScheduleKind { linear, cos, yoloxwarmcos, flat_cosine, constant };
+
+inline constexpr const char* kScheduleChoices = "linear|cos|warmcos|yoloxwarmcos|flat_cosine|constant";
 
 inline ScheduleKind parse_schedule(const std::string& s) {
   if (s == "linear") return ScheduleKind::linear;
-  if (s == "cos") return ScheduleKind::cos;
+  if (s == "cos" || s == "warmcos") return ScheduleKind::cos;
   if (s == "yoloxwarmcos") return ScheduleKind::yoloxwarmcos;
-  throw ConfigError("scheduler '" + s + "' is not supported; allowed: linear|cos|yoloxwarmcos");
+  if (s == "flat_cosine") return ScheduleKind::flat_cosine;
+  if (s == "constant") return ScheduleKind::constant;
+  throw ConfigError("scheduler '" + s + "' is not supported; allowed: " + kScheduleChoices);
 }
 
 struct ScheduleOptions {
@@ -26,12 +38,11 @@ struct ScheduleOptions {
   double lr0 = 0.01;
   double min_lr_ratio = 0.05;
   int epochs = 300;
-  int64_t iters_per_epoch = 1;
+  int64_t iters_per_epoch = 1;  // optimizer steps per epoch
   double warmup_epochs = 5;
+  double warmup_lr_start = 0.0;
   double momentum = 0.937;
-  double warmup_momentum = 0.8;
-  double warmup_bias_lr = 0.0;
-  int no_aug_epochs = 15;  // yoloxwarmcos only: lr stays at its minimum for these last epochs
+  int no_aug_epochs = 15;  // yoloxwarmcos: the flat tail; flat_cosine: the cosine tail
 };
 
 class LRSchedule {
@@ -45,73 +56,57 @@ class LRSchedule {
     if (o_.epochs < 0) bad("epochs", o_.epochs, "must be >= 0");
     if (o_.iters_per_epoch < 1) bad("iters_per_epoch", static_cast<double>(o_.iters_per_epoch), "must be >= 1");
     if (!(o_.warmup_epochs >= 0)) bad("warmup_epochs", o_.warmup_epochs, "must be >= 0");
+    if (!(o_.warmup_lr_start >= 0)) bad("warmup_lr_start", o_.warmup_lr_start, "must be >= 0");
     if (o_.no_aug_epochs < 0) bad("no_aug_epochs", o_.no_aug_epochs, "must be >= 0");
     if (!(o_.momentum >= 0 && o_.momentum < 1)) bad("momentum", o_.momentum, "allowed 0 <= momentum < 1");
-    if (!(o_.warmup_momentum >= 0 && o_.warmup_momentum < 1))
-      bad("warmup_momentum", o_.warmup_momentum, "allowed 0 <= warmup_momentum < 1");
-    if (!(o_.warmup_bias_lr >= 0)) bad("warmup_bias_lr", o_.warmup_bias_lr, "must be >= 0");
     total_ = static_cast<int64_t>(o_.epochs) * o_.iters_per_epoch;
-    warmup_ = o_.warmup_epochs > 0
-                  ? std::max<int64_t>(1, std::llround(o_.warmup_epochs * static_cast<double>(o_.iters_per_epoch)))
-                  : 0;
-    no_aug_ = static_cast<int64_t>(o_.no_aug_epochs) * o_.iters_per_epoch;
+    warmup_ = std::llround(o_.warmup_epochs * static_cast<double>(o_.iters_per_epoch));
+    tail_ = static_cast<int64_t>(o_.no_aug_epochs) * o_.iters_per_epoch;
+    start_ = std::min(o_.warmup_lr_start, o_.lr0);
   }
 
-  // lr of the "decay" and "norm" groups at optimizer step t (0-based).
+  // The lr of optimizer step t (0-based): the original sets update_lr(0) before the first step and
+  // update_lr(t + 1) after step t.
   double lr(int64_t t) const {
-    check(t);
-    if (o_.kind == ScheduleKind::yoloxwarmcos) return yolox(t);
-    const double s = decayed(t);
-    return t < warmup_ ? s * frac_warm(t) : s;
+    if (t < 0) throw Error("LRSchedule: step index t = " + std::to_string(t) + " is negative");
+    t = std::min(t, std::max<int64_t>(total_, 0));
+    const double lr0 = o_.lr0, lo = o_.lr0 * o_.min_lr_ratio;
+    const auto frac = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
+    if (o_.kind == ScheduleKind::yoloxwarmcos) {
+      if (warmup_ > 0 && t <= warmup_) return (lr0 - start_) * std::pow(frac(t, warmup_), 2) + start_;
+      if (t >= total_ - tail_) return lo;
+      return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - warmup_, total_ - warmup_ - tail_)));
+    }
+    if (t <= warmup_) return warmup_ > 0 ? (lr0 - start_) * frac(t, warmup_) + start_ : lr0;
+    const int64_t span = std::max<int64_t>(1, total_ - warmup_);
+    switch (o_.kind) {
+      case ScheduleKind::linear: return lr0 - (lr0 - lo) * frac(t - warmup_, span);
+      case ScheduleKind::cos: return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - warmup_, span)));
+      case ScheduleKind::flat_cosine: {
+        const int64_t cos_start = total_ - tail_;
+        if (t < cos_start) return lr0;
+        const double p = std::min(1.0, frac(t - cos_start, std::max<int64_t>(1, tail_)));
+        return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * p));
+      }
+      default: return lr0;
+    }
   }
-  // lr of the "bias" group: starts at warmup_bias_lr and meets lr(t) at the end of warm-up.
-  double bias_lr(int64_t t) const {
-    check(t);
-    if (o_.kind == ScheduleKind::yoloxwarmcos) return yolox(t);
-    const double s = decayed(t);
-    return t < warmup_ ? o_.warmup_bias_lr + (s - o_.warmup_bias_lr) * frac_warm(t) : s;
-  }
-  double momentum(int64_t t) const {
-    check(t);
-    if (t >= warmup_) return o_.momentum;
-    return o_.warmup_momentum + (o_.momentum - o_.warmup_momentum) * frac_warm(t);
-  }
+  double momentum(int64_t) const { return o_.momentum; }
   int64_t warmup_iters() const { return warmup_; }
   int64_t total_iters() const { return total_; }
   const ScheduleOptions& options() const { return o_; }
 
-  // Sets every group's lr (the group named "bias" gets bias_lr) and the optimizer momentum.
+  // Sets every group's lr and the optimizer's momentum for step t.
   void apply(Optimizer& opt, int64_t t) const {
-    const double main = lr(t), bias = bias_lr(t);
-    for (size_t i = 0; i < opt.num_groups(); ++i) opt.set_lr(i, opt.group(i).name == "bias" ? bias : main);
-    opt.set_momentum(momentum(t));
+    const double v = lr(t);
+    for (size_t i = 0; i < opt.num_groups(); ++i) opt.set_lr(i, v);
+    opt.set_momentum(o_.momentum);
   }
 
  private:
-  static void check(int64_t t) {
-    if (t < 0) throw Error("LRSchedule: step index t = " + std::to_string(t) + " is negative");
-  }
-  double frac_warm(int64_t t) const { return static_cast<double>(t) / static_cast<double>(warmup_); }
-
-  // The linear / cosine curve s(t), clamped at t = T so it never turns back up past the end.
-  double decayed(int64_t t) const {
-    const double r = o_.min_lr_ratio;
-    const double x = total_ > 0 ? static_cast<double>(std::min(t, total_)) / static_cast<double>(total_) : 0.0;
-    if (o_.kind == ScheduleKind::linear) return o_.lr0 * (1 - (1 - r) * x);
-    return o_.lr0 * (r + (1 - r) * 0.5 * (1 + std::cos(std::numbers::pi * x)));
-  }
-
-  double yolox(int64_t t) const {
-    const double min_lr = o_.lr0 * o_.min_lr_ratio;
-    if (t < warmup_) return o_.lr0 * frac_warm(t) * frac_warm(t);
-    const int64_t cos_len = total_ - warmup_ - no_aug_;
-    if (cos_len <= 0 || t >= total_ - no_aug_) return min_lr;
-    const double x = static_cast<double>(t - warmup_) / static_cast<double>(cos_len);
-    return min_lr + 0.5 * (o_.lr0 - min_lr) * (1 + std::cos(std::numbers::pi * x));
-  }
-
   ScheduleOptions o_;
-  int64_t total_ = 0, warmup_ = 0, no_aug_ = 0;
+  int64_t total_ = 0, warmup_ = 0, tail_ = 0;
+  double start_ = 0;
 };
 
 }  // namespace libreyolo::train

@@ -119,8 +119,9 @@ void LIBREYOLO_TRAINER::build() {
   lo.rank = 0, lo.world = 1;  // validation runs on rank 0 over the whole split
   lo.batch = cfg_.batch * 2;
   val_loader_ = std::make_unique<Loader>(family_.val_set(), lo);
-  // Weight decay scaled to the nominal batch, as the original does.
-  double wd = cfg_.weight_decay * cfg_.batch * accumulate_ / cfg_.nbs;
+  // With a nominal batch (nbs > 0) the weight decay is scaled to it (Ultralytics' convention); without
+  // one, as in the original, it is used as given.
+  double wd = cfg_.nbs > 0 ? cfg_.weight_decay * cfg_.batch * accumulate_ / cfg_.nbs : cfg_.weight_decay;
   train::OptimizerOptions oo;
   oo.name = cfg_.optimizer;
   oo.lr0 = cfg_.lr0;
@@ -132,11 +133,12 @@ void LIBREYOLO_TRAINER::build() {
   so.lr0 = cfg_.lr0;
   so.min_lr_ratio = cfg_.min_lr_ratio;
   so.epochs = cfg_.epochs;
-  so.iters_per_epoch = static_cast<int64_t>(std::max<size_t>(1, train_loader_->num_batches()));
+  // The schedule advances once per optimizer step, as the original's does under accumulation.
+  const auto batches = static_cast<int64_t>(std::max<size_t>(1, train_loader_->num_batches()));
+  so.iters_per_epoch = (batches + accumulate_ - 1) / accumulate_;
   so.warmup_epochs = cfg_.warmup_epochs;
+  so.warmup_lr_start = cfg_.warmup_lr_start;
   so.momentum = cfg_.momentum;
-  so.warmup_momentum = cfg_.warmup_momentum;
-  so.warmup_bias_lr = cfg_.warmup_bias_lr;
   so.no_aug_epochs = cfg_.no_aug_epochs;
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);
@@ -181,7 +183,7 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
   best_fitness_ = st.at("best_fitness").get<double>();
   results_ = std::make_unique<train::ResultsWriter>(run_dir_);
   results_->restore(ck.meta.value("results", nlohmann::json::array()));
-  sched_->apply(*opt_, ni_);
+  sched_->apply(*opt_, opt_steps_);
   log::info("resume: ", run_dir_.string(), " from epoch ", start_epoch_ + 1, skip_batches_ ? " (batch " : "",
             skip_batches_ ? std::to_string(skip_batches_) + ")" : "", ", ", opt_steps_, " optimizer steps done");
 }
@@ -286,6 +288,7 @@ int LIBREYOLO_TRAINER::auto_batch() {
               "% of the device); using batch=1");
   else
     log::info("batch=-1: using batch=", r.batch);
+  compat::cuda_reset_peak(compat::device_index(device_));  // the run's peak VRAM starts after the probes
   return r.batch;
 }
 
@@ -342,7 +345,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   }
   ++ni_;
   ++batch_in_epoch_;
-  sched_->apply(*opt_, ni_);
+  sched_->apply(*opt_, opt_steps_);
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + lo.items : lo.items.clone();
   ++loss_count_;
   prof_.step_end(static_cast<int>(b.images.size(0)));

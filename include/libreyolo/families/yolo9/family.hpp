@@ -1,7 +1,7 @@
 #pragma once
 // The YOLOv9 detection family: GELAN t/s on YOLO-format datasets, task-aligned assigner + BCE/CIoU/DFL
-// loss, COCO mAP on the validation split (fitness = mAP50-95). Traits carry the original's schedule
-// overrides (linear, warm-up 3, EMA 0.9999, gradient-norm clip 10) and declare the whole network as the capture region.
+// loss, COCO mAP on the validation split (fitness = mAP50-95). Traits carry the original's recipe (its
+// YOLO9Config, fixtures/libreyolo/yolo9-t/config.json) and declare the whole network as the capture region.
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -33,12 +33,13 @@ class Yolo9Family {
     static constexpr Task task = Task::detect;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
-    // clip_grad_norm=10: YOLOv9's own trainer (and Ultralytics') clips the gradient norm at 10 after
-    // unscaling. The loss is summed × batch and accumulated to the nominal batch, so without the clip an
-    // SGD step early in training can be huge: on the H200 (fp16 and bf16) and on the CPU (fp32, 320 px)
-    // the classification loss went 5 -> 2e4 -> NaN within three epochs; with it, training stays stable.
-    static constexpr std::array<std::string_view, 4> overrides{"scheduler=linear", "warmup_epochs=3",
-                                                               "ema_decay=0.9999", "clip_grad_norm=10"};
+    // The original's YOLO9Config: linear schedule with a 3-epoch warm-up from 1e-4 to 1% of lr0, EMA
+    // 0.9999, 8 workers, validation every 10 epochs; no gradient clipping, no accumulation (nbs unset);
+    // its YOLO9MosaicMixupDataset applies no random affine (the 2S mosaic is resized to S), no mixup, and
+    // YOLOX's additive HSV jitter (gains 5, 30, 30, each channel with probability 1/2).
+    static constexpr std::array<std::string_view, 13> overrides{
+        "scheduler=linear", "warmup_epochs=3", "warmup_lr_start=0.0001", "min_lr_ratio=0.01", "ema_decay=0.9999",
+        "workers=8", "eval_interval=10", "affine=false", "mixup=0", "hsv_mode=add", "hsv_h=5", "hsv_s=30", "hsv_v=30"};
   };
   using Network = families::yolo9::Yolo9;
   using Dataset = data::DetectDataset;
@@ -78,6 +79,9 @@ class Yolo9Family {
     a.hsv_h = cfg.hsv_h;
     a.hsv_s = cfg.hsv_s;
     a.hsv_v = cfg.hsv_v;
+    a.hsv_mode = cfg.hsv_mode;
+    a.hsv_prob = cfg.hsv_prob;
+    a.affine = cfg.affine;
     a.no_aug_epochs = cfg.no_aug_epochs;
     a.epochs = cfg.epochs;
     a.cache = cfg.cache;
@@ -101,19 +105,41 @@ class Yolo9Family {
   }
   static std::vector<std::string> loss_names() { return {"box", "cls", "dfl"}; }
 
-  // COCO mAP50 / mAP50-95 on the validation split, in letterboxed pixels (a uniform scale does not
-  // change IoU). NMS as in validation: conf 0.001, IoU 0.7, 300 detections.
+  // COCO mAP (COCOeval's rules, eval/detection.hpp) on the validation split, with the original's
+  // validation post-processing: every (box, class) pair above conf 0.001, class-aware NMS at IoU 0.65,
+  // 300 detections per image; boxes mapped back to the original image and clipped to it, empty ones
+  // dropped. Ground truth is mapped back the same way, so areas are original pixels as COCO's are.
+  static families::yolo9::NmsOptions val_nms() {
+    families::yolo9::NmsOptions nms;
+    nms.conf = 0.001;
+    nms.iou = 0.65;
+    nms.max_det = 300;
+    nms.multi_label = true;
+    return nms;
+  }
   template <class Forward>
   train::ValResult validate(Forward&& forward, data::Loader<Dataset>& loader, torch::Device dev) const {
     torch::NoGradGuard ng;
     eval::DetectionMetrics metrics;
-    families::yolo9::NmsOptions nms;
-    nms.conf = 0.001;
+    const auto nms = val_nms();
     loader.start_epoch(0);
     while (auto batch = loader.next()) {
       auto b = to_device(*batch, dev);
       auto preds = families::yolo9::postprocess(forward(input(b)), strides(), 16, nms);
-      for (size_t i = 0; i < preds.size(); ++i) metrics.add(preds[i].to(torch::kCPU), batch->boxes[i]);
+      const std::array<int64_t, 2> in_hw{b.images.size(2), b.images.size(3)};
+      for (size_t i = 0; i < preds.size(); ++i) {
+        const auto& lb = batch->letterbox[i];  // orig_h, orig_w, ratio, pad_x, pad_y
+        const std::array<int64_t, 2> orig{static_cast<int64_t>(lb[0]), static_cast<int64_t>(lb[1])};
+        auto p = families::yolo9::scale_boxes(preds[i].to(torch::kCPU), in_hw, orig, lb[2], {lb[3], lb[4]});
+        if (p.size(0) > 0) {
+          auto keep = ((p.select(1, 2) > p.select(1, 0)) & (p.select(1, 3) > p.select(1, 1))).nonzero().squeeze(1);
+          p = p.index_select(0, keep);
+        }
+        auto g = batch->boxes[i];
+        if (g.size(0) > 0)
+          g = torch::cat({g.narrow(1, 0, 1), families::yolo9::scale_boxes(g.narrow(1, 1, 4), in_hw, orig, lb[2], {lb[3], lb[4]})}, 1);
+        metrics.add(p, g);
+      }
     }
     auto r = metrics.compute();
     train::ValResult v;

@@ -1,11 +1,13 @@
 #pragma once
-// YOLOv9 detection loss (the YOLOv8/v9 "v8DetectionLoss" recipe): task-aligned assignment, BCE on
-// class logits against the assigner's soft scores, CIoU box loss and distribution focal loss (DFL)
-// on positives, each weighted by the target scores and normalised by their sum.
+// YOLOv9 detection loss as the original (LibreYOLO's YOLO9Loss, from MultimediaTechLab/YOLO) computes
+// it: its BoxMatcher assignment (assign/box_matcher.hpp), BCE on class logits against the soft scores,
+// CIoU box loss and distribution focal loss (DFL) on positives, each weighted by the positive's summed
+// target score and normalised by the total target score; total = 7.5 box + 0.5 cls + 1.5 dfl, a mean
+// over the batch (not multiplied by the batch size).
 // Positives are selected by multiplying with the fg mask instead of boolean indexing, so the loss has
 // fixed shapes and never synchronises with the device.
 #include <libreyolo/assign/box_ops.hpp>
-#include <libreyolo/assign/tal.hpp>
+#include <libreyolo/assign/box_matcher.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
 
@@ -33,16 +35,16 @@ inline torch::Tensor distribution_focal_loss(const torch::Tensor& pred_dist, con
 }
 
 struct DetLossOutput {
-  torch::Tensor total;  // scalar, differentiable: (box + cls + dfl) × batch size
-  torch::Tensor items;  // [3] box, cls, dfl after their gains, before × batch; detached
+  torch::Tensor total;  // scalar, differentiable: box + cls + dfl after their gains
+  torch::Tensor items;  // [3] box, cls, dfl after their gains; detached
 };
 
 class DetectionLoss {
  public:
   DetectionLoss(std::vector<int64_t> strides, int64_t nc, int64_t reg_max = 16, double box = 7.5, double cls = 0.5,
-                double dfl = 1.5, assign::TalOptions tal = {})
+                double dfl = 1.5, assign::BoxMatcherOptions match = {})
       : strides_(std::move(strides)), nc_(nc), reg_max_(reg_max), box_gain_(box), cls_gain_(cls), dfl_gain_(dfl),
-        assigner_(nc, tal) {
+        assigner_(nc, with_reg_max(match, reg_max)) {
     if (reg_max_ < 2) throw ConfigError("DetectionLoss: reg_max must be >= 2, got " + std::to_string(reg_max_));
     if (strides_.empty()) throw ConfigError("DetectionLoss: strides must not be empty");
   }
@@ -54,7 +56,6 @@ class DetectionLoss {
     std::vector<torch::Tensor> feats32;  // all loss math in float32, whatever the autocast dtype
     for (const auto& f : feats) feats32.push_back(f.to(torch::kFloat32));
     auto [pred_dist, pred_logits] = split_head_outputs(feats32, reg_max_);  // [B,A,4R], [B,A,nc]
-    const int64_t batch = pred_logits.size(0);
     auto anchors = make_anchors(feats32, strides_);
     auto pred_boxes = dist2bbox(dfl_decode(pred_dist, reg_max_), anchors.points);  // grid units
 
@@ -63,7 +64,7 @@ class DetectionLoss {
     auto gt_boxes = t.narrow(2, 1, 4);
     auto mask_gt = (gt_labels >= 0).to(torch::kFloat32);
     auto assigned = assigner_(pred_logits.detach().sigmoid(), pred_boxes.detach() * anchors.strides,
-                              anchors.points * anchors.strides, gt_labels, gt_boxes, mask_gt);
+                              anchors.points * anchors.strides, anchors.strides, gt_labels, gt_boxes, mask_gt);
 
     auto score_sum = assigned.scores.sum().clamp_min(1.0);
     auto cls_loss = torch::binary_cross_entropy_with_logits(pred_logits, assigned.scores, {}, {},
@@ -77,9 +78,7 @@ class DetectionLoss {
     auto dfl_loss = (distribution_focal_loss(pred_dist, target_ltrb, reg_max_) * weight).sum() / score_sum;
 
     auto items = torch::stack({box_loss * box_gain_, cls_loss * cls_gain_, dfl_loss * dfl_gain_});
-    // Ultralytics multiplies by the batch size so gradients scale with it; the optimiser's nominal
-    // batch bookkeeping (nbs, accumulation) assumes this convention.
-    return {items.sum() * static_cast<double>(batch), items.detach()};
+    return {items.sum(), items.detach()};
   }
 
   const std::vector<int64_t>& strides() const { return strides_; }
@@ -100,10 +99,14 @@ class DetectionLoss {
                       std::to_string(feats.front().size(0)));
   }
 
+  static assign::BoxMatcherOptions with_reg_max(assign::BoxMatcherOptions o, int64_t reg_max) {
+    o.reg_max = reg_max;
+    return o;
+  }
   std::vector<int64_t> strides_;
   int64_t nc_, reg_max_;
   double box_gain_, cls_gain_, dfl_gain_;
-  assign::TaskAlignedAssigner assigner_;
+  assign::BoxMatcher assigner_;
 };
 
 }  // namespace libreyolo::families::yolo9
