@@ -336,6 +336,34 @@ TEST_CASE("small / medium / large area ranges") {
   CHECK(s.ar_large == -1.0);
 }
 
+// gt A (0,0,30,30) area 900 (small), gt B (0,0,40,40) area 1600 (medium); one detection D
+// (0,0,38,38) area 1444 (medium) 0.9: IoU(D, A) = 900/1444 = 0.623, IoU(D, B) = 1444/1600 = 0.9025.
+//   all (npig 2, order A, B): D takes A, then B's higher IoU replaces it -> TP at t = .50..90 (9):
+//     rc .5 -> points 0..0.5 (51) -> 51/101; t = .95: FP -> AP 9 * 51 / 1010 = 459/1010.
+//   small (A; B ignored and last): t = .50..60 (3): D holds the non-ignored A and stops at the first
+//     ignored gt, so B's better IoU never counts -> TP although D itself is not small -> AP 1;
+//     t = .65..90: A is too loose, D matches the ignored B -> ignored; t = .95: unmatched and not
+//     small -> ignored. AP_small = 3/10, AR_small 3/10.
+//   medium (B; A ignored): D -> B at t <= .90 -> AP 9/10; at .95 unmatched, medium -> FP.
+TEST_CASE("a detection holding a non-ignored gt does not move to a better ignored one") {
+  DetectionMetrics m;
+  m.add(preds({{0, 0, 38, 38, 0.9, 0}}), gts({{0, 0, 0, 30, 30}, {0, 0, 0, 40, 40}}));
+  auto r = m.compute();
+  CHECK(r.map50_95 == doctest::Approx(459.0 / 1010));
+  CHECK(r.ap_small == doctest::Approx(0.3));
+  CHECK(r.ar_small == doctest::Approx(0.3));
+  CHECK(r.ap_medium == doctest::Approx(0.9));
+  CHECK(r.ap_large == -1.0);
+}
+
+// numpy's argsort(-score) puts NaN last: gt (0,0,10,10), a TP scoring NaN and an FP scoring 0.5 ->
+// FP, TP: rc 0, 1; pr 0, .5 -> AP .5 (NaN first would give TP, FP -> AP 1).
+TEST_CASE("a NaN score sorts last") {
+  DetectionMetrics m;
+  m.add(preds({{0, 0, 10, 10, NAN, 0}, {50, 50, 60, 60, 0.5, 0}}), gts({{0, 0, 0, 10, 10}}));
+  CHECK(m.compute().map50_95 == doctest::Approx(0.5));
+}
+
 TEST_CASE("an image with detections and no ground truth: its detections are false positives") {
   // Image 0: gt (0,0,10,10) found at 0.9. Image 1: no gt, a detection at 0.95 -> FP ranked first:
   // rc 0, 1; pr 0, .5; env .5 -> all 101 points .5 -> AP .5; AR 1. An empty image changes nothing.
