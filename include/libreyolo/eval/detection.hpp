@@ -31,7 +31,7 @@
 //   past the last recall stay 0. A (category, area range) with no non-ignored gt (npig == 0) is -1
 //   and left out of the means; a category with gts and no detections scores 0.
 //   The maxDets 1 and 10 columns reuse the same per-image matching and take each image's first 1 or
-//   10 kept detections.
+//   10 kept detections (at most max_dets).
 // - summarize: each statistic is the mean of the entries > -1: AP over all 10 thresholds x 101
 //   recall points x categories (area all, max_dets), AP50 / AP75 at one threshold, AP small /
 //   medium / large, AR = mean over thresholds x categories of the final recall (0 without
@@ -43,7 +43,9 @@
 //
 // precision / recall are not COCO numbers: they are the Ultralytics-style summary the families
 // print, class means at the confidence (grid 0, 0.001, ..., 1) with the best class-mean F1, from the
-// same matching at IoU 0.50, area all, max_dets (ignored detections left out).
+// same matching at IoU 0.50, area all, max_dets (ignored detections left out). (The original's
+// COCOEvaluator reports the mean of COCO's precision array, i.e. map50_95, and AR@100 under those
+// names instead.)
 #include <libreyolo/core/error.hpp>
 
 #include <torch/torch.h>
