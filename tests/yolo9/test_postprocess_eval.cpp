@@ -1,6 +1,5 @@
-// Decoding (anchors, DFL), class-aware NMS, letterbox inverse mapping and COCO-style mAP, each on a
-// tiny hand-worked case.
-#include <libreyolo/eval/detection.hpp>
+// Decoding (anchors, DFL), class-aware NMS and letterbox inverse mapping, each on a tiny hand-worked
+// case. The COCO mAP cases (eval/detection.hpp) are in tests/eval/test_detection_metrics.cpp.
 #include <libreyolo/families/yolo9/postprocess.hpp>
 
 #include <doctest/doctest.h>
@@ -8,7 +7,6 @@
 #include <cmath>
 
 namespace y9 = libreyolo::families::yolo9;
-using libreyolo::eval::DetectionMetrics;
 
 TEST_CASE("make_anchors: cell centres level by level, row-major, with their strides") {
   std::vector<torch::Tensor> feats{torch::zeros({1, 5, 2, 3}), torch::zeros({1, 5, 1, 2})};
@@ -106,51 +104,4 @@ TEST_CASE("scale_boxes undoes a letterbox") {
                                       {8.0, 4.0});
   CHECK(torch::allclose(explicit_pad, torch::tensor({20.f, 20.f, 40.f, 40.f}).view({1, 4})));
   CHECK_THROWS_AS(y9::scale_boxes(boxes, {640, 640}, {300, 400}, 0.0, {0, 0}), libreyolo::ConfigError);
-}
-
-// Two images. Image A gt: c0 (0,0,10,10), c0 (20,20,30,30), c1 (0,20,10,30); image B gt: c0 (50,50,60,60)
-// and no predictions. Predictions on A:
-//   p1 (0,0,10,10) 0.9 c0: IoU 1 -> TP at every threshold
-//   p2 (20,20,30,31) 0.8 c0: IoU 100/110 = 0.909 -> TP at 0.50..0.90, FP at 0.95
-//   p3 (1,1,11,11) 0.7 c0: its gt is taken -> FP
-//   p4 (0,20,10,30) 0.6 c1: TP;  p6 (0,22,10,32) 0.4 c1: gt taken -> FP
-//   p5 (100,100,110,110) 0.5 c2: class 2 has no gt -> left out of the means
-// Class 0 (3 gts), IoU 0.5..0.9: recall 1/3, 2/3, 2/3, precision 1, 1, 2/3 -> recall points 0..0.66
-// (67 of 101) see precision 1 -> AP 67/101; IoU 0.95: recall 1/3 -> points 0..0.33 -> 34/101.
-// AP50-95(c0) = (9·67 + 34) / 1010 = 0.6306931. Class 1: AP 1 everywhere.
-// mAP50 = (67/101 + 1) / 2 = 0.8316832; mAP50-95 = (0.6306931 + 1) / 2 = 0.8153465.
-// Best mean F1 at IoU 0.5 is for confidences in (0.4, 0.6]: c0 P = R = 2/3, c1 P = R = 1 -> 5/6 each.
-TEST_CASE("COCO-style mAP on a hand-worked set, with a class without gt and an image without predictions") {
-  DetectionMetrics metrics;
-  auto gt_a = torch::tensor({0.f, 0.f, 0.f, 10.f, 10.f, 0.f, 20.f, 20.f, 30.f, 30.f, 1.f, 0.f, 20.f, 10.f, 30.f}).view({3, 5});
-  auto pred_a = torch::tensor({20.f, 20.f, 30.f, 31.f, 0.8f, 0.f,   // p2 (given out of score order)
-                               0.f, 0.f, 10.f, 10.f, 0.9f, 0.f,     // p1
-                               1.f, 1.f, 11.f, 11.f, 0.7f, 0.f,     // p3
-                               0.f, 20.f, 10.f, 30.f, 0.6f, 1.f,    // p4
-                               100.f, 100.f, 110.f, 110.f, 0.5f, 2.f,  // p5
-                               0.f, 22.f, 10.f, 32.f, 0.4f, 1.f})   // p6
-                    .view({6, 6});
-  metrics.add(pred_a, gt_a);
-  metrics.add(torch::zeros({0, 6}), torch::tensor({0.f, 50.f, 50.f, 60.f, 60.f}).view({1, 5}));
-  auto r = metrics.compute();
-  REQUIRE(r.classes == std::vector<int64_t>{0, 1});
-  CHECK(r.ap50_per_class[0] == doctest::Approx(67.0 / 101));
-  CHECK(r.ap50_per_class[1] == doctest::Approx(1.0));
-  CHECK(r.ap_per_class[0] == doctest::Approx(637.0 / 1010));
-  CHECK(r.ap_per_class[1] == doctest::Approx(1.0));
-  CHECK(r.map50 == doctest::Approx(0.8316832).epsilon(1e-6));
-  CHECK(r.map50_95 == doctest::Approx(0.8153465).epsilon(1e-6));
-  CHECK(r.precision == doctest::Approx(5.0 / 6));
-  CHECK(r.recall == doctest::Approx(5.0 / 6));
-
-  // Perfect predictions score 1; nothing added scores 0; malformed input is an error naming the shape.
-  DetectionMetrics perfect;
-  auto gt = torch::tensor({3.f, 5.f, 5.f, 25.f, 45.f}).view({1, 5});
-  perfect.add(torch::tensor({5.f, 5.f, 25.f, 45.f, 0.99f, 3.f}).view({1, 6}), gt);
-  perfect.add(torch::Tensor(), torch::Tensor());
-  auto p = perfect.compute();
-  CHECK(p.map50_95 == doctest::Approx(1.0));
-  CHECK(p.precision == doctest::Approx(1.0));
-  CHECK(DetectionMetrics().compute().map50 == 0.0);
-  CHECK_THROWS_AS(perfect.add(torch::zeros({2, 5}), gt), libreyolo::DataError);
 }
