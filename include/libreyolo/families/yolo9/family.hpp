@@ -143,8 +143,10 @@ class Yolo9Family {
     }
     auto r = metrics.compute();
     train::ValResult v;
-    v.fitness = r.map50_95;
-    v.metrics = {{"mAP50", r.map50}, {"mAP50-95", r.map50_95}, {"precision", r.precision}, {"recall", r.recall}};
+    v.fitness = std::max(0.0, r.map50_95);  // COCO's -1 (no ground truth at all) ranks as 0
+    v.metrics = {{"mAP50", r.map50}, {"mAP50-95", r.map50_95}, {"mAP75", r.map75},   {"AP_small", r.ap_small},
+                 {"AP_medium", r.ap_medium}, {"AP_large", r.ap_large}, {"AR100", r.ar100},
+                 {"precision", r.precision}, {"recall", r.recall}};
     char buf[96];
     std::snprintf(buf, sizeof buf, "mAP50 %.4f  mAP50-95 %.4f", r.map50, r.map50_95);
     v.summary = buf;
