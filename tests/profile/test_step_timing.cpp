@@ -20,33 +20,3 @@ TEST_CASE("time_steps on the CPU: sorted host times, no trace, no kernels") {
   CHECK_FALSE(t.traced);
   CHECK(t.busy.kernels_per_step == 0);
 }
-
-TEST_SUITE("gpu") {
-  TEST_CASE("time_steps on CUDA: the traced pass has kernels and GPU busy time, with phases") {
-    LRY_REQUIRE_CUDA();
-    const torch::Device dev(torch::kCUDA, 0);
-    auto w = torch::randn({512, 512}, torch::TensorOptions().device(dev).requires_grad(true));
-    auto step = [&](lp::StepPhases& ph) {
-      ph.mark(lp::Phase::forward);
-      auto loss = torch::relu(torch::randn({256, 512}, dev).mm(w)).mm(w).sum();
-      ph.mark(lp::Phase::backward);
-      loss.backward();
-      ph.mark(lp::Phase::optimizer);
-      torch::NoGradGuard g;
-      w.sub_(w.grad() * 1e-4);
-      w.grad().zero_();
-    };
-    for (int i = 0; i < 3; ++i) {
-      lp::StepPhases warm;
-      step(warm);
-    }
-    auto t = lp::time_steps(step, 6, dev, 256);
-    REQUIRE(t.traced);
-    CHECK(t.busy.trace_collected);
-    CHECK(t.busy.kernels_per_step >= 5);        // randn, 2 mm, relu, sum, backward mms, update
-    CHECK(t.busy.gpu_busy_ms_per_step > 0);
-    CHECK(t.busy.gpu_busy_ms_per_step < t.median_ms * 3);
-    MESSAGE("kernels/step " << t.busy.kernels_per_step << ", busy " << t.busy.gpu_busy_ms_per_step << " ms, median "
-                            << t.median_ms << " ms");
-  }
-}

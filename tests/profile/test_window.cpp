@@ -2,6 +2,7 @@
 // unsynchronised and synchronised halves, the report, the artifacts and the detach.
 #include "support.hpp"
 
+#include <libreyolo/profile/step_timing.hpp>
 #include <libreyolo/profile/window.hpp>
 
 #include <cstdlib>
@@ -259,5 +260,40 @@ TEST_SUITE("gpu") {
       std::ofstream(fs::path(keep) / "gpu_record.json") << to_json(prof.record()).dump();
       for (const char* f : {"profile.json", "timeline.html"}) std::ofstream(fs::path(keep) / f) << slurp(dir / f);
     }
+  }
+}
+
+// ---- profile::time_steps (the benchmarks' step timing) on CUDA: its traced pass is read out, so the
+// analysis has kernels and busy time (it used to stop the collector without the read-out: 0 kernels).
+namespace lp = libreyolo::profile;
+TEST_SUITE("gpu") {
+  TEST_CASE("time_steps on CUDA (after the Window case: each traces in its own Collector): kernels and busy time, twice") {
+    LRY_REQUIRE_CUDA();
+    const torch::Device dev(torch::kCUDA, 0);
+    auto w = torch::randn({512, 512}, torch::TensorOptions().device(dev).requires_grad(true));
+    auto step = [&](lp::StepPhases& ph) {
+      ph.mark(lp::Phase::forward);
+      auto loss = torch::relu(torch::randn({256, 512}, dev).mm(w)).mm(w).sum();
+      ph.mark(lp::Phase::backward);
+      loss.backward();
+      ph.mark(lp::Phase::optimizer);
+      torch::NoGradGuard g;
+      w.sub_(w.grad() * 1e-4);
+      w.grad().zero_();
+    };
+    for (int i = 0; i < 3; ++i) {
+      lp::StepPhases warm;
+      step(warm);
+    }
+    auto t = lp::time_steps(step, 6, dev, 256);
+    auto again = lp::time_steps(step, 6, dev, 256);  // step_bench traces twice in one process
+    CHECK(again.busy.kernels_per_step == doctest::Approx(t.busy.kernels_per_step));
+    REQUIRE(t.traced);
+    CHECK(t.busy.trace_collected);
+    CHECK(t.busy.kernels_per_step >= 5);        // randn, 2 mm, relu, sum, backward mms, update
+    CHECK(t.busy.gpu_busy_ms_per_step > 0);
+    CHECK(t.busy.gpu_busy_ms_per_step < t.median_ms * 3);
+    MESSAGE("kernels/step " << t.busy.kernels_per_step << ", busy " << t.busy.gpu_busy_ms_per_step << " ms, median "
+                            << t.median_ms << " ms");
   }
 }
