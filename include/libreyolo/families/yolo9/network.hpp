@@ -153,17 +153,25 @@ inline void Yolo9HeadImpl::reset() {
   const int64_t box_width =
       std::max({(c0 / 4 + box_groups - 1) / box_groups * box_groups, 4 * reg_max_, reg_max_});
   const int64_t class_width = std::max(c0, std::min<int64_t>(nc_, 100));
-  // All box towers first, then all class towers: the original's construction order, so the default
-  // initialisation draws the random numbers in the same sequence (same seed, same weights).
+  // All box towers first, then all class towers, each conv in its own statement (C++ leaves the order
+  // of function arguments unspecified): the original's construction order, so the default init draws
+  // the same random numbers (same seed, same weights; tested against the original).
   cv2 = torch::nn::ModuleList();
   cv3 = torch::nn::ModuleList();
-  for (int64_t c : in_channels_)
-    cv2->push_back(torch::nn::Sequential(
-        nn::Conv(c, box_width, 3), nn::Conv(box_width, box_width, 3, 1, box_groups),
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(box_width, 4 * reg_max_, 1).groups(box_groups))));
-  for (int64_t c : in_channels_)
-    cv3->push_back(torch::nn::Sequential(nn::Conv(c, class_width, 3), nn::Conv(class_width, class_width, 3),
-                                         torch::nn::Conv2d(torch::nn::Conv2dOptions(class_width, nc_, 1))));
+  for (int64_t c : in_channels_) {
+    torch::nn::Sequential box;
+    box->push_back(nn::Conv(c, box_width, 3));
+    box->push_back(nn::Conv(box_width, box_width, 3, 1, box_groups));
+    box->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(box_width, 4 * reg_max_, 1).groups(box_groups)));
+    cv2->push_back(box);
+  }
+  for (int64_t c : in_channels_) {
+    torch::nn::Sequential cls;
+    cls->push_back(nn::Conv(c, class_width, 3));
+    cls->push_back(nn::Conv(class_width, class_width, 3));
+    cls->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(class_width, nc_, 1)));
+    cv3->push_back(cls);
+  }
   cv2 = register_module("cv2", cv2);
   cv3 = register_module("cv3", cv3);
   init_bias();
