@@ -3,6 +3,8 @@
 #include <libreyolo/families/yolo9/classify_network.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
 
+#include "support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -210,4 +212,45 @@ TEST_CASE("yolo9 initialisation from a seed equals the original's, tensor for te
       }
     CHECK(bns > 0);
   }
+}
+
+TEST_CASE("yolo9 classify: logits in train and eval, dropout only in train, input and option errors") {
+  using libreyolo::families::yolo9::Yolo9Classify;
+  using libreyolo::families::yolo9::Yolo9ClassifyOptions;
+  torch::manual_seed(1);
+  Yolo9Classify net(Yolo9ClassifyOptions{"t", 5});
+  // t: backbone 708,720 (the detection backbone's) + head.conv 128·1280 + 2·1280 + linear 1280·5 + 5.
+  CHECK(parameter_count(*Yolo9(Yolo9Options{"t", 80, 16})->backbone) == 708720);
+  CHECK(parameter_count(*net) == 708720 + 163840 + 2560 + 6405);
+  CHECK(parameter_count(*Yolo9Classify(Yolo9ClassifyOptions{"s", 10})) ==
+        parameter_count(*Yolo9(Yolo9Options{"s", 80, 16})->backbone) + 256 * 1280 + 2560 + 12810);
+  auto x = torch::rand({2, 3, 224, 224});
+  torch::NoGradGuard no_grad;
+  net->train();
+  auto a = net->forward(x), b = net->forward(x);
+  CHECK(a.sizes() == torch::IntArrayRef({2, 5}));
+  CHECK_FALSE(torch::equal(a, b));  // dropout(0.2) before the linear layer
+  net->eval();
+  auto e1 = net->forward(x), e2 = net->forward(x);
+  CHECK(torch::equal(e1, e2));
+  // Logits, not probabilities (no softmax): the rows do not sum to 1.
+  CHECK(e1.sizes() == torch::IntArrayRef({2, 5}));
+  CHECK(e1.sum(1).sub(1).abs().max().item<double>() > 1e-3);
+  // The head is conv -> global mean -> linear: recomputed here by hand.
+  auto feat = net->backbone->forward(x)[2];
+  auto by_hand = net->head->linear->forward(net->head->conv->forward(feat).mean({2, 3}));
+  CHECK(torch::allclose(e1, by_hand, 1e-5, 1e-6));
+  // Any input size of at least 32 px works (no stride constraint: no concatenation across levels).
+  CHECK(net->forward(torch::rand({1, 3, 100, 70})).sizes() == torch::IntArrayRef({1, 5}));
+
+  CHECK_THROWS_AS(net->forward(torch::zeros({1, 1, 224, 224})), libreyolo::ConfigError);
+  CHECK_THROWS_AS(net->forward(torch::zeros({1, 3, 16, 224})), libreyolo::ConfigError);
+  using lry_test::message_of;
+  using libreyolo::ConfigError;
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"t", 0}); }) ==
+        "yolo9 classify nc must be >= 1, got 0");
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"t", 3, 1280, 1.0}); }) ==
+        "yolo9 classify dropout must lie in [0, 1), got 1.000000");
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"m", 3}); }) ==
+        "yolo9 size 'm' is not implemented yet; available: t, s");
 }
