@@ -12,11 +12,13 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
