@@ -151,3 +151,4 @@ TEST_CASE("the fixture harness reports a perturbed weight and a renamed entry") 
   CHECK(text.find("unexpected: head.conv.bn.num_batches_tracked [] int64") != std::string::npos);
   CHECK(text.find("backbone.") == std::string::npos);
 }
+

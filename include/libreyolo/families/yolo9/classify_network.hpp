@@ -25,7 +25,7 @@ namespace libreyolo::families::yolo9 {
 
 struct Yolo9ClassifyOptions {
   std::string size = "t";
-  int64_t nc = 1000;
+  int64_t nc = 80;          // the original's default nb_classes
   int64_t hidden = 1280;   // the classifier's embedding width
   double dropout = 0.2;    // before the linear layer, train mode only
 };
