@@ -113,7 +113,7 @@ TEST_CASE("yolo9-t-classify matches the original's classification network") {
   MESSAGE("yolo9-t-classify: " << result.message);
 }
 
-TEST_CASE("the fixture harness reports a perturbed weight and a renamed entry") {
+TEST_CASE("the fixture harness reports a changed weight, a wrong shape and differing names") {
   LRY_OPEN_FIXTURE(f, "yolo9-t");
   Yolo9 net(Yolo9Options{"t", 80, 16});
   fx::fill(f, *net);
@@ -151,4 +151,3 @@ TEST_CASE("the fixture harness reports a perturbed weight and a renamed entry") 
   CHECK(text.find("unexpected: head.conv.bn.num_batches_tracked [] int64") != std::string::npos);
   CHECK(text.find("backbone.") == std::string::npos);
 }
-
