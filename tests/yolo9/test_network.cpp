@@ -1,6 +1,9 @@
 // YOLOv9 network: sizes, output shapes, parameter / FLOP counts against the published figures,
 // cloning, and size errors.
+#include <libreyolo/families/yolo9/classify_network.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
+
+#include "support.hpp"
 
 #include <doctest/doctest.h>
 
@@ -139,4 +142,115 @@ TEST_CASE("ADown (used by the larger YOLOv9 sizes) halves the resolution with sp
   torch::NoGradGuard no_grad;
   down->eval();
   CHECK(down->forward(torch::zeros({2, 32, 16, 16})).sizes() == torch::IntArrayRef({2, 64, 8, 8}));
+}
+
+// The original's initialisation for training from scratch (libreyolo/models/yolo9/nn.py): PyTorch's
+// default module init (Conv2d / Linear kaiming-uniform a=√5 with uniform(±1/√fan_in) biases, BN
+// weight 1, bias 0, eps 1e-3, momentum 0.03), then DDetect._init_bias (box output bias 1.0, class
+// output bias log(5 / nc / (640 / stride)²)); nothing else touches the weights. LibTorch's CPU
+// generator and module init are PyTorch's, so built in the same order from the same seed the two
+// networks start from the same weights. Reference values from the original (python3-torch 1.13):
+//   spec = importlib.util.spec_from_file_location("y9nn", ".../libreyolo/models/yolo9/nn.py"), loaded;
+//   torch.manual_seed(0); sd = LibreYOLO9Model(cfg, nb_classes=80[, classification=True]).state_dict()
+//   total = Σ over floating tensors of v.double().sum(); per tensor: sum and flatten()[0].
+TEST_CASE("yolo9 initialisation from a seed equals the original's, tensor for tensor") {
+  struct Probe {
+    std::string name;
+    double sum, first;
+  };
+  struct Case {
+    std::string size;
+    bool classify;
+    double total;
+    std::vector<Probe> probes;
+  };
+  const std::vector<Case> cases{
+      {"t", false, 13738.378518553884,
+       {{"backbone.conv0.conv.weight", -0.5913192177831661, -0.0014408392598852515},
+        {"neck.elan_down2.cv4.conv.weight", 10.28922612965107, 0.0071799904108047485},
+        {"head.cv2.2.2.weight", -5.926298439502716, 0.12258711457252502},
+        {"head.cv2.2.2.bias", 64.0, 1.0},
+        {"head.cv3.0.2.weight", -3.6987726735314936, -0.026088794693350792},
+        {"head.cv3.0.2.bias", -922.9313659667969, -11.536642074584961}}},
+      {"s", false, 28574.055434585247,
+       {{"backbone.conv0.conv.weight", -0.07490452515048673, -0.0014408392598852515},
+        {"neck.elan_down2.cv4.conv.weight", -0.8077908881236908, 0.03552691638469696},
+        {"head.cv2.2.2.weight", 4.303711920976639, -0.14628222584724426},
+        {"head.cv3.0.2.weight", -0.37645471161704336, -0.0035357095766812563}}},
+      {"t", true, 9307.852898023462,
+       {{"backbone.conv0.conv.weight", -0.5913192177831661, -0.0014408392598852515},
+        {"head.linear.weight", 3.1900171072583703, -0.02163187600672245},
+        {"head.linear.bias", -0.029390168319423537, -0.011880949139595032}}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.size);
+    CAPTURE(c.classify);
+    torch::manual_seed(0);
+    std::shared_ptr<torch::nn::Module> net;
+    if (c.classify)
+      net = libreyolo::families::yolo9::Yolo9Classify(libreyolo::families::yolo9::Yolo9ClassifyOptions{c.size, 80}).ptr();
+    else
+      net = Yolo9(Yolo9Options{c.size, 80, 16}).ptr();
+    double total = 0;
+    for (const auto& p : net->named_parameters()) total += p.value().to(torch::kFloat64).sum().item<double>();
+    for (const auto& b : net->named_buffers())
+      if (b.value().is_floating_point()) total += b.value().to(torch::kFloat64).sum().item<double>();
+    CHECK(total == doctest::Approx(c.total).epsilon(1e-9));
+    auto params = net->named_parameters();
+    for (const auto& p : c.probes) {
+      CAPTURE(p.name);
+      REQUIRE(params.contains(p.name));
+      CHECK(params[p.name].to(torch::kFloat64).sum().item<double>() == doctest::Approx(p.sum).epsilon(1e-9));
+      CHECK(params[p.name].flatten()[0].item<double>() == p.first);
+    }
+    int64_t bns = 0;
+    for (const auto& m : net->modules(/*include_self=*/false))
+      if (auto* bn = dynamic_cast<libreyolo::nn::BatchNorm2dImpl*>(m.get())) {
+        ++bns;
+        CHECK(bn->options.eps() == 1e-3);
+        CHECK(bn->options.momentum().value_or(-1) == 0.03);
+      }
+    CHECK(bns > 0);
+  }
+}
+
+TEST_CASE("yolo9 classify: logits in train and eval, dropout only in train, input and option errors") {
+  using libreyolo::families::yolo9::Yolo9Classify;
+  using libreyolo::families::yolo9::Yolo9ClassifyOptions;
+  torch::manual_seed(1);
+  Yolo9Classify net(Yolo9ClassifyOptions{"t", 5});
+  // t: backbone 708,720 (the detection backbone's) + head.conv 128·1280 + 2·1280 + linear 1280·5 + 5.
+  CHECK(parameter_count(*Yolo9(Yolo9Options{"t", 80, 16})->backbone) == 708720);
+  CHECK(parameter_count(*net) == 708720 + 163840 + 2560 + 6405);
+  CHECK(parameter_count(*Yolo9Classify(Yolo9ClassifyOptions{"s", 10})) ==
+        parameter_count(*Yolo9(Yolo9Options{"s", 80, 16})->backbone) + 256 * 1280 + 2560 + 12810);
+  auto x = torch::rand({2, 3, 224, 224});
+  torch::NoGradGuard no_grad;
+  net->train();
+  auto a = net->forward(x), b = net->forward(x);
+  CHECK(a.sizes() == torch::IntArrayRef({2, 5}));
+  CHECK_FALSE(torch::equal(a, b));  // dropout(0.2) before the linear layer
+  net->eval();
+  auto e1 = net->forward(x), e2 = net->forward(x);
+  CHECK(torch::equal(e1, e2));
+  // Logits, not probabilities (no softmax): the rows do not sum to 1.
+  CHECK(e1.sizes() == torch::IntArrayRef({2, 5}));
+  CHECK(e1.sum(1).sub(1).abs().max().item<double>() > 1e-3);
+  // The head is conv -> global mean -> linear: recomputed here by hand.
+  auto feat = net->backbone->forward(x)[2];
+  auto by_hand = net->head->linear->forward(net->head->conv->forward(feat).mean({2, 3}));
+  CHECK(torch::allclose(e1, by_hand, 1e-5, 1e-6));
+  // Any input size of at least 32 px works (no stride constraint: no concatenation across levels).
+  CHECK(net->forward(torch::rand({1, 3, 100, 70})).sizes() == torch::IntArrayRef({1, 5}));
+
+  CHECK_THROWS_AS(net->forward(torch::zeros({1, 1, 224, 224})), libreyolo::ConfigError);
+  CHECK_THROWS_AS(net->forward(torch::zeros({1, 3, 16, 224})), libreyolo::ConfigError);
+  using lry_test::message_of;
+  using libreyolo::ConfigError;
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"t", 0}); }) ==
+        "yolo9 classify nc must be >= 1, got 0");
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"t", 3, 1280, 1.0}); }) ==
+        "yolo9 classify dropout must lie in [0, 1), got 1.000000");
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"m", 3}); }) ==
+        "yolo9 size 'm' is not implemented yet; available: t, s");
 }

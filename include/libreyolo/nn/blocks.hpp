@@ -143,9 +143,17 @@ class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
     reset();
   }
   void reset() override {
+    // Sub-modules are built one statement at a time, in the original's order (function arguments
+    // have no evaluation order in C++): the default init then draws the same random numbers.
     cv1 = register_module("cv1", Conv(in_, part_, 1));
-    cv2 = register_module("cv2", torch::nn::Sequential(RepNCSP(part_ / 2, inner_, repeats_), Conv(inner_, inner_, 3)));
-    cv3 = register_module("cv3", torch::nn::Sequential(RepNCSP(inner_, inner_, repeats_), Conv(inner_, inner_, 3)));
+    cv2 = torch::nn::Sequential();
+    cv2->push_back(RepNCSP(part_ / 2, inner_, repeats_));
+    cv2->push_back(Conv(inner_, inner_, 3));
+    cv2 = register_module("cv2", cv2);
+    cv3 = torch::nn::Sequential();
+    cv3->push_back(RepNCSP(inner_, inner_, repeats_));
+    cv3->push_back(Conv(inner_, inner_, 3));
+    cv3 = register_module("cv3", cv3);
     cv4 = register_module("cv4", Conv(part_ + 2 * inner_, out_, 1));
   }
   torch::Tensor forward(const torch::Tensor& x) {

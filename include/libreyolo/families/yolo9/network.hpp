@@ -4,6 +4,23 @@
 // MultimediaTechLab/YOLO v9-t / v9-s); module names follow the LibreYOLO9 state-dict layout
 // (backbone.*, neck.*, head.cv2 / head.cv3). The PGI auxiliary branch is not built: training works
 // without it and inference never uses it.
+//
+// Checked against the original (libreyolo/models/yolo9/nn.py, snapshot c41461e) with its fixtures
+// (tests/yolo9/test_fixture.cpp): named_parameters() + named_buffers() are exactly its state_dict
+// (names and shapes), and under the same weights every backbone / neck / head map is bit-identical.
+// Numerics that matter: BN eps 1e-3 / momentum 0.03 in every Conv (RepConvN has no identity BN:
+// the original builds it with bn=False); SiLU; "same" padding k/2; AConv = avg_pool 2x2 stride 1
+// then a 3x3 stride-2 Conv; SPPELAN = three chained 5x5 stride-1 max pools; nearest 2x upsampling;
+// concat order [upsampled, lateral] / [downsampled, skip]; RepConvN trained un-fused (conv1 3x3 +
+// conv2 1x1). The original's head has two more buffers, both non-persistent (absent from its
+// state_dict and checkpoints): head.stride = [8, 16, 32] and head.dfl.project = arange(reg_max);
+// here strides() and postprocess.hpp's DFL stand for them, and there is no fixed DFL conv weight
+// (the original drops a legacy head.dfl.conv.weight when loading).
+//
+// Initialisation for training from scratch, as the original: PyTorch's defaults (Conv2d kaiming-
+// uniform a=√5, the head's output-conv biases uniform(±1/√fan_in), BN weight 1 / bias 0), then
+// DDetect._init_bias (below); nothing else re-initialises (no custom conv init, no BN re-tuning).
+// Modules are built in the original's order, so one seed gives the original's weights exactly.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/nn/blocks.hpp>
 
@@ -119,6 +136,10 @@ TORCH_MODULE(Yolo9Neck);
 // ---- head: per level a box tower (-> 4·reg_max DFL logits) and a class tower (-> nc logits) -----
 // Tower widths as in the official YOLOv9 head: box = max(ceil4(c0/4), 4·reg_max, reg_max) with its
 // second conv and output conv in 4 groups (one per box side); class = max(c0, min(nc, 100)).
+// (The original computes the class width from the nc it is built with; its train() on a dataset of
+// another class count replaces only the class output convs, so a t model built with the default 80
+// classes and trained on nc < 80 keeps 80-wide class towers where this network, built for nc, has
+// max(64, nc). s (c0 = 128) is the same either way.)
 class Yolo9HeadImpl : public torch::nn::Cloneable<Yolo9HeadImpl> {
  public:
   Yolo9HeadImpl(std::vector<int64_t> in_channels, std::vector<int64_t> strides, int64_t nc, int64_t reg_max)
@@ -127,8 +148,10 @@ class Yolo9HeadImpl : public torch::nn::Cloneable<Yolo9HeadImpl> {
   }
   void reset() override;
   std::vector<torch::Tensor> forward(const std::vector<torch::Tensor>& feats);
-  // Ultralytics' prior: box logits start at 1.0; class logits at log(5 / nc / (640 / stride)²), i.e.
-  // about 5 objects per 640-px image spread over the level's cells and classes.
+  // The original's DDetect._init_bias (Ultralytics' prior): every box-output bias 1.0; class-output
+  // biases log(5 / nc / (640 / stride)²), about 5 objects per 640-px image spread over the level's
+  // cells and classes (s = 8: log(5/80/6400) = -11.54 for 80 classes). The original re-runs it when
+  // it replaces the class outputs for a dataset's class count (_rebuild_for_new_classes).
   void init_bias();
 
   torch::nn::ModuleList cv2{nullptr}, cv3{nullptr};
@@ -153,14 +176,24 @@ inline void Yolo9HeadImpl::reset() {
   const int64_t box_width =
       std::max({(c0 / 4 + box_groups - 1) / box_groups * box_groups, 4 * reg_max_, reg_max_});
   const int64_t class_width = std::max(c0, std::min<int64_t>(nc_, 100));
+  // All box towers first, then all class towers, each conv in its own statement (C++ leaves the order
+  // of function arguments unspecified): the original's construction order, so the default init draws
+  // the same random numbers (same seed, same weights; tested against the original).
   cv2 = torch::nn::ModuleList();
   cv3 = torch::nn::ModuleList();
   for (int64_t c : in_channels_) {
-    cv2->push_back(torch::nn::Sequential(
-        nn::Conv(c, box_width, 3), nn::Conv(box_width, box_width, 3, 1, box_groups),
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(box_width, 4 * reg_max_, 1).groups(box_groups))));
-    cv3->push_back(torch::nn::Sequential(nn::Conv(c, class_width, 3), nn::Conv(class_width, class_width, 3),
-                                         torch::nn::Conv2d(torch::nn::Conv2dOptions(class_width, nc_, 1))));
+    torch::nn::Sequential box;
+    box->push_back(nn::Conv(c, box_width, 3));
+    box->push_back(nn::Conv(box_width, box_width, 3, 1, box_groups));
+    box->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(box_width, 4 * reg_max_, 1).groups(box_groups)));
+    cv2->push_back(box);
+  }
+  for (int64_t c : in_channels_) {
+    torch::nn::Sequential cls;
+    cls->push_back(nn::Conv(c, class_width, 3));
+    cls->push_back(nn::Conv(class_width, class_width, 3));
+    cls->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(class_width, nc_, 1)));
+    cv3->push_back(cls);
   }
   cv2 = register_module("cv2", cv2);
   cv3 = register_module("cv3", cv3);
