@@ -68,10 +68,12 @@ TEST_CASE("key=value arguments set typed values and mark keys explicit") {
   CHECK(parse_args({"amp_dtype=fp16"}).amp_dtype == "float16");
 }
 
-TEST_CASE("accumulation follows nbs / batch") {
-  CHECK(parse_args({"batch=16"}).accumulate() == 4);
-  CHECK(parse_args({"batch=64"}).accumulate() == 1);
-  CHECK(parse_args({"batch=128"}).accumulate() == 1);
+TEST_CASE("accumulation follows nbs / batch, and is off by default (the original's nbs is unset)") {
+  CHECK(parse_args({"batch=16"}).nbs == 0);
+  CHECK(parse_args({"batch=16"}).accumulate() == 1);
+  CHECK(parse_args({"batch=16", "nbs=64"}).accumulate() == 4);
+  CHECK(parse_args({"batch=64", "nbs=64"}).accumulate() == 1);
+  CHECK(parse_args({"batch=128", "nbs=64"}).accumulate() == 1);
   CHECK(parse_args({"batch=24", "nbs=64"}).accumulate() == 3);  // round(2.67)
 }
 
@@ -95,7 +97,7 @@ TEST_CASE("each configuration error names the key, the value and what is allowed
   CHECK(contains(e, "amp_dtype=int8"));
   CHECK(contains(e, "float16 | bfloat16 | fp16 | bf16"));
   e = error_of([] { parse_args({"scheduler=step"}); });
-  CHECK(contains(e, "linear | cos | yoloxwarmcos"));
+  CHECK(contains(e, "linear | cos | warmcos | yoloxwarmcos | flat_cosine | constant"));
   e = error_of([] { parse_args({"optimizer=adam"}); });
   CHECK(contains(e, "sgd | adamw"));
   e = error_of([] { parse_args({"cache=gpu"}); });
