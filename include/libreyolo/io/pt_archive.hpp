@@ -241,7 +241,7 @@ inline StateDict state_dict(const PyValue& root, std::string_view key = {}, std:
   std::string label = "the top-level value";
   if (!key.empty()) {
     label = "'" + std::string(key) + "'";
-    if (!root.is_dict()) throw CheckpointError(w + ": the checkpoint is a " + root.kind_name() + ", not a dict");
+    if (!root.is_dict()) throw CheckpointError(w + ": the checkpoint is of type " + root.kind_name() + ", not a dict");
     sd = root.find(key);
     if (!sd) {
       std::string have;
@@ -249,7 +249,7 @@ inline StateDict state_dict(const PyValue& root, std::string_view key = {}, std:
       throw CheckpointError(w + ": no " + label + " entry (the checkpoint has: " + have + ")");
     }
   }
-  if (!sd->is_dict()) throw CheckpointError(w + ": " + label + " is a " + sd->kind_name() + ", not a state dict");
+  if (!sd->is_dict()) throw CheckpointError(w + ": " + label + " is of type " + sd->kind_name() + ", not a state dict (a dict of tensors)");
   StateDict out;
   out.reserve(sd->size());
   for (const auto& [k, v] : sd->dict_items()) {
