@@ -178,6 +178,8 @@ inline ZipDirectory read_zip_directory(const caffe2::serialize::ReadAdapterInter
   if (cd_offset > fsize || cd_size > fsize - cd_offset)
     throw fail("truncated or damaged zip archive: the central directory (" + std::to_string(cd_size) + " bytes at " +
                std::to_string(cd_offset) + ") lies outside the " + std::to_string(fsize) + "-byte file");
+  if (cd_size > (uint64_t(256) << 20))
+    throw fail("zip central directory of " + std::to_string(cd_size) + " bytes is beyond the 256 MiB limit");
   if (n_entries > cd_size / 46)
     throw fail("damaged zip archive: " + std::to_string(n_entries) + " entries cannot fit in a " + std::to_string(cd_size) +
                "-byte central directory");
