@@ -316,6 +316,49 @@ TEST_CASE("pt: a small torch.save-layout file: values, shared storages, offsets,
   CHECK(w2.size() == 2);
 }
 
+TEST_CASE("pt: a file from Python's torch.save: Parameter, dtypes, shared views, numpy scalars, set, tuple keys") {
+  // tests/data/pt/make_torch_files.py (torch 1.13).
+  std::vector<std::string> warnings;
+  const PyValue v = io::read_pt(kData + "torch_mixed.pt", &warnings);
+  const auto sd = io::state_dict(v, "model", "torch_mixed.pt");
+  REQUIRE(sd.size() == 9);
+  std::map<std::string, torch::Tensor> t(sd.begin(), sd.end());
+  CHECK(torch::equal(t["param"], torch::tensor({1.f, -2.f, 3.5f})));
+  CHECK_FALSE(t["param"].requires_grad());
+  CHECK(torch::equal(t["base"], torch::arange(12, torch::kFloat).view({3, 4})));
+  CHECK(torch::equal(t["base_t"], t["base"].t()));
+  CHECK(t["base_t"].data_ptr() == t["base"].data_ptr());
+  CHECK(torch::equal(t["col2"], torch::tensor({2.f, 6.f, 10.f})));
+  CHECK(t["col2"].storage_offset() == 2);
+  CHECK(t["col2"].stride(0) == 4);
+  CHECK((t["bf16"].scalar_type() == torch::kBFloat16));
+  CHECK(torch::equal(t["bf16"].to(torch::kFloat), torch::tensor({1.5f, -0.25f})));
+  CHECK((t["half"].scalar_type() == torch::kHalf));
+  CHECK(t["half"].sizes() == torch::IntArrayRef({1, 2}));
+  CHECK(torch::equal(t["i8"], torch::tensor({-128, 0, 127}, torch::kChar)));
+  CHECK(torch::equal(t["mask"], torch::tensor({true, false})));
+  CHECK(t["step"].dim() == 0);
+  CHECK(t["step"].item<int64_t>() == 41);
+
+  CHECK(v.at("np_float").as_float() == 0.125);
+  CHECK(v.at("np_int").as_int() == -5);
+  CHECK(v.at("np_array").is_unsupported());
+  CHECK(v.at("device").is_unsupported());
+  CHECK(v.at("dtype").unsupported_what() == "torch.float16");
+  const PyValue& tags = v.at("tags");  // a set arrives as a list (in Python's iteration order)
+  REQUIRE(tags.is_list());
+  REQUIRE(tags.size() == 2);
+  CHECK(((tags[0].as_string() == "a" && tags[1].as_string() == "b") || (tags[0].as_string() == "b" && tags[1].as_string() == "a")));
+  const PyValue* pair = v.at("by_pair").find(PyValue::tuple({PyValue::integer(1), PyValue::string("x")}));
+  REQUIRE(pair != nullptr);
+  CHECK(pair->as_int() == 2);
+  CHECK(v.at("nested")[1][1][1].is_none());
+  REQUIRE(warnings.size() == 3);
+  CHECK(warnings[0].find("'np_array' is numpy.core.multiarray._reconstruct(...)") != std::string::npos);
+  CHECK(warnings[1].find("'device' is torch.device(...)") != std::string::npos);
+  CHECK(warnings[2].find("'dtype' is the global torch.float16") != std::string::npos);
+}
+
 TEST_CASE("pt: hostile and broken files are refused with the file and the problem named") {
   auto msg = [](const std::string& f) {
     return lry_test::message_of<CheckpointError>([&] { io::read_pt(kData + f, nullptr); });
