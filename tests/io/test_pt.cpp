@@ -306,6 +306,13 @@ TEST_CASE("pt: a small torch.save-layout file: values, shared storages, offsets,
   libreyolo::log::set_sink(prev);
   CHECK(logged.size() == 2);
 
+  // The same file re-zipped with deflate reads the same.
+  std::vector<std::string> w3;
+  const PyValue d = io::read_pt(kData + "deflated.pt", &w3);
+  CHECK(torch::equal(d.at("model").at("w_t").as_tensor(), torch::arange(6, torch::kFloat).view({2, 3}).t()));
+  CHECK(d.at("np_f8").as_float() == 0.25);
+  CHECK(w3.size() == 2);
+
   // The same bytes from memory.
   const std::string bytes = slurp(kData + "tiny_ok.pt");
   std::vector<std::string> w2;
@@ -388,6 +395,7 @@ TEST_CASE("pt: hostile and broken files are refused with the file and the proble
   has(m, "size [4, 4]");
   has(m, "holds 6 float32 elements");
   has(msg("bad_opcode.pt"), "bad pickle opcode 0xff");
+  has(msg("dup_case.pt"), "record 'dup_case/DATA.PKL' appears twice");
   has(msg("recursive.pt"), "contains itself");
   has(msg("bomb.pt"), "too many values");
   has(lry_test::message_of<CheckpointError>([] { io::read_pt(kData + "does_not_exist.pt"); }), "cannot open");

@@ -1055,6 +1055,7 @@ class Pickler {
     for (int j = 0; j < 4; ++j) out_ += static_cast<char>((x >> (8 * j)) & 0xFF);
   }
   void str(const std::string& s) {
+    if (s.size() > 0xFFFFFFFFu) throw CheckpointError(what_ + ": cannot write a string of 4 GiB or more");
     out_ += 'X';
     u32(static_cast<uint32_t>(s.size()));
     out_ += s;
@@ -1180,6 +1181,7 @@ class Pickler {
           out_ += 'C';
           out_ += static_cast<char>(b.size());
         } else {
+          if (b.size() > 0xFFFFFFFFu) throw err(path, "bytes of 4 GiB or more");
           out_ += 'B';
           u32(static_cast<uint32_t>(b.size()));
         }

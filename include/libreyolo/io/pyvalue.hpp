@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -288,9 +290,12 @@ class PyValue {
       case Kind::None: r = "None"; break;
       case Kind::Bool: r = i_ ? "True" : "False"; break;
       case Kind::Int: r = std::to_string(i_); break;
-      case Kind::Float: {
+      case Kind::Float: {  // the shortest form that reads back as the same double, as Python prints
         char buf[40];
-        std::snprintf(buf, sizeof buf, "%.17g", f_);
+        for (int prec = 1; prec <= 17; ++prec) {
+          std::snprintf(buf, sizeof buf, "%.*g", prec, f_);
+          if (std::strtod(buf, nullptr) == f_ || std::isnan(f_)) break;
+        }
         r = buf;
         break;
       }

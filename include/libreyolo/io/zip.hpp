@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -188,6 +190,7 @@ inline ZipDirectory read_zip_directory(const caffe2::serialize::ReadAdapterInter
   std::vector<unsigned char> cd(static_cast<size_t>(cd_size));
   read_at(cd_offset, cd.data(), cd.size(), "central directory");
   ZipDirectory dir;
+  std::set<std::string> folded_names;
   dir.entries.reserve(static_cast<size_t>(n_entries));
   size_t p = 0;
   for (uint64_t k = 0; k < n_entries; ++k) {
@@ -236,7 +239,11 @@ inline ZipDirectory read_zip_directory(const caffe2::serialize::ReadAdapterInter
     if (en.method == 8 && en.size > en.comp_size * 1100 + 65536)
       throw fail("record '" + en.name + "' claims to inflate " + std::to_string(en.comp_size) + " bytes to " +
                  std::to_string(en.size) + ", beyond what deflate can do");
-    if (!dir.by_name.emplace(en.name, dir.entries.size()).second)
+    // miniz looks names up case-insensitively: names equal but for case would make the record it
+    // reads differ from the one whose CRC is checked here.
+    std::string folded = en.name;
+    for (char& ch : folded) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (!dir.by_name.emplace(en.name, dir.entries.size()).second || !folded_names.insert(folded).second)
       throw fail("damaged zip archive: record '" + en.name + "' appears twice");
     dir.entries.push_back(std::move(en));
   }

@@ -234,6 +234,16 @@ for i in range(60):
 bomb += b"."
 write_pt(out("bomb.pt"), bytes(bomb), {})
 
+# The good file re-zipped with deflate (torch writes stored records; zip tools may not).
+with zipfile.ZipFile(out("tiny_ok.pt")) as src, zipfile.ZipFile(out("deflated.pt"), "w", zipfile.ZIP_DEFLATED) as dst:
+    for info in src.infolist():
+        new = zipfile.ZipInfo("deflated/" + info.filename.split("/", 1)[1], date_time=(1980, 1, 1, 0, 0, 0))
+        new.compress_type = zipfile.ZIP_DEFLATED
+        dst.writestr(new, src.read(info))
+
+# Two records whose names differ only by case (miniz looks names up case-insensitively).
+write_zip(out("dup_case.pt"), [("data.pkl", b"\x80\x02K\x01."), ("DATA.PKL", b"\x80\x02K\x02."), ("version", b"3\n")])
+
 for name in sorted(os.listdir(OUT)):
     if name.endswith(".pt"):
         print("%-24s %6d bytes" % (name, os.path.getsize(out(name))))
