@@ -227,6 +227,40 @@ TEST_CASE("pt: reads the reference outputs file; shapes and statistics match ly9
   CHECK(checked == 7);
 }
 
+TEST_CASE("pt: module_state_dict lists a module in PyTorch's state_dict order (YOLOv9-t against keys.tsv)") {
+  if (!have(kKeys)) return;
+  libreyolo::families::yolo9::Yolo9 net(libreyolo::families::yolo9::Yolo9Options{"t", 80, 16});
+  const auto sd = io::module_state_dict(*net);
+  std::ifstream tsv(kKeys);
+  std::string line;
+  std::getline(tsv, line);
+  size_t i = 0;
+  while (std::getline(tsv, line)) {
+    std::stringstream ss(line);
+    std::string name, kind, shape;
+    std::getline(ss, name, '\t');
+    std::getline(ss, kind, '\t');
+    std::getline(ss, shape, '\t');
+    REQUIRE(i < sd.size());
+    CHECK(sd[i].first == name);
+    CHECK(sd[i].second.sizes().vec() == shape_of(shape, 'x'));
+    ++i;
+  }
+  CHECK(i == sd.size());
+
+  // Written and read back, it loads strictly into a fresh network.
+  lry_test::TempDir dir("lry_pt");
+  PyValue ck = PyValue::dict();
+  ck.set("model", PyValue::state_dict(sd));
+  io::write_pt((dir / "net.pt").string(), ck);
+  libreyolo::families::yolo9::Yolo9 other(libreyolo::families::yolo9::Yolo9Options{"t", 80, 16});
+  torch::NoGradGuard ng;
+  for (auto& p : other->parameters()) p.zero_();
+  CHECK(io::load_state_dict_strict(*other, io::state_dict(io::read_pt((dir / "net.pt").string()), "model"), "net.pt") == sd.size());
+  const auto back = io::module_state_dict(*other);
+  for (size_t k = 0; k < sd.size(); ++k) CHECK(torch::equal(back[k].second, sd[k].second));
+}
+
 TEST_CASE("pt: the original's checkpoint loads strictly into the C++ YOLOv9-t and reproduces its head outputs") {
   if (!have(kCkpt) || !have(kRef)) return;
   const PyValue ck = io::read_pt(kCkpt);

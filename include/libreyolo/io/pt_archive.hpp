@@ -262,6 +262,21 @@ inline StateDict state_dict(const PyValue& root, std::string_view key = {}, std:
   return out;
 }
 
+// A module's parameters and buffers in the order PyTorch's state_dict() lists them: module by module
+// (the module, then its descendants depth-first), each module's own parameters, then its buffers.
+// With PyValue::state_dict() this makes a state dict a Python model can load_state_dict().
+inline StateDict module_state_dict(const torch::nn::Module& m) {
+  StateDict out;
+  auto own = [&out](const torch::nn::Module& mod, const std::string& prefix) {
+    for (const auto& p : mod.named_parameters(false)) out.emplace_back(prefix + p.key(), p.value());
+    for (const auto& b : mod.named_buffers(false))
+      if (b.value().defined()) out.emplace_back(prefix + b.key(), b.value());
+  };
+  own(m, "");
+  for (const auto& sub : m.named_modules("", /*include_self=*/false)) own(*sub.value(), sub.key() + ".");
+  return out;
+}
+
 // Copies `state` into `m`'s parameters and buffers by name, all or nothing: when any name is missing
 // from `state`, unexpected in it, duplicated, or has another shape, one CheckpointError lists the
 // first few of each (prefixed by `what`) and nothing is copied. Returns the number of tensors copied.
