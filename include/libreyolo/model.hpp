@@ -7,6 +7,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/registry.hpp>
 #include <libreyolo/families/yolo9/predict.hpp>
+#include <libreyolo/io/original.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/train/trainer.hpp>
 
@@ -103,7 +104,7 @@ class Model {
   explicit Model(std::string name_or_checkpoint) {
     namespace fs = std::filesystem;
     if (fs::is_regular_file(name_or_checkpoint)) {
-      auto ck = train::load_checkpoint(name_or_checkpoint);
+      auto ck = io::load_any_checkpoint(name_or_checkpoint);
       model_ = ck.meta.value("model", std::string{});
       weights_ = name_or_checkpoint;
     } else {
@@ -116,7 +117,7 @@ class Model {
   // `libreyolo val`: needs a checkpoint (Model constructed from a .ckpt path).
   train::ValResult val(TrainConfig cfg) const {
     if (weights_.empty()) throw ConfigError("val: model= must be a checkpoint file (weights/best.ckpt), not a bare name");
-    auto ck = train::load_checkpoint(weights_);
+    auto ck = io::load_any_checkpoint(weights_);
     if (cfg.data.empty()) cfg.data = ck.meta.at("config").value("data", std::string{});
     if (!cfg.is_explicit("imgsz")) cfg.imgsz = ck.meta.at("config").value("imgsz", cfg.imgsz);
     return with_family(model_, [&](auto fam) { return validate_with(std::move(fam), cfg, ck); });
@@ -127,7 +128,7 @@ class Model {
                          const std::filesystem::path& out_dir, double conf = 0.25) const {
     if (weights_.empty()) throw ConfigError("predict: model= must be a checkpoint file (weights/best.ckpt)");
     if (model_.rfind("yolo9", 0) != 0) throw ConfigError("predict: model " + model_ + " is not a detector");
-    auto ck = train::load_checkpoint(weights_);
+    auto ck = io::load_any_checkpoint(weights_);
     Yolo9Family fam(model_.substr(5));
     fam.restore(ck.meta.at("family"));
     auto net = fam.make_network();

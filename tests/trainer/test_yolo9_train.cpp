@@ -25,23 +25,31 @@ TEST_CASE("yolo9t learns on a synthetic detection set (CPU, small images)") {
   lry_test::TempDir dir("lry_yolo9");
   const auto yaml = lry_test::small_detect_set(dir.path, 40, 5);
   REQUIRE(std::filesystem::exists(yaml));
-  auto cfg = ly::parse_args({"model=yolo9t", "data=" + yaml.string(), "imgsz=128", "epochs=6", "batch=8", "nbs=8",
+  auto cfg = ly::parse_args({"model=yolo9t", "data=" + yaml.string(), "imgsz=128", "epochs=12", "batch=8",
                              "workers=2", "device=cpu", "optimizer=AdamW", "lr0=0.002", "warmup_epochs=1",
-                             "no_aug_epochs=2", "project=" + dir.path.string(), "name=run", "seed=1"});
+                             "no_aug_epochs=12", "project=" + dir.path.string(), "name=run", "seed=1"});
   using T = ly::Trainer<ly::Yolo9Family, ly::precision::FamilyDefault, ly::capture::Eager, ly::profile::Off>;
   T t(cfg, ly::Yolo9Family("t"));
   auto r = t.fit();
   CHECK(t.config().scheduler == "linear");  // family override
   CHECK(t.config().ema_decay == doctest::Approx(0.9999));
-  // YOLOv9's gradient-norm clip: without it SGD diverged on the H200 and on the CPU (RESULTS.md).
-  CHECK(t.config().clip_grad_norm == doctest::Approx(10.0));
+  // The original's recipe: no gradient clipping, no accumulation, its warm-up start.
+  CHECK(t.config().clip_grad_norm == 0);
+  CHECK(t.config().accumulate() == 1);
+  CHECK(t.config().warmup_lr_start == doctest::Approx(0.0001));
+  CHECK_FALSE(t.config().affine);
+  CHECK(t.config().hsv_mode == "add");
   std::ifstream f(r.run_dir / "results.json");
   auto j = nlohmann::json::parse(f);
-  REQUIRE(j["epochs"].size() == 6);
-  double first = j["epochs"][0]["train/box"].get<double>() + j["epochs"][0]["train/cls"].get<double>();
-  double last = j["epochs"][5]["train/box"].get<double>() + j["epochs"][5]["train/cls"].get<double>();
-  MESSAGE("box+cls loss " << first << " -> " << last << ", mAP50 " << r.last_metrics["mAP50"]);
+  REQUIRE(j["epochs"].size() == 12);
+  // The assigner's soft targets grow with the predicted boxes' IoU, so early box/cls losses rise as
+  // the boxes improve; the class loss of the last epoch still ends below the first's, and the boxes found
+  // on the validation split show the network learnt.
+  double first = j["epochs"][0]["train/cls"].get<double>();
+  double last = j["epochs"][11]["train/cls"].get<double>();
+  MESSAGE("cls loss " << first << " -> " << last << ", mAP50 " << r.last_metrics["mAP50"]);
   CHECK(last < first);
+  CHECK(r.last_metrics["mAP50"].get<double>() > 0.05);
   CHECK(r.last_metrics.contains("mAP50-95"));
   CHECK(r.best_fitness >= 0);
 }

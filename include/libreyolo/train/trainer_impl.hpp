@@ -1,5 +1,6 @@
 #pragma once
 // Definitions of Trainer's members (ensmallen's x.hpp / x_impl.hpp split).
+#include <libreyolo/io/original.hpp>
 #include <libreyolo/train/trainer.hpp>
 
 #include <cstdio>
@@ -12,7 +13,7 @@ namespace libreyolo {
 #define LIBREYOLO_TRAINER Trainer<F, P, C, Prof, M>
 
 namespace trainer_detail {
-inline const char* ckpt_format = "libreyolo.checkpoint/v1";
+inline const char* ckpt_format = io::kTrainerCheckpointFormat;
 inline std::string fmt(double x, const char* f = "%.4g") {
   char buf[48];
   std::snprintf(buf, sizeof buf, f, x);
@@ -75,7 +76,7 @@ void LIBREYOLO_TRAINER::setup() {
     restore(*resume_ck_, /*full=*/true);
     resume_ck_.reset();
   } else if (!cfg_.weights.empty()) {
-    restore(train::load_checkpoint(cfg_.weights), /*full=*/false);
+    restore(io::load_any_checkpoint(cfg_.weights), /*full=*/false);
   }
   if (is_main()) {  // other ranks write nothing
     if (run_dir_.empty()) run_dir_ = train::prepare_run_dir(cfg_);
