@@ -11,7 +11,7 @@ CLI=$B/tools/libreyolo; mkdir -p "$O"; D=/tmp/fid_det; R=/tmp/fid_runs
 [ -f $D/data.yaml ] || $CLI data synth --task detect --out $D --images 400 --imgsz 640 --classes 8 --seed 0 > "$O/synth.log" 2>&1
 common=(model=yolo9t data=$D/data.yaml epochs=10 batch=8 imgsz=640 workers=8 no_aug_epochs=2 eval_interval=10
         project=$R exist_ok=true "$@")
-for arm in eager graph; do
+for arm in ${ARMS:-eager graph}; do
   extra=(); [ $arm = graph ] && extra=(cuda_graph=true)
   t0=$(date +%s.%N)
   timeout -k 10 300 $CLI train "${common[@]}" name=$arm "${extra[@]}" > "$O/train_$arm.log" 2>&1

@@ -8,7 +8,7 @@ bin="$build/benchmarks/graph_speedup/graph_speedup"
 state_dir=$(mktemp -d)
 : > "$out"
 for model in resnet18 yolo9t; do
-  for precision in fp16 fp32; do
+  for precision in ${PRECISIONS:-fp16 fp32}; do
     for arm in eager graph; do
       "$bin" --arm "$arm" --model "$model" --precision "$precision" --state "$state_dir/$model.state" | tee -a "$out"
     done
