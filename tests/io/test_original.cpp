@@ -167,7 +167,7 @@ TEST_CASE("original .pt: another family, missing weights, a disallowed global or
   io::write_pt(miss.string(), original_like(partial, "yolo9", "t", 2));
   const auto ck = io::checkpoint_from_original(miss);
   auto net2 = fam.make_network();
-  CHECK_THROWS_WITH_AS(ly::train::get_module_state(ck, "model.", *net2), doctest::Contains(sd.front().first),
+  CHECK_THROWS_WITH_AS(ly::train::get_module_state(ck, "model.", *net2), doctest::Contains(sd.front().first.c_str()),
                        ly::CheckpointError);
   // No metadata at all (a bare state dict): it names what is missing.
   const fs::path bare = dir.path / "bare.pt";
