@@ -13,6 +13,7 @@
 // "/images/" of the image path becomes "/labels/", the extension becomes .txt; without an images/
 // folder the .txt sits next to the image).
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/utf8.hpp>
 
 #include <yaml-cpp/yaml.h>
 
@@ -118,6 +119,10 @@ inline std::vector<std::string> yaml_names(const std::filesystem::path& file, co
     throw DataError(yaml_where(file, node, "names") + ": must be a list of class names or a map {id: name}");
   }
   if (names.empty()) throw DataError(yaml_where(file, node, "names") + ": there are no class names");
+  for (size_t k = 0; k < names.size(); ++k)  // class names go into checkpoints and results.json (JSON: UTF-8 only)
+    if (auto why = utf8::problem(names[k]); !why.empty())
+      throw DataError(yaml_where(file, node, "names") + ": class " + std::to_string(k) + "'s name " + why +
+                      "; allowed: UTF-8 text (save the YAML as UTF-8)");
   return names;
 }
 
