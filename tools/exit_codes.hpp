@@ -3,6 +3,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/dist/launch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <string>
 
