@@ -1,5 +1,6 @@
 // Fuzz target: the dataset YAML parser (data/detect_yaml.hpp, load_dataset_yaml). The file sits in a
 // folder with images/ and labels/ sub-folders, so relative split paths can resolve.
+// fuzz-engine: libfuzzer (no LibTorch headers: coverage-guided with clang)
 #include "fuzz_common.hpp"
 
 #include <libreyolo/data/detect_yaml.hpp>

@@ -1,5 +1,6 @@
 // Fuzz target: profile.json / profile_repeat.json readers (profile/report.hpp): summary, phases,
 // kernels (with a --grep) and compare must print or return exit code 2, never crash or throw.
+// fuzz-engine: libfuzzer (no LibTorch headers: coverage-guided with clang)
 #include "fuzz_common.hpp"
 
 #include <libreyolo/profile/report.hpp>

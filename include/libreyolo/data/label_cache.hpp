@@ -375,12 +375,12 @@ inline LabelIndex build_label_index(const std::vector<std::filesystem::path>& im
   work();
   for (auto& t : pool) t.join();
   for (auto& s : scans) {
+    if (s.kind == detail::LabelScan::bad_class && idx.class_overflows++ == 0)  // the reason, without "skipping image 'X': "
+      idx.first_class_overflow = s.message.substr(std::min(s.message.size(), std::string("skipping image '").size() + s.entry.image.size() + 3));
     if (!s.message.empty()) idx.messages.push_back(std::move(s.message));
     idx.stats.duplicates += s.duplicates;
     if (s.kind == detail::LabelScan::bad_image) ++idx.stats.bad_images;
     if (s.kind == detail::LabelScan::bad_label || s.kind == detail::LabelScan::bad_class) ++idx.stats.bad_labels;
-    if (s.kind == detail::LabelScan::bad_class && idx.class_overflows++ == 0)
-      idx.first_class_overflow = s.message.substr(std::string("skipping image '").size() + s.entry.image.size() + 3);
     if (s.kind != detail::LabelScan::ok) continue;
     ++idx.stats.images;
     idx.stats.boxes += s.entry.boxes.size();

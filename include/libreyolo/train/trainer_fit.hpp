@@ -140,13 +140,12 @@ bool LIBREYOLO_TRAINER::stop_now() {
   return stop_agreed_;
 }
 
-// At an epoch end (after validation and the checkpoint): whether a stop was requested. Every rank of a
-// distributed run reaches this point, so they agree here with one all-reduce.
+// At an epoch end (after validation and the checkpoint): whether a stop was requested. A distributed
+// run keeps its one agreement point (every stop_check_every steps, in stop_now), so its ranks never
+// disagree about where they stopped.
 LIBREYOLO_TRAINER_TEMPLATE
 bool LIBREYOLO_TRAINER::stop_at_epoch_end() {
-  if (!dist_) return train::stop_requested();
-  stop_agreed_ = dist_->any(train::stop_requested()) || stop_agreed_;
-  return stop_agreed_;
+  return !dist_ && train::stop_requested();
 }
 
 LIBREYOLO_TRAINER_TEMPLATE
