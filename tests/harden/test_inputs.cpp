@@ -233,3 +233,14 @@ TEST_CASE("item 8: config parsing: batch overflow, a non-scalar cfg= key, a dire
   fs::create_directories(td / "dir.yaml");
   CHECK_THROWS_WITH_AS(ly::parse_args({"cfg=" + (td / "dir.yaml").string()}), doctest::Contains("is a directory"), ly::ConfigError);
 }
+
+TEST_CASE("fuzz finding: a dataset YAML with a huge nc and no names is refused, not allocated") {
+  lry_test::TempDir td("lry_hfz");
+  fs::create_directories(td / "images");
+  write_text(td / "data.yaml", "\ntrain: images\nval: images/\nnc: 111111111111321689");  // found by fuzz_dataset_yaml (OOM)
+  const std::string msg = lry_test::message_of<ly::DataError>([&] { ly::data::load_dataset_yaml(td / "data.yaml"); });
+  CHECK(msg.find("nc") != std::string::npos);
+  CHECK(msg.find("1 .. 100000") != std::string::npos);
+  write_text(td / "ok.yaml", "train: images\nval: images\nnc: 3\n");
+  CHECK(ly::data::load_dataset_yaml(td / "ok.yaml").names.size() == 3);
+}

@@ -27,6 +27,9 @@
 
 namespace libreyolo::data {
 
+// The most classes a dataset may declare (ImageNet-21k has 21841).
+inline constexpr long long max_classes = 100000;
+
 struct DatasetYaml {
   std::filesystem::path root;
   std::vector<std::filesystem::path> train, val, test;  // absolute: image folders or list files
@@ -119,6 +122,9 @@ inline std::vector<std::string> yaml_names(const std::filesystem::path& file, co
     throw DataError(yaml_where(file, node, "names") + ": must be a list of class names or a map {id: name}");
   }
   if (names.empty()) throw DataError(yaml_where(file, node, "names") + ": there are no class names");
+  if (names.size() > static_cast<size_t>(max_classes))
+    throw DataError(yaml_where(file, node, "names") + ": " + std::to_string(names.size()) + " class names; allowed: at most " +
+                    std::to_string(max_classes));
   for (size_t k = 0; k < names.size(); ++k)  // class names go into checkpoints and results.json (JSON: UTF-8 only)
     if (auto why = utf8::problem(names[k]); !why.empty())
       throw DataError(yaml_where(file, node, "names") + ": class " + std::to_string(k) + "'s name " + why +
@@ -174,8 +180,9 @@ inline DatasetYaml load_dataset_yaml(const std::filesystem::path& yaml_file) {
     } catch (const YAML::Exception&) {
       n_classes = -1;
     }
-    if (n_classes < 1)
-      throw DataError(detail::yaml_where(d.file, nc, "nc") + ": value '" + nc.Scalar() + "' is not an integer >= 1");
+    if (n_classes < 1 || n_classes > max_classes)  // found by fuzzing: nc: 10^17 alone made 10^17 names
+      throw DataError(detail::yaml_where(d.file, nc, "nc") + ": value '" + nc.Scalar() + "' is not an integer 1 .. " +
+                      std::to_string(max_classes));
   }
   if (names && !names.IsNull()) {
     d.names = detail::yaml_names(d.file, names);
