@@ -248,7 +248,7 @@ inline const std::vector<Field>& fields() {
                       [](TrainConfig& c, const std::string& w, const std::string& val) {
                         auto x = parse_int(w, "batch", val, "-1 or >= 1");
                         if (x != -1 && (x < 1 || x > std::numeric_limits<int>::max()))
-                          fail(w, "batch", val, "-1 or an integer 1 .. " + std::to_string(std::numeric_limits<int>::max()));
+                          fail(w, "batch", val, "-1 or an integer >= 1 (at most " + std::to_string(std::numeric_limits<int>::max()) + ")");
                         c.batch = static_cast<int>(x);
                       },
                       [](const TrainConfig& c) { return nlohmann::json(c.batch); }});
