@@ -8,6 +8,24 @@ find_package(nlohmann_json 3.9 REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(JPEG REQUIRED)
 find_package(PNG REQUIRED)
+# RE2 (optional, Debian: libre2-dev): linear-time regular expressions for `profile kernels --grep` on
+# untrusted profile.json files. Without it --grep takes plain text (case-insensitive substrings, '|'
+# between alternatives). Newer RE2 releases install a CMake package (re2::re2, with its Abseil);
+# Debian 12's has only pkg-config, so the library is looked up by hand then.
+if(NOT TARGET re2::re2)
+  find_package(re2 CONFIG QUIET)
+endif()
+if(NOT TARGET re2::re2)
+  find_path(LIBREYOLO_RE2_INCLUDE re2/re2.h)
+  find_library(LIBREYOLO_RE2_LIBRARY NAMES re2)
+  if(LIBREYOLO_RE2_INCLUDE AND LIBREYOLO_RE2_LIBRARY)
+    add_library(re2::re2 UNKNOWN IMPORTED)
+    set_target_properties(re2::re2 PROPERTIES IMPORTED_LOCATION "${LIBREYOLO_RE2_LIBRARY}"
+      INTERFACE_INCLUDE_DIRECTORIES "${LIBREYOLO_RE2_INCLUDE}")
+  else()
+    message(STATUS "libreyolo: no RE2 (libre2-dev); profile kernels --grep takes plain text")
+  endif()
+endif()
 
 function(libreyolo_link_deps target)
   # libreyolo_torch (below) carries this machine's LibTorch, so the exported target names no paths.
@@ -17,6 +35,10 @@ function(libreyolo_link_deps target)
     target_link_libraries(${target} INTERFACE yaml-cpp::yaml-cpp)
   else()
     target_link_libraries(${target} INTERFACE yaml-cpp)
+  endif()
+  if(TARGET re2::re2)
+    target_link_libraries(${target} INTERFACE re2::re2)
+    target_compile_definitions(${target} INTERFACE LIBREYOLO_WITH_RE2=1)
   endif()
 endfunction()
 

@@ -2,7 +2,8 @@
 //   libreyolo train model=resnet18 data=DIR epochs=10 imgsz=64 batch=32 device=cpu
 //   libreyolo data synth --task classify --out DIR --images 600 --imgsz 64 --seed 0
 //   libreyolo profile summary|phases|kernels|compare ...
-// Exit codes: 0 ok, 1 run-time failure, 2 bad arguments / configuration, 3 no profile produced.
+// Exit codes: see exit_codes.hpp (printed by --help, documented in README.md).
+#include "exit_codes.hpp"
 #include "profile_commands.hpp"
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
@@ -17,6 +18,35 @@
 
 namespace {
 
+namespace cli = libreyolo::cli;
+
+// model= that names a file (a path, or a checkpoint extension) must exist: otherwise the error would
+// be "unknown model" (the string is not a model name either).
+void check_model_argument(const std::string& model) {
+  namespace fs = std::filesystem;
+  const fs::path p(model);
+  const auto ext = p.extension().string();
+  const bool looks_like_file = model.find('/') != std::string::npos || ext == ".ckpt" || ext == ".pt" || ext == ".pth";
+  std::error_code ec;
+  if (fs::is_directory(p, ec))
+    throw libreyolo::CheckpointError("model=" + model + ": is a directory; give a checkpoint file (e.g. " +
+                                     (p / "weights" / "best.ckpt").string() + ") or a model name");
+  if (looks_like_file && !fs::exists(p, ec))
+    throw libreyolo::CheckpointError("model=" + model + ": no such checkpoint file");
+}
+
+// resume=true project=... name=... without model=: the run's own model (its last.ckpt says which),
+// not the default one.
+void take_model_from_resumed_run(libreyolo::TrainConfig& cfg) {
+  if (!cfg.resume || cfg.is_explicit("model")) return;
+  const auto last = cfg.run_dir() / "weights" / "last.ckpt";
+  if (!std::filesystem::exists(last)) return;  // the trainer names the missing checkpoint
+  const auto ck = libreyolo::train::load_checkpoint(last);
+  if (!ck.meta.contains("model") || !ck.meta.at("model").is_string() || ck.meta.at("model").get<std::string>().empty())
+    throw libreyolo::CheckpointError("checkpoint " + last.string() + ": its metadata does not name the model; give model=");
+  cfg.model = ck.meta.at("model").get<std::string>();
+}
+
 int run_train(const std::vector<std::string>& args, const char* argv0) {
   auto cfg = libreyolo::parse_args(args);
   if (cfg.nproc == 1) throw libreyolo::ConfigError("nproc=1: a data-parallel launch needs >= 2 processes (0 = single process)");
@@ -28,12 +58,14 @@ int run_train(const std::vector<std::string>& args, const char* argv0) {
     cfg.nproc = listed;
   }
   libreyolo::train::require_batch_for_world(cfg.batch, cfg.nproc);
+  check_model_argument(cfg.model);
+  take_model_from_resumed_run(cfg);
   if (cfg.nproc >= 2 && !libreyolo::dist::launched_distributed()) {
     // The self-launching form: this process only starts and watches the ranks.
     std::vector<std::string> argv{argv0, "train"};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = libreyolo::dist::launch_local(argv, cfg.nproc);
-    return r.failed_rank >= 0 ? 1 : r.exit_code;  // 0, or 130 when stopped by Ctrl-C / SIGTERM
+    return r.failed_rank >= 0 ? cli::exit_code::failure : r.exit_code;  // 0, or 130 when stopped by Ctrl-C / SIGTERM
   }
   libreyolo::train::install_interrupt_handlers();
   // Debian's LibTorch starts with one intra-op thread; a CPU run should use the machine. The ranks of
@@ -67,6 +99,7 @@ std::string take(std::vector<std::string>& args, const std::string& key, std::st
 
 int run_val(std::vector<std::string> args) {
   auto cfg = libreyolo::parse_args(args);
+  check_model_argument(cfg.model);
   auto r = libreyolo::Model(cfg.model).val(cfg);
   std::cout << r.summary << "\n" << r.metrics.dump() << std::endl;
   return 0;
@@ -84,6 +117,7 @@ int run_predict(std::vector<std::string> args) {
   }
   if (!(conf >= 0 && conf <= 1)) throw libreyolo::ConfigError("conf=" + conf_text + ": invalid value; allowed: 0 .. 1");
   auto cfg = libreyolo::parse_args(args);
+  check_model_argument(cfg.model);
   if (!cfg.is_explicit("project")) cfg.project = "runs/predict";
   auto out = libreyolo::train::prepare_run_dir(cfg);
   auto j = libreyolo::Model(cfg.model).predict(source, cfg, out, conf);
@@ -98,6 +132,7 @@ int run_predict(std::vector<std::string> args) {
 int main(int argc, char** argv) {
   CLI::App app{"libreyolo: train YOLO-family detectors and classifiers on LibTorch"};
   app.require_subcommand(1);
+  app.footer(cli::exit_code_help());
 
   auto* train = app.add_subcommand("train", "train a model: libreyolo train model=resnet18 data=DIR key=value ...");
   train->allow_extras();
@@ -125,7 +160,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? cli::exit_code::ok : cli::exit_code::usage;
   }
   try {
     if (train->parsed()) return run_train(train->remaining(), argv[0]);
@@ -135,18 +170,18 @@ int main(int argc, char** argv) {
       so.out = out;
       libreyolo::data::synth(so);
       std::cout << "wrote " << so.images << " images to " << out << "\n";
-      return 0;
+      return cli::exit_code::ok;
     }
     if (auto rc = prof_cmds.run(); rc >= 0) return rc;
-  } catch (const libreyolo::ConfigError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
   } catch (const libreyolo::dist::PeerLost& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return libreyolo::dist::peer_lost_exit_code;
+    return cli::exit_code::peer_lost;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return cli::exit_code::failure;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return cli::exit_code_for(e);
   }
-  return 0;
+  return cli::exit_code::ok;
 }

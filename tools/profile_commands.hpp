@@ -1,6 +1,8 @@
 #pragma once
 // `libreyolo profile run|summary|phases|kernels|compare` — CLI11 wiring over libreyolo::profile.
-// Exit codes: 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
+// Exit codes (exit_codes.hpp): 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
+#include "exit_codes.hpp"
+
 #include <libreyolo/model.hpp>
 #include <libreyolo/profile/report.hpp>
 
@@ -36,7 +38,7 @@ class ProfileCommands {
     kernels_->add_option("profile", a_, "profile.json")->required();
     kernels_->add_option("--top", q_.top, "rows (default 20)");
     kernels_->add_option("--category", q_.category, "gemm/conv | elementwise | reduction/norm | layout/copy | other");
-    kernels_->add_option("--grep", q_.grep, "regular expression on the kernel name");
+    kernels_->add_option("--grep", q_.grep, "regular expression (RE2 syntax, case-insensitive) on the kernel name");
     kernels_->add_flag("--tensorcore", q_.tensorcore_only, "Tensor-Core kernels only");
     kernels_->add_option("--sort", q_.sort, "time | count | name")->check(CLI::IsMember({"time", "count", "name"}));
     kernels_->add_option("--phase", q_.phase, "dataload | to_device | forward | backward | optimizer");
@@ -79,7 +81,7 @@ class ProfileCommands {
       auto p = r.run_dir / "profile.json";
       if (!std::filesystem::exists(p)) {
         std::cerr << "error: the run produced no profile (" << p.string() << " missing)\n";
-        return 3;
+        return exit_code::no_profile;
       }
       trials.push_back(p);
       profile::run_summary(p, std::cout, std::cerr);

@@ -6,6 +6,7 @@
 // sources override earlier ones. Which keys the user set explicitly is remembered, so a family's
 // overrides (family_traits<F>::overrides) apply only to keys the user left alone.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/utf8.hpp>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -159,6 +160,9 @@ Field num(std::string name, T TrainConfig::*m, double lo, double hi, std::string
                  double x = std::is_integral_v<T> ? double(parse_int(w, name, v, allowed))
                                                   : parse_double(w, name, v, allowed);
                  if (x < lo || x > hi) fail(w, name, v, allowed);
+                 if constexpr (std::is_integral_v<T>)  // no silent wrap-around in the cast
+                   if (x > double(std::numeric_limits<T>::max()) || x < double(std::numeric_limits<T>::min()))
+                     fail(w, name, v, allowed + " (at most " + std::to_string(std::numeric_limits<T>::max()) + ")");
                  c.*m = static_cast<T>(x);
                },
                [=](const TrainConfig& c) { return nlohmann::json(c.*m); }};
@@ -245,7 +249,8 @@ inline const std::vector<Field>& fields() {
                       "-1 or an integer >= 1",
                       [](TrainConfig& c, const std::string& w, const std::string& val) {
                         auto x = parse_int(w, "batch", val, "-1 or >= 1");
-                        if (x != -1 && x < 1) fail(w, "batch", val, "-1 or an integer >= 1");
+                        if (x != -1 && (x < 1 || x > std::numeric_limits<int>::max()))
+                          fail(w, "batch", val, "-1 or an integer >= 1 (at most " + std::to_string(std::numeric_limits<int>::max()) + ")");
                         c.batch = static_cast<int>(x);
                       },
                       [](const TrainConfig& c) { return nlohmann::json(c.batch); }});
@@ -346,7 +351,9 @@ inline std::string known_keys() {
 inline void set_key(TrainConfig& c, const std::string& key, const std::string& value,
                     const std::string& where = "", bool mark_explicit = true) {
   auto* f = config_detail::find_field(key);
-  if (!f) throw ConfigError(where + "unknown key '" + key + "'; known keys: " + config_detail::known_keys());
+  if (!f) throw ConfigError(where + "unknown key '" + utf8::escaped(key) + "'; known keys: " + config_detail::known_keys());
+  if (auto why = utf8::problem(value); !why.empty())  // the config is saved as JSON (args.json, checkpoints)
+    throw ConfigError(where + key + ": the value " + why + "; allowed: UTF-8 text");
   f->set(c, where, config_detail::trim(value));
   if (mark_explicit) c.explicit_keys.insert(key);
 }
@@ -354,6 +361,7 @@ inline void set_key(TrainConfig& c, const std::string& key, const std::string& v
 // Applies a YAML mapping of key: value. Errors name the file and line.
 inline void apply_yaml(TrainConfig& c, const std::filesystem::path& file) {
   if (!std::filesystem::exists(file)) throw ConfigError("cfg=" + file.string() + ": file not found");
+  if (std::filesystem::is_directory(file)) throw ConfigError("cfg=" + file.string() + ": is a directory; give a YAML file");
   YAML::Node root;
   try {
     root = YAML::LoadFile(file.string());
@@ -364,7 +372,8 @@ inline void apply_yaml(TrainConfig& c, const std::filesystem::path& file) {
   if (!root.IsMap()) throw ConfigError(file.string() + ": expected a mapping of key: value");
   for (auto it = root.begin(); it != root.end(); ++it) {
     std::string where = file.string() + ":" + std::to_string(it->first.Mark().line + 1) + ": ";
-    auto key = it->first.as<std::string>();
+    if (!it->first.IsScalar()) throw ConfigError(where + "a key must be a plain name, got a list or mapping");
+    auto key = it->first.Scalar();
     if (key == "cfg") throw ConfigError(where + "'cfg' cannot be nested inside a config file");
     if (!it->second.IsScalar() && !it->second.IsNull())
       throw ConfigError(where + key + ": expected a single value, got a list or mapping");

@@ -14,6 +14,7 @@
 //     is replaced by the next valid index (deterministic, whatever the worker count);
 //   - files whose extension is not .jpg/.jpeg/.png (any case) are not images and are ignored.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/utf8.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/image.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -175,6 +176,10 @@ class ClassifyFolder {
     if (f.classes_.empty())
       throw DataError("classification split folder '" + split_dir.string() +
                       "' has no class folders (expected one sub-folder of images per class)");
+    for (const auto& c : f.classes_)  // class names go into checkpoints and results.json (JSON: UTF-8 only)
+      if (auto why = utf8::problem(c); !why.empty())
+        throw DataError("classification split folder '" + utf8::escaped(split_dir.string()) + "': the class folder name " +
+                        why + "; rename the folder (class names must be UTF-8 text)");
     if (expected_classes) detail::check_same_classes(split_dir, f.classes_, *expected_classes);
     for (size_t k = 0; k < f.classes_.size(); ++k) f.scan_class(k);
     const std::string split = split_dir.filename().string();

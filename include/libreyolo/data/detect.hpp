@@ -187,6 +187,7 @@ class DetectDataset {
     ds->names_ = std::move(names);
     ds->index_ = build_label_index(images, static_cast<int>(ds->names_.size()), cache_file);
     log_label_summary(split, ds->index_);
+    require_class_ids_in_range(ds->index_, split);
     if (ds->index_.entries.empty())
       throw DataError("split '" + split + "' has no usable image: all " + std::to_string(images.size()) +
                       " were skipped (see the warnings above)");

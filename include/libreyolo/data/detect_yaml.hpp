@@ -13,6 +13,7 @@
 // "/images/" of the image path becomes "/labels/", the extension becomes .txt; without an images/
 // folder the .txt sits next to the image).
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/utf8.hpp>
 
 #include <yaml-cpp/yaml.h>
 
@@ -25,6 +26,9 @@
 #include <vector>
 
 namespace libreyolo::data {
+
+// The most classes a dataset may declare (ImageNet-21k has 21841).
+inline constexpr long long max_classes = 100000;
 
 struct DatasetYaml {
   std::filesystem::path root;
@@ -118,6 +122,13 @@ inline std::vector<std::string> yaml_names(const std::filesystem::path& file, co
     throw DataError(yaml_where(file, node, "names") + ": must be a list of class names or a map {id: name}");
   }
   if (names.empty()) throw DataError(yaml_where(file, node, "names") + ": there are no class names");
+  if (names.size() > static_cast<size_t>(max_classes))
+    throw DataError(yaml_where(file, node, "names") + ": " + std::to_string(names.size()) + " class names; allowed: at most " +
+                    std::to_string(max_classes));
+  for (size_t k = 0; k < names.size(); ++k)  // class names go into checkpoints and results.json (JSON: UTF-8 only)
+    if (auto why = utf8::problem(names[k]); !why.empty())
+      throw DataError(yaml_where(file, node, "names") + ": class " + std::to_string(k) + "'s name " + why +
+                      "; allowed: UTF-8 text (save the YAML as UTF-8)");
   return names;
 }
 
@@ -169,8 +180,9 @@ inline DatasetYaml load_dataset_yaml(const std::filesystem::path& yaml_file) {
     } catch (const YAML::Exception&) {
       n_classes = -1;
     }
-    if (n_classes < 1)
-      throw DataError(detail::yaml_where(d.file, nc, "nc") + ": value '" + nc.Scalar() + "' is not an integer >= 1");
+    if (n_classes < 1 || n_classes > max_classes)  // found by fuzzing: nc: 10^17 alone made 10^17 names
+      throw DataError(detail::yaml_where(d.file, nc, "nc") + ": value '" + nc.Scalar() + "' is not an integer 1 .. " +
+                      std::to_string(max_classes));
   }
   if (names && !names.IsNull()) {
     d.names = detail::yaml_names(d.file, names);

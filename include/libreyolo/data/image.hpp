@@ -73,6 +73,7 @@ inline bool read_bytes(const std::filesystem::path& path, uint64_t offset, uint6
 }
 
 inline std::string describe_decode_failure(ImageFormat f, const std::string& lib_message) {
+  if (lib_message.rfind(too_many_pixels, 0) == 0) return lib_message;  // the pixel limit, not corruption
   return std::string(f == ImageFormat::jpeg ? "truncated or corrupt JPEG (libjpeg: " : "truncated or corrupt PNG (libpng: ") +
          lib_message + ")";
 }
@@ -143,6 +144,9 @@ inline bool probe_image(const std::filesystem::path& path, std::string* why = nu
   }
   if (!ok) return fail(detail::describe_decode_failure(fmt, reason));
   if (header.empty()) return fail("the header declares an empty image");
+  // The full-size dimensions (a JPEG header is read at scale 1 here).
+  if (auto v = detail::pixel_limit_violation(static_cast<uint64_t>(header.w), static_cast<uint64_t>(header.h)); !v.empty())
+    return fail(v);
   return true;
 }
 

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +20,41 @@
 #include <vector>
 
 namespace libreyolo::data {
+
+// Decompression-bomb guard: the most pixels (width x height, from the file's header) an image may
+// declare before its pixels are allocated, as PIL's Image.MAX_IMAGE_PIXELS guard (PIL refuses above
+// 2 x 89478485 = 178956970). A larger image is a DataError naming the file, so a dataset scan skips
+// it with a warning. Set it with set_max_image_pixels(n) (0 = no limit) or the environment variable
+// LIBREYOLO_MAX_IMAGE_PIXELS (read once, at the first image).
+inline constexpr uint64_t default_max_image_pixels = 178956970;
+namespace detail {
+inline std::atomic<uint64_t>& max_image_pixels_ref() {
+  static std::atomic<uint64_t> limit{[] {
+    if (const char* env = std::getenv("LIBREYOLO_MAX_IMAGE_PIXELS"); env && *env) {
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long v = std::strtoull(env, &end, 10);
+      if (errno == 0 && end && *end == '\0' && env[0] != '-') return static_cast<uint64_t>(v);
+    }
+    return default_max_image_pixels;
+  }()};
+  return limit;
+}
+// Marks a decode failure that is the pixel limit (image.hpp reports it as it is, not as corruption).
+inline constexpr const char* too_many_pixels = "too many pixels: ";
+}  // namespace detail
+inline uint64_t max_image_pixels() { return detail::max_image_pixels_ref().load(std::memory_order_relaxed); }
+inline void set_max_image_pixels(uint64_t n) { detail::max_image_pixels_ref().store(n); }
+namespace detail {
+// "" when a w x h image is within the limit, else the reason (starting with too_many_pixels).
+inline std::string pixel_limit_violation(uint64_t w, uint64_t h) {
+  const uint64_t limit = max_image_pixels();
+  if (limit == 0 || w * h <= limit) return {};
+  return std::string(too_many_pixels) + "the header declares " + std::to_string(w) + "x" + std::to_string(h) + " = " +
+         std::to_string(w * h) + " pixels, more than the limit of " + std::to_string(limit) +
+         " (a decompression bomb?); raise it with LIBREYOLO_MAX_IMAGE_PIXELS=N or data::set_max_image_pixels(N), 0 = no limit";
+}
+}  // namespace detail
 
 // Interleaved 8-bit image: px[(y * w + x) * c + ch]. Decoders always produce c = 3, RGB order.
 struct Image {

@@ -7,10 +7,13 @@
 // What happens to bad input (all counted, and reported in the split's one-line summary):
 //   - a listed image that is missing, unreadable, not an image or truncated: the image is SKIPPED,
 //     with a warning naming the file and the reason;
-//   - a label line with the wrong number of fields (5: class cx cy w h), a field that is not a
-//     number, a class id outside [0, nc), a value of cx cy w h outside [0, 1], or w or h = 0: the
-//     image is SKIPPED (a partly read label file would be a silently wrong label), with a warning
-//     naming file:line, the bad value and what is allowed;
+//   - a label line with the wrong number of fields (5: class cx cy w h; or a polygon, class and 3+
+//     x y points, which becomes its bounding box), a field that is not a number, a class id that is
+//     not an integer >= 0, a coordinate more than 0.01 outside [0, 1] (closer ones are clipped), or
+//     w or h = 0: the image is SKIPPED (a partly read label file would be a silently wrong label),
+//     with a warning naming file:line, the bad value and what is allowed;
+//   - a class id >= nc (the YAML's names list is too short): skipped and counted as above, and
+//     recorded, so the dataset refuses the split (require_class_ids_in_range) instead of training on;
 //   - duplicate boxes (identical lines) in one file: the copies are REMOVED, with a warning;
 //   - an image without a label file, or with an empty one: kept as a background image (no boxes).
 // Only when no usable image remains is the split an error (DataError).
@@ -58,13 +61,26 @@ struct LabelIndex {
   std::vector<std::string> messages;  // one per skip / duplicate removal, replayed from the cache
   std::filesystem::path cache_file;
   bool from_cache = false;
+  // Label files with a class id >= nc (counted in bad_labels too): the names list is too short, which
+  // the dataset turns into an error (require_class_ids_in_range) instead of training on without them.
+  uint64_t class_overflows = 0;
+  std::string first_class_overflow;
 };
+
+// DataError when some label file uses a class id beyond the names list.
+inline void require_class_ids_in_range(const LabelIndex& idx, const std::string& split) {
+  if (idx.class_overflows == 0) return;
+  throw DataError(split + ": " + idx.first_class_overflow +
+                  (idx.class_overflows > 1 ? " (and " + std::to_string(idx.class_overflows - 1) + " more label file(s))" : "") +
+                  "; the dataset YAML's 'names' list is too short for these labels: add the missing class names "
+                  "(or fix the label files)");
+}
 
 namespace detail {
 
 // Outcome of reading one image + label pair.
 struct LabelScan {
-  enum Kind : uint8_t { ok, bad_image, bad_label } kind = ok;
+  enum Kind : uint8_t { ok, bad_image, bad_label, bad_class } kind = ok;
   LabelEntry entry;
   uint64_t duplicates = 0;
   std::string message;
@@ -77,31 +93,72 @@ inline bool parse_float(const std::string& tok, float& v) {
   return ec == std::errc() && p == e && std::isfinite(v);
 }
 
-// Parses a label file into entry.boxes; returns "" or the reason the file is unusable.
+// How far outside [0, 1] a normalised coordinate may stray and still be clipped to it (float rounding
+// in exporters: 1.0000001, -1e-7), as Ultralytics tolerates; beyond it the label file is refused.
+inline constexpr float label_clip_tolerance = 0.01f;
+
+// Parses a label file into entry.boxes; returns "" or the reason the file is unusable. A row is a box
+// (class cx cy w h) or a polygon (class x1 y1 x2 y2 x3 y3 ..., at least 3 points), which becomes its
+// bounding box, as the original does. A class id >= nc sets *class_overflow (the names list is too
+// short: a dataset error, not one bad image) and returns its reason.
 inline std::string parse_label_file(const std::filesystem::path& file, int nc, LabelEntry& entry, uint64_t& dups,
-                                    std::string& dup_message) {
+                                    std::string& dup_message, bool* class_overflow = nullptr) {
   std::ifstream in(file);
   if (!in) return "label file '" + file.string() + "' cannot be opened";
   std::string line;
   std::set<std::array<float, 5>> seen;
+  uint64_t clipped = 0, polygons = 0;
+  static const char* field[5] = {"class", "cx", "cy", "w", "h"};
+  // Clips v into [0, 1] when it is within the tolerance; false when it is further out.
+  auto clip01 = [&](float& v) {
+    if (v >= 0.f && v <= 1.f) return true;
+    if (v < -label_clip_tolerance || v > 1.f + label_clip_tolerance) return false;
+    v = std::clamp(v, 0.f, 1.f);
+    ++clipped;
+    return true;
+  };
   for (int line_no = 1; std::getline(in, line); ++line_no) {
     std::istringstream ss(line);
     std::vector<std::string> tok;
     for (std::string t; ss >> t;) tok.push_back(t);
     if (tok.empty()) continue;
     const std::string where = "label file '" + file.string() + "':" + std::to_string(line_no) + ": ";
-    if (tok.size() != 5)
-      return where + "has " + std::to_string(tok.size()) + " fields, expected 5 (class cx cy w h, normalised)";
+    const bool polygon = tok.size() > 5;
+    if (tok.size() < 5 || (polygon && (tok.size() % 2 == 0 || tok.size() < 7)))
+      return where + "has " + std::to_string(tok.size()) +
+             " fields, expected 5 (class cx cy w h, normalised) or a polygon (class x1 y1 x2 y2 x3 y3 ..., 7, 9, 11, ... fields)";
     std::array<float, 5> box{};
-    static const char* field[5] = {"class", "cx", "cy", "w", "h"};
-    for (int k = 0; k < 5; ++k)
-      if (!parse_float(tok[k], box[k])) return where + "field " + field[k] + " = '" + tok[k] + "' is not a number";
-    if (box[0] != std::floor(box[0]) || box[0] < 0 || box[0] >= static_cast<float>(nc))
+    if (!parse_float(tok[0], box[0])) return where + "field class = '" + tok[0] + "' is not a number";
+    if (box[0] != std::floor(box[0]) || box[0] < 0)
+      return where + "class id '" + tok[0] + "' is not an integer >= 0";
+    if (box[0] >= static_cast<float>(nc)) {
+      if (class_overflow) *class_overflow = true;
       return where + "class id '" + tok[0] + "' is outside [0, " + std::to_string(nc - 1) + "] (the dataset YAML has " +
              std::to_string(nc) + " names)";
-    for (int k = 1; k < 5; ++k)
-      if (box[k] < 0.f || box[k] > 1.f)
-        return where + field[k] + " = " + tok[k] + " is outside [0, 1] (coordinates must be normalised)";
+    }
+    if (!polygon) {
+      for (int k = 1; k < 5; ++k)
+        if (!parse_float(tok[k], box[k])) return where + "field " + field[k] + " = '" + tok[k] + "' is not a number";
+      for (int k = 1; k < 5; ++k)
+        if (!clip01(box[k]))
+          return where + field[k] + " = " + tok[k] + " is outside [0, 1] (coordinates must be normalised; up to " +
+                 "0.01 outside is clipped)";
+    } else {
+      float x0 = 1.f, y0 = 1.f, x1 = 0.f, y1 = 0.f;
+      for (size_t k = 1; k < tok.size(); ++k) {
+        float v = 0.f;
+        const char* name = k % 2 ? "x" : "y";
+        if (!parse_float(tok[k], v))
+          return where + "polygon field " + std::to_string(k) + " (" + name + ") = '" + tok[k] + "' is not a number";
+        if (!clip01(v))
+          return where + "polygon " + name + " = " + tok[k] + " is outside [0, 1] (coordinates must be normalised; up to " +
+                 "0.01 outside is clipped)";
+        if (k % 2) x0 = std::min(x0, v), x1 = std::max(x1, v);
+        else y0 = std::min(y0, v), y1 = std::max(y1, v);
+      }
+      box = {box[0], (x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0};
+      ++polygons;
+    }
     if (box[3] <= 0.f || box[4] <= 0.f) return where + "the box has zero width or height (w, h must be > 0)";
     if (!seen.insert(box).second) {
       ++dups;
@@ -109,7 +166,11 @@ inline std::string parse_label_file(const std::filesystem::path& file, int nc, L
     }
     entry.boxes.push_back(box);
   }
-  if (dups) dup_message = "label file '" + file.string() + "': " + std::to_string(dups) + " duplicate box(es) removed";
+  std::string notes;
+  if (dups) notes += std::to_string(dups) + " duplicate box(es) removed";
+  if (clipped) notes += (notes.empty() ? "" : "; ") + std::to_string(clipped) + " coordinate(s) slightly outside [0, 1] clipped";
+  if (polygons) notes += (notes.empty() ? "" : "; ") + std::to_string(polygons) + " polygon row(s) converted to boxes";
+  if (!notes.empty()) dup_message = "label file '" + file.string() + "': " + notes;
   return {};
 }
 
@@ -145,9 +206,10 @@ inline LabelScan scan_one(const std::filesystem::path& image, int nc) {
   std::error_code ec;
   if (!std::filesystem::exists(label, ec)) return s;  // background image
   std::string dup_msg;
-  why = parse_label_file(label, nc, s.entry, s.duplicates, dup_msg);
+  bool class_overflow = false;
+  why = parse_label_file(label, nc, s.entry, s.duplicates, dup_msg, &class_overflow);
   if (!why.empty()) {
-    s.kind = LabelScan::bad_label;
+    s.kind = class_overflow ? LabelScan::bad_class : LabelScan::bad_label;
     s.entry.boxes.clear();
     s.message = "skipping image '" + image.string() + "': " + why;
   } else {
@@ -173,7 +235,8 @@ inline uint64_t hash_file_state(uint64_t h, const std::filesystem::path& p) {
   return hash_bytes(h, v, sizeof v);
 }
 
-inline constexpr char kLabelCacheMagic[8] = {'L', 'R', 'Y', 'L', 'B', 'L', '0', '1'};
+// 02: polygons, clipping and the class-count error (an 01 cache holds those images as skipped).
+inline constexpr char kLabelCacheMagic[8] = {'L', 'R', 'Y', 'L', 'B', 'L', '0', '2'};
 
 // Binary writer/reader for the cache: little helpers over a byte buffer.
 struct ByteWriter {
@@ -226,7 +289,12 @@ inline bool read_label_cache(const std::filesystem::path& file, uint64_t hash, L
   std::vector<std::string> msgs(n_msg);
   for (auto& m : msgs)
     if (!r.get_str(m)) return false;
+  uint64_t overflows = 0;
+  std::string first_overflow;
+  if (!r.get(overflows) || !r.get_str(first_overflow)) return false;
   if (r.pos != buf.size()) return false;
+  out.class_overflows = overflows;
+  out.first_class_overflow = std::move(first_overflow);
   out.entries = std::move(entries);
   out.messages = std::move(msgs);
   out.stats = st;
@@ -249,6 +317,8 @@ inline bool write_label_cache(const std::filesystem::path& file, uint64_t hash, 
     for (const auto& b : e.boxes) w.put(b);
   }
   for (const auto& m : idx.messages) w.put_str(m);
+  w.put<uint64_t>(idx.class_overflows);
+  w.put_str(idx.first_class_overflow);
   std::error_code ec;
   const auto tmp = file.string() + ".tmp" + std::to_string(mix64(reinterpret_cast<uintptr_t>(&w)) % 1000000);
   {
@@ -305,10 +375,12 @@ inline LabelIndex build_label_index(const std::vector<std::filesystem::path>& im
   work();
   for (auto& t : pool) t.join();
   for (auto& s : scans) {
+    if (s.kind == detail::LabelScan::bad_class && idx.class_overflows++ == 0)  // the reason, without "skipping image 'X': "
+      idx.first_class_overflow = s.message.substr(std::min(s.message.size(), std::string("skipping image '").size() + s.entry.image.size() + 3));
     if (!s.message.empty()) idx.messages.push_back(std::move(s.message));
     idx.stats.duplicates += s.duplicates;
     if (s.kind == detail::LabelScan::bad_image) ++idx.stats.bad_images;
-    if (s.kind == detail::LabelScan::bad_label) ++idx.stats.bad_labels;
+    if (s.kind == detail::LabelScan::bad_label || s.kind == detail::LabelScan::bad_class) ++idx.stats.bad_labels;
     if (s.kind != detail::LabelScan::ok) continue;
     ++idx.stats.images;
     idx.stats.boxes += s.entry.boxes.size();

@@ -47,16 +47,43 @@ struct MetricSample {
   double mean = 0, sd = 0;
   size_t n = 0;
 };
-// One metric of a profile.json (n = 1) or profile_repeat.json (n = trials with a value).
+// One metric of a profile.json (n = 1) or profile_repeat.json (n = trials with a value). A repeat
+// metric with a mean must carry a numeric std and a count n >= 1 (DataError otherwise: the files are
+// shared, so a hand-edited or truncated one must fail with its name, not read a missing key).
 inline MetricSample metric_sample(const nlohmann::json& doc, const char* key) {
   MetricSample s;
   if (doc.value("schema", std::string()) == repeat_schema) {
-    const auto& m = doc.at("metrics").value(key, nlohmann::json::object());
-    if (m.value("mean", nlohmann::json()).is_number()) s = {m["mean"].get<double>(), m["std"].get<double>(), m.value("n", size_t{0})};
+    if (!doc.contains("metrics") || !doc.at("metrics").is_object())
+      throw DataError("'metrics' is missing or not an object");
+    const auto& metrics = doc.at("metrics");
+    if (!metrics.contains(key)) return s;
+    const auto& m = metrics.at(key);
+    if (!m.is_object()) throw DataError("metric '" + std::string(key) + "' is not an object");
+    const auto mean = m.contains("mean") ? m.at("mean") : nlohmann::json();
+    if (!mean.is_number()) return s;  // null: no trial had a value
+    const auto sd = m.contains("std") ? m.at("std") : nlohmann::json();
+    const auto n = m.contains("n") ? m.at("n") : nlohmann::json();
+    if (!sd.is_number() || !std::isfinite(sd.get<double>()) || sd.get<double>() < 0)
+      throw DataError("metric '" + std::string(key) + "' has a mean but its 'std' is " +
+                      (sd.is_null() ? std::string("missing") : "'" + sd.dump() + "'") + "; allowed: a number >= 0");
+    if (!n.is_number_integer() || n.get<int64_t>() < 1)
+      throw DataError("metric '" + std::string(key) + "' has a mean but its 'n' is " +
+                      (n.is_null() ? std::string("missing") : "'" + n.dump() + "'") + "; allowed: an integer >= 1");
+    s = {mean.get<double>(), sd.get<double>(), static_cast<size_t>(n.get<int64_t>())};
   } else if (doc.contains(key) && doc.at(key).is_number()) {
     s = {doc.at(key).get<double>(), 0.0, 1};
   }
   return s;
+}
+// Checks every metric of a document compare_text reads; DataError names the file.
+inline void check_metrics(const nlohmann::json& doc, const std::filesystem::path& file) {
+  for (const char* key : repeat_metrics) {
+    try {
+      metric_sample(doc, key);
+    } catch (const DataError& e) {
+      throw DataError("profile: '" + file.string() + "': " + e.what());
+    }
+  }
 }
 }  // namespace detail
 
@@ -90,39 +117,48 @@ inline std::string compare_text(const nlohmann::json& a, const nlohmann::json& b
 }
 
 namespace detail {
-// Runs `body`, turning libreyolo errors into a message on `err` and exit code 2.
+// Runs `body`, turning libreyolo errors into a message on `err` and exit code 2 (a file given on the
+// command line that is not a usable profile is a bad argument). A JSON field of the wrong type in a
+// (shared, untrusted) profile file is reported naming the file(s) too.
 template <class F>
-int guarded(std::ostream& err, F&& body) {
+int guarded(std::ostream& err, const std::vector<std::filesystem::path>& files, F&& body) {
   try {
     body();
     return 0;
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;
+  } catch (const nlohmann::json::exception& e) {
+    std::string names;
+    for (const auto& f : files) names += (names.empty() ? "'" : ", '") + f.string() + "'";
+    err << "error: profile " << names << ": a field is missing or has the wrong type (" << e.what() << ")\n";
+    return 2;
   }
 }
 }  // namespace detail
 
 inline int run_summary(const std::filesystem::path& profile, std::ostream& out, std::ostream& err) {
-  return detail::guarded(err, [&] { out << summary_text(load_profile_file(profile)); });
+  return detail::guarded(err, {profile}, [&] { out << summary_text(load_profile_file(profile)); });
 }
 inline int run_phases(const std::filesystem::path& profile, std::ostream& out, std::ostream& err) {
-  return detail::guarded(err, [&] { out << phases_text(load_profile_file(profile)); });
+  return detail::guarded(err, {profile}, [&] { out << phases_text(load_profile_file(profile)); });
 }
 inline int run_kernels(const std::filesystem::path& profile, const KernelQuery& query, std::ostream& out, std::ostream& err) {
-  return detail::guarded(err, [&] { out << kernels_text(load_profile_file(profile), query); });
+  return detail::guarded(err, {profile}, [&] { out << kernels_text(load_profile_file(profile), query); });
 }
 inline int run_compare(const std::filesystem::path& a, const std::filesystem::path& b, std::ostream& out, std::ostream& err) {
-  return detail::guarded(err, [&] {
+  return detail::guarded(err, {a, b}, [&] {
     const auto ja = load_profile_file(a, {analysis_schema, repeat_schema});
     const auto jb = load_profile_file(b, {analysis_schema, repeat_schema});
+    detail::check_metrics(ja, a);
+    detail::check_metrics(jb, b);
     out << compare_text(ja, jb);
   });
 }
 // Reads the trials' profile.json files, writes profile_repeat.json to `out_file`, prints a short line.
 inline int run_aggregate_repeat(const std::vector<std::filesystem::path>& trials, const std::filesystem::path& out_file,
                                 std::ostream& out, std::ostream& err) {
-  return detail::guarded(err, [&] {
+  return detail::guarded(err, trials, [&] {
     std::vector<nlohmann::json> docs;
     for (const auto& t : trials) docs.push_back(load_profile_file(t));
     const auto agg = aggregate_repeat(docs);

@@ -7,16 +7,20 @@
 #include <libreyolo/profile/verdict.hpp>
 
 #include <nlohmann/json.hpp>
+#if defined(LIBREYOLO_WITH_RE2)
+#include <re2/re2.h>
+#endif
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <initializer_list>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -32,10 +36,13 @@ inline constexpr std::array<const char*, 7> repeat_metrics = {
     "img_per_s", "step_ms", "gpu_util", "gpu_busy_ms_per_step", "kernels_per_step", "host_overhead_ms_per_step",
     "dataload_ms"};
 
+// Longest --grep pattern accepted (RE2 compiles it within its default memory budget).
+inline constexpr size_t max_grep_length = 4096;
+
 struct KernelQuery {
   int top = 20;
   std::string category;  // empty: all
-  std::string grep;      // ECMAScript regex on the raw kernel name; empty: all
+  std::string grep;      // regular expression (RE2 syntax) on the raw kernel name, case-insensitive; empty: all
   bool tensorcore_only = false;
   std::string sort = "time";  // time | count | name
   std::string phase;          // empty: whole step
@@ -62,17 +69,82 @@ inline std::string joined(const std::vector<std::string>& parts, const char* sep
   for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
   return s;
 }
+
+// --grep. With RE2 (LIBREYOLO_WITH_RE2): a regular expression matched in time linear in the name,
+// without recursion, so a hostile pattern or a shared profile.json with huge kernel names cannot hang
+// or overflow the stack (std::regex could). Without RE2: plain text, case-insensitive substrings with
+// '|' between alternatives; other regex syntax is refused rather than silently taken literally.
+class NameMatcher {
+ public:
+  explicit NameMatcher(const std::string& pattern) : pattern_(pattern) {
+    if (pattern.empty()) return;
+    if (pattern.size() > max_grep_length)
+      throw ConfigError("profile kernels: --grep is " + std::to_string(pattern.size()) +
+                        " characters long; allowed: at most " + std::to_string(max_grep_length));
+#if defined(LIBREYOLO_WITH_RE2)
+    re2::RE2::Options opt;
+    opt.set_case_sensitive(false);
+    opt.set_log_errors(false);
+    re_ = std::make_shared<re2::RE2>(pattern, opt);
+    if (!re_->ok())
+      throw ConfigError("profile kernels: --grep '" + pattern + "' is not a valid regular expression (" + re_->error() +
+                        "; RE2 syntax: no backreferences or lookaround)");
+#else
+    if (pattern.find_first_of("\\^$.[]()*+?{}") != std::string::npos)
+      throw ConfigError("profile kernels: --grep '" + pattern + "': this build has no RE2, so --grep takes plain text "
+                        "(case-insensitive, '|' between alternatives) without the characters \\^$.[]()*+?{}");
+    for (size_t b = 0;;) {
+      const size_t e = pattern.find('|', b);
+      alternatives_.push_back(lower(pattern.substr(b, e == std::string::npos ? std::string::npos : e - b)));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+#endif
+  }
+  bool operator()(const std::string& name) const {
+    if (pattern_.empty()) return true;
+#if defined(LIBREYOLO_WITH_RE2)
+    return re2::RE2::PartialMatch(name, *re_);
+#else
+    const std::string l = lower(name);
+    for (const auto& a : alternatives_)
+      if (l.find(a) != std::string::npos) return true;
+    return false;
+#endif
+  }
+
+ private:
+  static std::string lower(std::string s) {
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+  }
+  std::string pattern_;
+#if defined(LIBREYOLO_WITH_RE2)
+  std::shared_ptr<re2::RE2> re_;
+#else
+  std::vector<std::string> alternatives_;
+#endif
+};
 }  // namespace detail
 
 // Reads a JSON file whose "schema" is one of `schemas`; DataError names the file and what is wrong.
 inline nlohmann::json load_profile_file(const std::filesystem::path& path,
                                         std::initializer_list<std::string_view> schemas = {analysis_schema}) {
   if (!std::filesystem::exists(path)) throw DataError("profile: file '" + path.string() + "' does not exist");
+  if (std::filesystem::is_directory(path))
+    throw DataError("profile: '" + path.string() + "' is a directory; give a profile.json or profile_repeat.json file");
   std::ifstream f(path);
   if (!f) throw DataError("profile: cannot read '" + path.string() + "'");
   nlohmann::json j;
+  // A profile.json nests 4 levels; a file nested thousands deep would overflow the stack when printed.
+  constexpr int max_depth = 64;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(f, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > max_depth)
+        throw DataError("profile: '" + path.string() + "' nests deeper than " + std::to_string(max_depth) +
+                        " levels; not a libreyolo profile");
+      return true;
+    });
   } catch (const nlohmann::json::parse_error& e) {
     throw DataError("profile: '" + path.string() + "' is not JSON (" + e.what() + ")");
   }
@@ -154,17 +226,13 @@ inline std::string kernels_text(const nlohmann::json& p, const KernelQuery& q) {
       throw ConfigError("profile kernels: unknown --phase '" + q.phase + "'; allowed: " + allowed(report_phases));
     list = p.value("kernels_by_phase", nlohmann::json::object()).value(q.phase, nlohmann::json::array());
   }
-  std::regex re;
-  try {
-    if (!q.grep.empty()) re = std::regex(q.grep, std::regex::ECMAScript | std::regex::icase);
-  } catch (const std::regex_error& e) {
-    throw ConfigError("profile kernels: --grep '" + q.grep + "' is not a valid regular expression (" + e.what() + ")");
-  }
+  const detail::NameMatcher match(q.grep);
   std::vector<nlohmann::json> rows;
   for (const auto& k : list) {
+    if (!k.is_object()) continue;
     if (!q.category.empty() && k.value("category", std::string()) != q.category) continue;
     if (q.tensorcore_only && !k.value("tensorcore", false)) continue;
-    if (!q.grep.empty() && !std::regex_search(k.value("raw_name", std::string()), re)) continue;
+    if (!match(k.value("raw_name", std::string()))) continue;
     rows.push_back(k);
   }
   auto key = q.sort == "count" ? "count_per_step" : "ms_per_step";

@@ -1,7 +1,14 @@
 #pragma once
 // Checkpoints: a JSON meta block plus named tensors, stored in a LibTorch OutputArchive and written
 // atomically (temp file in the same directory, fsync, rename) so an interrupted run keeps its last file.
+//
+// Integrity (format 2): LibTorch's zip reader does not check the zip CRCs, so the archive carries a
+// CRC-32 of its own over the meta text and every tensor (name, dtype, shape, bytes), verified on load;
+// a flipped byte anywhere in the data is a CheckpointError naming the file. Loading also refuses
+// floating-point tensors holding NaN or Inf (a diverged run's weights would train on as loss nan).
+// Format 1 files (no checksum) still load.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/utf8.hpp>
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +23,8 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <zlib.h>
 #include <unistd.h>
 
 namespace libreyolo::train {
@@ -24,10 +33,12 @@ namespace libreyolo::train {
 struct Checkpoint {
   nlohmann::json meta = nlohmann::json::object();
   std::map<std::string, torch::Tensor> tensors;
+  std::filesystem::path source;  // the file it was loaded from (empty when built in memory), for messages
 };
 
 // Bumped when the on-disk layout changes; files with a newer version are refused.
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: the "checksum" entry (CRC-32 of meta and tensors).
+inline constexpr int kCheckpointFormatVersion = 2;
 // Reserved meta key that marks a file as a libreyolo checkpoint and carries the format version.
 inline constexpr const char* kCheckpointFormatKey = "libreyolo_checkpoint_format";
 
@@ -50,6 +61,27 @@ inline std::string meta_key(const std::string& prefix) {
 }
 
 inline std::string errno_text(int e) { return std::strerror(e); }
+
+// CRC-32 (zlib) over the meta text and, in key order, each tensor's name, dtype, shape and bytes.
+inline uint32_t content_crc(const std::string& meta, const std::map<std::string, torch::Tensor>& tensors) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  auto add = [&](const void* p, size_t n) { crc = crc32_z(crc, static_cast<const Bytef*>(p), n); };
+  add(meta.data(), meta.size());
+  for (const auto& [key, t] : tensors) {
+    add(key.data(), key.size() + 1);
+    const int64_t header[2] = {static_cast<int64_t>(t.scalar_type()), t.dim()};
+    add(header, sizeof header);
+    add(t.sizes().data(), t.sizes().size() * sizeof(int64_t));
+    const torch::Tensor c = t.contiguous();
+    if (c.numel() > 0) add(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
+  }
+  return static_cast<uint32_t>(crc);
+}
+inline std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
 
 // Writes `target` atomically: `produce` pushes the bytes through the sink it is given into
 // `<target>.tmp.<pid>`, which is fsync'ed and renamed over `target`. On any failure (a write error,
@@ -116,23 +148,56 @@ inline void write_file_atomically(const std::filesystem::path& target,
 
 }  // namespace detail
 
+// Removes the temp files ("<name>.tmp.<pid>") that killed writers left in `dir`: those whose process
+// no longer exists. Returns how many were removed. A live writer's file is left alone.
+inline int remove_stale_temp_files(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  if (!fs::is_directory(dir, ec)) return 0;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || !it->is_regular_file(ec)) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid == ::getpid()) continue;  // ours: a save in progress on another thread
+    if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;  // still running
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
+}
+
 // Saves atomically: the previous file at `path` survives any failure.
 inline void save_checkpoint(const Checkpoint& ck, const std::filesystem::path& path) {
   c10::Dict<std::string, at::Tensor> dict;
+  std::map<std::string, torch::Tensor> cpu;
   for (const auto& [key, t] : ck.tensors) {
     if (!t.defined())
       throw CheckpointError("cannot write checkpoint " + path.string() + ": tensor '" + key +
                             "' is undefined");
-    dict.insert(key, t.device().is_cpu() ? t.detach() : t.detach().cpu());
+    cpu[key] = t.device().is_cpu() ? t.detach() : t.detach().cpu();
+    dict.insert(key, cpu[key]);
   }
   nlohmann::json meta = ck.meta;
   if (!meta.is_object())
     throw CheckpointError("cannot write checkpoint " + path.string() + ": meta must be a JSON object");
   meta[kCheckpointFormatKey] = kCheckpointFormatVersion;
 
+  std::string meta_text;
+  try {
+    meta_text = meta.dump();
+  } catch (const nlohmann::json::exception& e) {  // type_error.316: a string that is not UTF-8
+    throw CheckpointError("cannot write checkpoint " + path.string() +
+                          ": its metadata holds text that is not valid UTF-8 (" + e.what() +
+                          "); class names, paths and other settings must be UTF-8");
+  }
   torch::serialize::OutputArchive archive;
-  archive.write("meta", c10::IValue(meta.dump()));
+  archive.write("meta", c10::IValue(meta_text));
   archive.write("tensors", c10::IValue(dict));
+  archive.write("checksum", c10::IValue(detail::hex32(detail::content_crc(meta_text, cpu))));
   detail::write_file_atomically(path, [&](const detail::ByteSink& sink) {
     archive.save_to([&](const void* data, size_t n) -> size_t {
       sink(data, n);
@@ -160,8 +225,15 @@ inline Checkpoint load_checkpoint(const std::filesystem::path& path) {
     throw CheckpointError(where + ": not a libreyolo checkpoint (a LibTorch archive without the "
                                   "'meta' string and 'tensors' dict entries)");
   Checkpoint ck;
+  ck.source = path;
+  constexpr int max_depth = 128;  // our meta nests a few levels; deeper would overflow the stack when printed
   try {
-    ck.meta = nlohmann::json::parse(meta_iv.toStringRef());
+    ck.meta = nlohmann::json::parse(meta_iv.toStringRef(), [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > max_depth) throw CheckpointError(where + ": meta nests deeper than " + std::to_string(max_depth) + " levels");
+      return true;
+    });
+  } catch (const CheckpointError&) {
+    throw;
   } catch (const std::exception& e) {
     throw CheckpointError(where + ": meta is not valid JSON: " + e.what());
   }
@@ -178,7 +250,28 @@ inline Checkpoint load_checkpoint(const std::filesystem::path& path) {
   for (const auto& entry : tensors_iv.toGenericDict()) {
     if (!entry.key().isString() || !entry.value().isTensor())
       throw CheckpointError(where + ": 'tensors' holds an entry that is not string -> tensor");
-    ck.tensors[entry.key().toStringRef()] = entry.value().toTensor();
+    const auto& t = entry.value().toTensor();
+    if (!t.defined() || !t.device().is_cpu())
+      throw CheckpointError(where + ": tensor '" + entry.key().toStringRef() + "' is undefined or not on the CPU");
+    ck.tensors[entry.key().toStringRef()] = t;
+  }
+  if (version >= 2) {
+    c10::IValue sum_iv;
+    if (!archive.try_read("checksum", sum_iv) || !sum_iv.isString())
+      throw CheckpointError(where + ": the 'checksum' entry of format " + std::to_string(version) +
+                            " is missing (truncated or edited file)");
+    const std::string want = sum_iv.toStringRef();
+    const std::string got = detail::hex32(detail::content_crc(meta_iv.toStringRef(), ck.tensors));
+    if (want != got)
+      throw CheckpointError(where + ": checksum mismatch (stored " + want + ", computed " + got +
+                            "): the file is corrupt (a flipped byte, a bad disk or copy); use another checkpoint");
+  }
+  for (const auto& [key, t] : ck.tensors) {
+    if (!t.is_floating_point() || t.numel() == 0) continue;
+    const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
+    if (bad > 0)
+      throw CheckpointError(where + ": tensor '" + key + "' holds " + std::to_string(bad) + " NaN/Inf value(s) of " +
+                            std::to_string(t.numel()) + " (the run that wrote it diverged); use an earlier checkpoint");
   }
   return ck;
 }
@@ -198,17 +291,18 @@ inline void put_module_state(Checkpoint& ck, const std::string& prefix, const to
 // Copies "<prefix>.<name>" entries into the module's existing tensors (device and dtype kept).
 inline void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
   torch::NoGradGuard no_grad;
+  const std::string where = ck.source.empty() ? std::string("checkpoint") : "checkpoint " + ck.source.string();
   auto get = [&](const std::string& name, torch::Tensor& dst) {
     if (!dst.defined()) return;
     const std::string key = detail::join_key(prefix, name);
     auto it = ck.tensors.find(key);
     if (it == ck.tensors.end())
-      throw CheckpointError("checkpoint lacks module tensor '" + key + "' (shape " +
-                            detail::shape_str(dst) + ")");
+      throw CheckpointError(where + " lacks module tensor '" + key + "' (shape " + detail::shape_str(dst) +
+                            "): it was written for another model or size");
     if (it->second.sizes() != dst.sizes())
-      throw CheckpointError("checkpoint tensor '" + key + "' has shape " +
-                            detail::shape_str(it->second) + " but the module expects " +
-                            detail::shape_str(dst));
+      throw CheckpointError(where + ": tensor '" + key + "' has shape " + detail::shape_str(it->second) +
+                            " but the module expects " + detail::shape_str(dst) +
+                            " (a checkpoint of another model size?)");
   };
   // Check everything before copying anything, so a failed load leaves the module unchanged.
   auto params = m.named_parameters(true);

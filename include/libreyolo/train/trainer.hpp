@@ -131,6 +131,9 @@ class Trainer {
   nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
   void log_header() const;
   bool stop_now();
+  bool stop_at_epoch_end();
+  // Micro-batches whose gradients are accumulated but not yet stepped (0 on an optimizer-step boundary).
+  int64_t pending_micro_batches() const { return ni_ - 1 - last_opt_ni_; }
 
   TrainConfig cfg_;
   F family_;

@@ -21,6 +21,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
   TrainResult res;
   res.run_dir = run_dir_;
   bool stop = false;
+  bool draining = false;  // a stop is waiting for the end of the current accumulation window
   int epochs_run = 0;
   int completed = start_epoch_;
   for (epoch_ = start_epoch_; epoch_ < cfg_.epochs && !stop; ++epoch_) {
@@ -49,9 +50,19 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
       }
       bool profiled = false;
       if constexpr (Profiler::enabled) profiled = cfg_.profile_stop && prof_.finished();
-      if (profiled || stop_now() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
-        stop = true;
-        break;
+      if (draining || profiled || stop_now() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
+        // Stops land on an optimizer-step boundary: a stop inside a gradient-accumulation window first
+        // trains the window's remaining micro-batches (their gradients are not in a checkpoint), so
+        // resume=true continues exactly. max_steps stops are on a boundary already.
+        if (pending_micro_batches() == 0) {
+          stop = true;
+          break;
+        }
+        if (!draining)
+          log::info("stop requested inside a gradient-accumulation window: training its ",
+                    accumulate_ - pending_micro_batches(), " remaining micro-batch(es) first, so the checkpoint is "
+                    "at an optimizer step and resume=true continues exactly (a second Ctrl-C quits at once)");
+        draining = true;
       }
     }
     const bool epoch_complete = !stop || batch_in_epoch_ >= nb;
@@ -93,13 +104,25 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     info.row = row;
     LIBREYOLO_CALL_HOOK(callbacks, on_epoch_end, info);
     if (epoch_complete) ++completed;
+    // A stop requested during validation or the epoch's last batch: end here, where the checkpoint was
+    // just saved, rather than after the first batch of the next epoch (or finish an open window first).
+    if (!stop && !draining && epoch_ + 1 < cfg_.epochs && stop_at_epoch_end()) {
+      if (pending_micro_batches() == 0) {
+        stop = true;
+        log::info("stopped at the end of epoch ", epoch_ + 1, "; resume=true continues with epoch ", epoch_ + 2);
+      } else {
+        draining = true;
+        log::info("stop requested: the accumulation window open at the end of epoch ", epoch_ + 1, " is finished first (",
+                  accumulate_ - pending_micro_batches(), " micro-batch(es)), so resume=true continues exactly");
+      }
+    }
   }
   if constexpr (requires { prof_.wait(); }) prof_.wait();  // the profile report finishes before fit returns
   res.best_fitness = best_fitness_;
   res.last_metrics = last_metrics_;
   res.epochs_done = completed;
   res.optimizer_steps = opt_steps_;
-  res.interrupted = train::stop_requested() || stop_agreed_;
+  res.interrupted = stop && (train::stop_requested() || stop_agreed_);  // a run that finished all epochs was not
   log::info("done: ", epochs_run, " epoch(s) in ", train::format_duration(
                 std::chrono::duration<double>(clock::now() - t_run).count()), "; best fitness ",
             trainer_detail::fmt(best_fitness_), "; results in ", run_dir_.string());
@@ -115,6 +138,14 @@ bool LIBREYOLO_TRAINER::stop_now() {
   if (ni_ % stop_check_every != 0) return false;
   stop_agreed_ = dist_->any(train::stop_requested());
   return stop_agreed_;
+}
+
+// At an epoch end (after validation and the checkpoint): whether a stop was requested. A distributed
+// run keeps its one agreement point (every stop_check_every steps, in stop_now), so its ranks never
+// disagree about where they stopped.
+LIBREYOLO_TRAINER_TEMPLATE
+bool LIBREYOLO_TRAINER::stop_at_epoch_end() {
+  return !dist_ && train::stop_requested();
 }
 
 LIBREYOLO_TRAINER_TEMPLATE

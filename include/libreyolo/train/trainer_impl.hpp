@@ -28,14 +28,32 @@ void LIBREYOLO_TRAINER::resolve_config() {
   if (cfg_.resume) {
     run_dir_ = train::prepare_run_dir(cfg_);
     resume_ck_ = train::load_checkpoint(run_dir_ / "weights" / "last.ckpt");
-    TrainConfig merged = from_json(resume_ck_->meta.at("config"));
-    merged.explicit_keys = resume_ck_->meta.value("explicit_keys", std::set<std::string>{});
+    const std::string where = "checkpoint " + resume_ck_->source.string();
+    TrainConfig merged;
+    try {
+      const auto& meta = resume_ck_->meta;
+      if (!meta.contains("config") || !meta.at("config").is_object())
+        throw CheckpointError(where + ": the 'config' object is missing from its metadata");
+      merged = from_json(meta.at("config"));
+      merged.explicit_keys = meta.value("explicit_keys", std::set<std::string>{});
+    } catch (const ConfigError& e) {
+      throw CheckpointError(where + ": " + e.what());
+    } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError(where + ": a metadata field is missing or has the wrong type (" + e.what() + ")");
+    }
     auto user = to_json(cfg_);
     for (auto& k : cfg_.explicit_keys) {
       auto& v = user[k];
       set_key(merged, k, v.is_null() ? "" : v.is_string() ? v.get<std::string>() : v.dump());
     }
     cfg_ = merged;
+    // A finished run has nothing to resume: say so rather than train 0 epochs and report success.
+    const auto& st = resume_ck_->meta.value("state", nlohmann::json::object());
+    if (st.is_object() && st.contains("epoch") && st["epoch"].is_number_integer() &&
+        st["epoch"].get<int64_t>() >= cfg_.epochs && st.value("batch_in_epoch", nlohmann::json(0)) == 0)
+      throw ConfigError("resume=true: the run in " + run_dir_.string() + " already finished all " +
+                        std::to_string(cfg_.epochs) + " epochs; nothing to resume (start a new run, e.g. with weights=" +
+                        (run_dir_ / "weights" / "best.ckpt").string() + ", or give a larger epochs=)");
   }
   apply_overrides(cfg_, family_traits<F>::overrides);
   accumulate_ = cfg_.accumulate();  // batch=-1 is resolved in build(), which sets it again
@@ -69,7 +87,14 @@ void LIBREYOLO_TRAINER::setup() {
     at::globalContext().setBenchmarkCuDNN(cfg_.cudnn_benchmark);
   }
   channels_last_ = cfg_.channels_last && device_.is_cuda();
-  if (resume_ck_) family_.restore(resume_ck_->meta.at("family"));
+  if (resume_ck_) {
+    try {
+      family_.restore(resume_ck_->meta.at("family"));
+    } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError("checkpoint " + resume_ck_->source.string() + ": its 'family' metadata is missing or has "
+                            "the wrong type (" + e.what() + ")");
+    }
+  }
   family_.setup(cfg_);
   build();
   if (resume_ck_) {
@@ -80,6 +105,8 @@ void LIBREYOLO_TRAINER::setup() {
   }
   if (is_main()) {  // other ranks write nothing
     if (run_dir_.empty()) run_dir_ = train::prepare_run_dir(cfg_);
+    if (const int n = train::remove_stale_temp_files(run_dir_ / "weights"))
+      log::info("removed ", n, " temporary checkpoint file(s) left by an earlier run that was killed while saving");
     if (!results_) results_ = std::make_unique<train::ResultsWriter>(run_dir_);
     train::write_text_atomic(run_dir_ / "args.json", to_json(cfg_).dump(2) + "\n");
   }
@@ -157,13 +184,18 @@ void LIBREYOLO_TRAINER::build() {
 }
 
 // full = resume (everything); otherwise initial weights only (EMA weights preferred when present).
+// Every restored counter is checked against this run's configuration first (a crafted or damaged
+// file must not hang the resume or train "epoch -4/2").
 LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
-  const auto fam = ck.meta.value("family_name", std::string{});
-  if (ck.meta.value("format", std::string{}) != trainer_detail::ckpt_format || fam != F::name)
-    throw CheckpointError("checkpoint " + ck.meta.value("path", std::string("?")) + " is from family '" +
-                          (fam.empty() ? "unknown" : fam) + "', but this trainer trains '" + std::string(F::name) +
-                          "'; give weights= a checkpoint of the same family");
+  const std::string where = "checkpoint " + (ck.source.empty() ? std::string("(in memory)") : ck.source.string());
+  const auto text = [&](const char* key) {
+    return ck.meta.contains(key) && ck.meta.at(key).is_string() ? ck.meta.at(key).get<std::string>() : std::string{};
+  };
+  const auto fam = text("family_name");
+  if (text("format") != trainer_detail::ckpt_format || fam != F::name)
+    throw CheckpointError(where + " is from family '" + (fam.empty() ? "unknown" : fam) + "', but this trainer trains '" +
+                          std::string(F::name) + "'; give weights= a checkpoint of the same family");
   bool has_ema = ck.tensors.count("ema.__present__") > 0;
   if (!full) {
     train::get_module_state(ck, has_ema ? "ema." : "model.", *net_);
@@ -171,20 +203,51 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
     log::info("weights: loaded ", has_ema ? "EMA" : "model", " weights from ", cfg_.weights);
     return;
   }
+  if (!ck.meta.contains("state") || !ck.meta.at("state").is_object())
+    throw CheckpointError(where + ": the 'state' object (epoch, batch position, counters) is missing from its metadata");
+  const auto& st = ck.meta.at("state");
+  const auto counter = [&](const char* key, int64_t lo, int64_t hi, const std::string& why) {
+    if (!st.contains(key) || !st.at(key).is_number_integer())
+      throw CheckpointError(where + ": state." + key + " is missing or not an integer");
+    const auto v = st.at(key).get<int64_t>();
+    if (v < lo || v > hi)
+      throw CheckpointError(where + ": state." + key + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) +
+                            ", " + std::to_string(hi) + "] (" + why + "); the file is damaged or not from this run");
+    return v;
+  };
+  const auto nb = static_cast<int64_t>(train_loader_->num_batches());
+  const int64_t epoch = counter("epoch", 0, cfg_.epochs, "epochs=" + std::to_string(cfg_.epochs));
+  const int64_t batch = counter("batch_in_epoch", 0, epoch < cfg_.epochs ? nb - 1 : 0,
+                                std::to_string(nb) + " batches per epoch");
+  constexpr int64_t big = int64_t{1} << 52;
+  const int64_t iteration = counter("iteration", 0, big, "micro-batches so far");
+  const int64_t last_opt = counter("last_opt_iteration", -1, iteration - 1, "before state.iteration");
+  const int64_t steps = counter("optimizer_steps", 0, iteration, "at most one per micro-batch");
+  if (!st.contains("best_fitness") || !st.at("best_fitness").is_number() ||
+      !std::isfinite(st.at("best_fitness").get<double>()))
+    throw CheckpointError(where + ": state.best_fitness is missing or not a finite number");
   train::get_module_state(ck, "model.", *net_);
   if (ema_ && has_ema) ema_->load(ck, "ema.");
   opt_->load(ck, "optim.");
   precision_.load(ck, "precision.");
-  const auto& st = ck.meta.at("state");
-  start_epoch_ = st.at("epoch").get<int>();
-  skip_batches_ = st.at("batch_in_epoch").get<int64_t>();
-  ni_ = st.at("iteration").get<int64_t>();
-  last_opt_ni_ = st.at("last_opt_iteration").get<int64_t>();
-  opt_steps_ = st.at("optimizer_steps").get<int64_t>();
+  start_epoch_ = static_cast<int>(epoch);
+  skip_batches_ = batch;
+  ni_ = iteration;
+  last_opt_ni_ = last_opt;
+  opt_steps_ = steps;
   best_fitness_ = st.at("best_fitness").get<double>();
   results_ = std::make_unique<train::ResultsWriter>(run_dir_);
-  results_->restore(ck.meta.value("results", nlohmann::json::array()));
+  const auto results = ck.meta.contains("results") ? ck.meta.at("results") : nlohmann::json::array();
+  results_->restore(results.is_array() && std::all_of(results.begin(), results.end(), [](const auto& r) { return r.is_object(); })
+                        ? results : nlohmann::json::array());
   sched_->apply(*opt_, opt_steps_);
+  // best.ckpt is written before last.ckpt; should it still be missing (a kill while it was written, by
+  // an older build that wrote last.ckpt first), last.ckpt holds the same weights when its save was a best.
+  const auto best_file = run_dir_ / "weights" / "best.ckpt";
+  if (is_main() && st.value("saved_as_best", false) && !std::filesystem::exists(best_file)) {
+    train::save_checkpoint(ck, best_file);
+    log::warn("resume: ", best_file.string(), " was missing; restored it from last.ckpt (saved at the best epoch)");
+  }
   log::info("resume: ", run_dir_.string(), " from epoch ", start_epoch_ + 1, skip_batches_ ? " (batch " : "",
             skip_batches_ ? std::to_string(skip_batches_) + ")" : "", ", ", opt_steps_, " optimizer steps done");
 }
@@ -207,7 +270,8 @@ void LIBREYOLO_TRAINER::save_checkpoint(bool best) {
                       {"iteration", ni_},
                       {"last_opt_iteration", last_opt_ni_},
                       {"optimizer_steps", opt_steps_},
-                      {"best_fitness", best_fitness_}};
+                      {"best_fitness", best_fitness_},
+                      {"saved_as_best", best}};
   train::put_module_state(ck, "model.", *net_);
   if (ema_) {
     ema_->save(ck, "ema.");
@@ -215,8 +279,11 @@ void LIBREYOLO_TRAINER::save_checkpoint(bool best) {
   }
   opt_->save(ck, "optim.");
   precision_.save(ck, "precision.");
-  train::save_checkpoint(ck, run_dir_ / "weights" / "last.ckpt");
+  // best.ckpt first: a kill between the two writes leaves last.ckpt at the previous position, so the
+  // resumed run trains the epoch again and writes best.ckpt then (last.ckpt first would record the new
+  // best fitness, and the lost best.ckpt would never be written again).
   if (best) train::save_checkpoint(ck, run_dir_ / "weights" / "best.ckpt");
+  train::save_checkpoint(ck, run_dir_ / "weights" / "last.ckpt");
 }
 
 LIBREYOLO_TRAINER_TEMPLATE

@@ -91,6 +91,12 @@ inline bool decode_jpeg(const std::vector<uint8_t>& data, int min_side, bool hea
     jpeg_destroy_decompress(&cinfo);
     return true;
   }
+  // The full-size dimensions, whatever the DCT scale: the limit is on what the file declares.
+  if (auto v = pixel_limit_violation(cinfo.image_width, cinfo.image_height); !v.empty()) {
+    why = v;  // before any pixel is allocated
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   out.px.resize(static_cast<size_t>(out.h) * out.w * 3);
   if (cmyk) cmyk_row.resize(static_cast<size_t>(out.w) * 4);
   jpeg_start_decompress(&cinfo);

@@ -94,6 +94,11 @@ inline bool decode_png(const std::vector<uint8_t>& data, bool header_only, Image
     png_destroy_read_struct(&png, &info, nullptr);
     return true;
   }
+  if (auto v = pixel_limit_violation(static_cast<uint64_t>(out.w), static_cast<uint64_t>(out.h)); !v.empty()) {
+    why = v;  // before any pixel is allocated
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
   request_rgb8(png, info);
   if (png_get_channels(png, info) != 3 || png_get_rowbytes(png, info) != static_cast<size_t>(out.w) * 3)
     png_error(png, "unsupported PNG layout after conversion to 8-bit RGB");
