@@ -1,16 +1,15 @@
 #pragma once
 // libreyolo::Model — the run-time facade used by the command line and by users who choose the model
-// at run time: `Model m("resnet18"); m.train(cfg);`. It dispatches once to the matching
-// Trainer<Family, Precision, Capture, Profiler> instantiation.
+// at run time: `Model m("<family><size>"); m.train(cfg);`. It dispatches once, through the family list
+// (families/list.hpp), to the matching Trainer<Family, Precision, Capture, Profiler> instantiations. The
+// per-family entry points train_with / validate_with / predict_with are explicitly instantiated in one
+// translation unit per family (families/instantiate.hpp); the command line sees only their declarations.
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/registry.hpp>
-#include <libreyolo/families/yolo9/predict.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/train/trainer.hpp>
-
-#include <boost/hana.hpp>
 
 #include <filesystem>
 #include <optional>
@@ -18,41 +17,14 @@
 
 namespace libreyolo {
 
-// Runs `fn(family_instance)` for the family that a model name (e.g. "resnet18", "yolo9t") names.
-// Returns the callable's result by value.
-template <class Fn>
-auto with_family(const std::string& model, Fn&& fn) {
-  namespace hana = boost::hana;
-  using R = std::decay_t<decltype(fn(std::declval<ResNetFamily>()))>;
-  std::optional<R> out;
-  std::string known;
-  hana::for_each(registered_families, [&](auto t) {
-    using F = typename decltype(t)::type;
-    for (std::string_view size : F::sizes) {
-      std::string full = std::string(F::name) + std::string(size);
-      known += (known.empty() ? "" : ", ") + full;
-      if (!out && model == full) out.emplace(fn(F(std::string(size))));
-    }
-    if constexpr (requires { F::planned_sizes; })
-      for (std::string_view size : F::planned_sizes)
-        if (model == std::string(F::name) + std::string(size)) F(std::string(size));  // throws "not implemented yet"
-  });
-  if (!out) throw ConfigError("model=" + model + ": unknown model; available: " + known);
-  return R(std::move(*out));
-}
-
-// Composes the trainer for a family from the run-time switches (cuda_graph x profile) and trains.
+// Composes the trainer for a family from the run-time switches (cuda_graph x profile) and trains. The
+// profiler's window comes from the config (profile_warmup / profile_steps / profile_trace_steps) inside
+// the trainer itself.
 template <class F, class Capture>
 TrainResult train_with_capture(F family, const TrainConfig& cfg) {
   using precision_t = precision::FamilyDefault;
-  if (cfg.profile) {
-    Trainer<F, precision_t, Capture, profile::Window<>> t(cfg, std::move(family));
-    t.profiler().set_window(cfg.profile_warmup, cfg.profile_steps);
-    t.profiler().set_traced_steps(cfg.profile_trace_steps);
-    return t.fit();
-  }
-  Trainer<F, precision_t, Capture, profile::Off> t(cfg, std::move(family));
-  return t.fit();
+  if (cfg.profile) return Trainer<F, precision_t, Capture, profile::Window<>>(cfg, std::move(family)).fit();
+  return Trainer<F, precision_t, Capture, profile::Off>(cfg, std::move(family)).fit();
 }
 template <class F>
 TrainResult train_with(F family, const TrainConfig& cfg) {
@@ -71,6 +43,18 @@ TrainResult train_with(F family, const TrainConfig& cfg) {
   return train_with_capture<F, capture::Eager>(std::move(family), cfg);
 }
 
+// A checkpoint's network (EMA weights when present) for `family` (restored from the checkpoint), in eval
+// mode on `dev`.
+template <class F>
+typename F::Network network_from(F& family, const train::Checkpoint& ck, torch::Device dev) {
+  family.restore(ck.meta.at("family"));
+  auto net = family.make_network();
+  train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
+  net->to(dev);
+  net->eval();
+  return net;
+}
+
 // Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split.
 template <class F>
 train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
@@ -78,10 +62,7 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
   family.restore(ck.meta.at("family"));
   family.setup(cfg);
   const auto dev = resolve_device(cfg.device);
-  auto net = family.make_network();
-  train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
-  net->to(dev);
-  net->eval();
+  auto net = network_from(family, ck, dev);
   precision::FamilyDefault prec;
   prec.setup(cfg, dev, family_traits<F>::amp_default);
   data::LoaderOptions lo;
@@ -97,19 +78,41 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
   return family.validate(forward, loader, dev);
 }
 
+// Predict with a checkpoint's network on the images `source` names; the task writes its outputs under
+// out_dir and returns them as JSON.
+template <class F>
+nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::filesystem::path& source,
+                            const TrainConfig& cfg, const std::filesystem::path& out_dir, double conf) {
+  const auto dev = resolve_device(cfg.device);
+  auto net = network_from(family, ck, dev);
+  tasks::PredictOptions po;
+  po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
+  po.conf = conf;
+  auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
+  return family.predict(forward, source, po, dev, out_dir);
+}
+
 class Model {
  public:
-  // A model name ("resnet18") or a checkpoint path (its family and weights are used).
+  // A model name (family + size, see families/list.hpp; "" = the first listed) or a checkpoint path (its
+  // family, task and weights are used).
+  //
+  // The original's PyTorch checkpoints (.pt) are the place for io/: read the state dict, map each name
+  // with the family's original_key() (the original's names equal ours) and start from those weights.
   explicit Model(std::string name_or_checkpoint) {
     namespace fs = std::filesystem;
     if (fs::is_regular_file(name_or_checkpoint)) {
+      if (fs::path(name_or_checkpoint).extension() == ".pt")
+        throw ConfigError("model=" + name_or_checkpoint + ": the original's .pt checkpoints are not read yet (io/); "
+                          "give a libreyolo checkpoint (.ckpt) or a model name");
       auto ck = train::load_checkpoint(name_or_checkpoint);
       model_ = ck.meta.value("model", std::string{});
+      if (ck.meta.contains("config")) task_ = ck.meta.at("config").value("task", std::string{});
       weights_ = name_or_checkpoint;
     } else {
-      model_ = std::move(name_or_checkpoint);
+      model_ = name_or_checkpoint.empty() ? families::default_model() : std::move(name_or_checkpoint);
     }
-    with_family(model_, [](auto&&) { return 0; });  // validates the name now
+    with_family(model_, task_, [](auto&&) { return 0; });  // validates the name now
   }
   const std::string& name() const { return model_; }
 
@@ -119,38 +122,28 @@ class Model {
     auto ck = train::load_checkpoint(weights_);
     if (cfg.data.empty()) cfg.data = ck.meta.at("config").value("data", std::string{});
     if (!cfg.is_explicit("imgsz")) cfg.imgsz = ck.meta.at("config").value("imgsz", cfg.imgsz);
-    return with_family(model_, [&](auto fam) { return validate_with(std::move(fam), cfg, ck); });
+    return with_family(model_, task_, [&](auto fam) { return validate_with(std::move(fam), cfg, ck); });
   }
 
-  // `libreyolo predict` (detection families): boxes as JSON plus annotated images under out_dir.
+  // `libreyolo predict`: the task's outputs (detection: boxes + annotated images; classification: top-k
+  // classes) under out_dir, as JSON.
   nlohmann::json predict(const std::filesystem::path& source, const TrainConfig& cfg,
                          const std::filesystem::path& out_dir, double conf = 0.25) const {
     if (weights_.empty()) throw ConfigError("predict: model= must be a checkpoint file (weights/best.ckpt)");
-    if (model_.rfind("yolo9", 0) != 0) throw ConfigError("predict: model " + model_ + " is not a detector");
     auto ck = train::load_checkpoint(weights_);
-    Yolo9Family fam(model_.substr(5));
-    fam.restore(ck.meta.at("family"));
-    auto net = fam.make_network();
-    train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
-    const auto dev = resolve_device(cfg.device);
-    net->to(dev);
-    net->eval();
-    families::yolo9::PredictOptions po;
-    po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
-    po.conf = conf;
-    auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
-    return families::yolo9::predict_images(forward, fam.names(), families::yolo9::predict_sources(source), po, dev,
-                                           out_dir);
+    return with_family(model_, task_, [&](auto fam) { return predict_with(std::move(fam), ck, source, cfg, out_dir, conf); });
   }
 
   TrainResult train(TrainConfig cfg) const {
     cfg.model = model_;
     if (!weights_.empty() && cfg.weights.empty()) cfg.weights = weights_;
-    return with_family(model_, [&](auto fam) { return train_with(std::move(fam), cfg); });
+    const std::string task = cfg.task.empty() ? task_ : cfg.task;
+    return with_family(model_, task, [&](auto fam) { return train_with(std::move(fam), cfg); });
   }
 
  private:
   std::string model_;
+  std::string task_;
   std::string weights_;
 };
 
