@@ -182,6 +182,8 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
   start_epoch_ = st.at("epoch").get<int>();
   skip_batches_ = st.at("batch_in_epoch").get<int64_t>();
   ni_ = st.at("iteration").get<int64_t>();
+  epoch_ = start_epoch_;  // a checkpoint saved before fit() runs again records the same position
+  batch_in_epoch_ = skip_batches_;
   last_opt_ni_ = st.at("last_opt_iteration").get<int64_t>();
   opt_steps_ = st.at("optimizer_steps").get<int64_t>();
   best_fitness_ = st.at("best_fitness").get<double>();
