@@ -110,4 +110,11 @@ TEST_CASE("a hand-composed trainer takes the profiler window from the config") {
   CHECK(t.profiler().plan().warmup == 2);
   CHECK(t.profiler().plan().active == 7);
   CHECK(t.profiler().plan().traced == 3);
+  // Keys the config leaves alone keep the policy's own window.
+  auto partial = ly::parse_args({"data=" + lry_test::tiny_classify_set().string(), "imgsz=32", "batch=8", "workers=0",
+                                 "device=cpu", "profile=true", "profile_steps=9", "project=" + runs.path.string(), "name=w2"});
+  ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Window<3, 6>> t2(partial);
+  t2.setup();
+  CHECK(t2.profiler().plan().warmup == 3);
+  CHECK(t2.profiler().plan().active == 9);
 }

@@ -141,6 +141,7 @@ class GraphedCallable {
 
   // Used by GraphedFunction.
   std::vector<torch::Tensor> replay_forward(const torch::Tensor& x) {
+    begin_step();  // a new step's forward: nothing of it has run yet
     {
       torch::NoGradGuard ng;
       static_input_.copy_(x);

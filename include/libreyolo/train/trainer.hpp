@@ -61,6 +61,15 @@ struct resolve {
 };
 template <class Prof, capture::Mode M>
 using resolve_t = typename resolve<Prof, M>::type;
+// The compile-time window of a profiler policy (Window<Warmup, Active>), for the keys a config leaves unset.
+template <class Prof>
+struct window_params {
+  static constexpr int warmup = 5, active = 20;
+};
+template <int Warmup, int Active>
+struct window_params<Window<Warmup, Active>> {
+  static constexpr int warmup = Warmup, active = Active;
+};
 }  // namespace profile
 
 template <train::FamilyPolicy F, precision::PrecisionPolicy P = precision::Fp32, capture::CapturePolicy C = capture::Eager,
@@ -81,12 +90,17 @@ class Trainer {
                 "capture_region = backbone_encoder: the family's network must declare the boundary "
                 "(encoder(), encode(x), decode(features); capture/region.hpp)");
 
-  // The profiler's window comes from the config (profile_warmup / profile_steps / profile_trace_steps);
-  // code may still change it through profiler() before fit().
+  // The profiler's window comes from the config where it sets profile_warmup / profile_steps /
+  // profile_trace_steps (the policy's own values, e.g. Window<W, A>'s, stay for the keys it leaves
+  // alone); code may still change it through profiler() before fit().
   explicit Trainer(TrainConfig cfg, F family = F{}) : cfg_(std::move(cfg)), family_(std::move(family)) {
     if constexpr (Profiler::enabled) {
-      if constexpr (requires { prof_.set_window(1, 1); }) prof_.set_window(cfg_.profile_warmup, cfg_.profile_steps);
-      if constexpr (requires { prof_.set_traced_steps(1); }) prof_.set_traced_steps(cfg_.profile_trace_steps);
+      using W = profile::window_params<Profiler>;
+      const bool w = cfg_.is_explicit("profile_warmup"), a = cfg_.is_explicit("profile_steps");
+      if constexpr (requires { prof_.set_window(1, 2); })
+        if (w || a) prof_.set_window(w ? cfg_.profile_warmup : W::warmup, a ? cfg_.profile_steps : W::active);
+      if constexpr (requires { prof_.set_traced_steps(1); })
+        if (cfg_.is_explicit("profile_trace_steps")) prof_.set_traced_steps(cfg_.profile_trace_steps);
     }
   }
 
