@@ -1,8 +1,9 @@
 #pragma once
 // Explicit instantiation of a family's facade entry points (train_with: its five trainers; validate_with;
 // predict_with), so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
-// one per line of families/list.hpp) and a consumer that includes extern.hpp compiles none of them.
-#include <libreyolo/model.hpp>
+// one per line of families/list.hpp, including the family's header and this one) and a consumer that
+// includes extern.hpp compiles none of them.
+#include <libreyolo/facade.hpp>
 
 #define LIBREYOLO_FAMILY_ENTRY_POINTS_(prefix, P)                                                               \
   prefix TrainResult train_with<P>(P, const TrainConfig&);                                                       \
