@@ -224,12 +224,12 @@ TEST_SUITE("gpu") {
                             cap::ReplayFault fault, const std::string& reason, int replayed) {
     std::vector<std::string> lines;
     auto prev = ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
-    auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, 10, [fault](int step, cap::CudaGraph<>& c) {
+    const Trajectory g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, 10, [fault](int step, cap::CudaGraph<>& c) {
       if (step == 4) c.fail_next_replay_for_testing(fault);
     });
     ly::log::set_sink(prev);
-    auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, 10);
-    auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, 10);
+    const Trajectory e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, 10);
+    const Trajectory e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, 10);
     int warnings = 0;
     std::string warning;
     for (auto& l : lines)

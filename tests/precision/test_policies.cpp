@@ -116,14 +116,17 @@ TEST_CASE("bfloat16 on a CUDA device without bfloat16 support is a SetupError na
   CHECK_NOTHROW(f.setup(config(false, "bfloat16"), kCuda0, true));  // amp off: dtype unused
 }
 
+namespace {
+struct Fp32Family {
+  struct traits : libreyolo::family_defaults {
+    static constexpr bool amp_default = false;  // as D-FINE, DEIM, RT-DETRv4, YOLO-NAS, FOMO declare
+  };
+};
+}  // namespace
+
 TEST_CASE("family AMP defaults come from the family's traits") {
   static_assert(libreyolo::family_traits<libreyolo::ResNetFamily>::amp_default);
   static_assert(libreyolo::family_defaults::amp_default);
-  struct Fp32Family {
-    struct traits : libreyolo::family_defaults {
-      static constexpr bool amp_default = false;  // as D-FINE, DEIM, RT-DETRv4, YOLO-NAS, FOMO declare
-    };
-  };
   static_assert(!libreyolo::family_traits<Fp32Family>::amp_default);
   // amp unset: the trait decides (on a CUDA device, where AMP applies); an explicit amp= wins.
   CHECK_FALSE(resolve_precision(config(std::nullopt), kCuda0, libreyolo::family_traits<Fp32Family>::amp_default).amp);
