@@ -45,14 +45,8 @@ concept TaskInfo = requires {
 // A trainer policy built on a task base: the family contract (train/family.hpp) plus the task's own.
 template <class F>
 concept TaskPolicy = train::FamilyPolicy<F> && TaskInfo<typename F::task_info> &&
-    requires(const F cf, const std::filesystem::path& p, const PredictOptions& o, torch::Device d) {
+    requires(const F cf) {
       { cf.names() } -> std::convertible_to<std::vector<std::string>>;
     };
-
-// Reads `key` from a config's explicit keys or falls back; used by the tasks' set-up.
-inline std::string require_data(const TrainConfig& cfg, std::string_view what) {
-  if (cfg.data.empty()) throw ConfigError("data=: " + std::string(what) + " is required");
-  return cfg.data;
-}
 
 }  // namespace libreyolo::tasks
