@@ -6,10 +6,10 @@
 
 namespace ly = libreyolo;
 
-// Optional hooks are detected at compile time; define only the ones you need.
+// Hooks are keyed by event tags (train/events.hpp); an unknown event or a wrong signature does not compile.
 struct PrintBestTop1 {
   double best = 0;
-  void on_epoch_end(const ly::EpochInfo& e) {
+  void operator()(ly::event::epoch_end, const ly::EpochInfo& e) {
     if (e.row.contains("val/top1")) best = std::max(best, e.row["val/top1"].get<double>());
     std::cout << "epoch " << e.epoch + 1 << "/" << e.epochs << " best top1 so far " << best << "\n";
   }

@@ -1,12 +1,15 @@
 // The `libreyolo` command-line program: a thin layer over the headers.
-//   libreyolo train model=resnet18 data=DIR epochs=10 imgsz=64 batch=32 device=cpu
+//   libreyolo train model=<family><size> data=DIR epochs=10 imgsz=64 batch=32 device=cpu
 //   libreyolo data synth --task classify --out DIR --images 600 --imgsz 64 --seed 0
+// The models, their tasks and data formats come from the family list (families/list.hpp); the families'
+// trainers are compiled in their own translation units (tools/CMakeLists.txt), declared here by extern.hpp.
 //   libreyolo profile summary|phases|kernels|compare ...
 // Exit codes: see exit_codes.hpp (printed by --help, documented in README.md).
 #include "exit_codes.hpp"
 #include "profile_commands.hpp"
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
+#include <libreyolo/families/extern.hpp>
 #include <libreyolo/dist/launch.hpp>
 #include <libreyolo/dist/process_group.hpp>
 #include <libreyolo/train/interrupt.hpp>
@@ -121,9 +124,12 @@ int run_predict(std::vector<std::string> args) {
   if (!cfg.is_explicit("project")) cfg.project = "runs/predict";
   auto out = libreyolo::train::prepare_run_dir(cfg);
   auto j = libreyolo::Model(cfg.model).predict(source, cfg, out, conf);
-  size_t n = 0;
-  for (auto& f : j) n += f["boxes"].size();
-  std::cout << j.size() << " image(s), " << n << " box(es) -> " << (out / "predictions.json").string() << std::endl;
+  size_t boxes = 0;
+  bool detections = false;
+  for (auto& f : j)
+    if (f.contains("boxes")) detections = true, boxes += f["boxes"].size();
+  std::cout << j.size() << " image(s)" << (detections ? ", " + std::to_string(boxes) + " box(es)" : std::string())
+            << " -> " << (out / "predictions.json").string() << std::endl;
   return 0;
 }
 
@@ -134,13 +140,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(cli::exit_code_help());
 
-  auto* train = app.add_subcommand("train", "train a model: libreyolo train model=resnet18 data=DIR key=value ...");
+  auto* train = app.add_subcommand("train", "train a model: libreyolo train model=" + libreyolo::families::default_model() +
+                                                " data=DIR key=value ...");
   train->allow_extras();
-  train->footer("Keys (key=value; cfg=FILE.yaml loads keys from YAML first):\n" + libreyolo::config_help());
+  train->footer("Models (data= format):\n" + libreyolo::families::model_list(libreyolo::registered_families, true) +
+                "\n\nKeys (key=value; cfg=FILE.yaml loads keys from YAML first):\n" + libreyolo::config_help());
 
   auto* val = app.add_subcommand("val", "validate a checkpoint: libreyolo val model=weights/best.ckpt [data=...]");
   val->allow_extras();
-  auto* predict = app.add_subcommand("predict", "detect objects: libreyolo predict model=best.ckpt source=IMG_OR_DIR [conf=0.25]");
+  auto* predict = app.add_subcommand("predict", "predict with a checkpoint (boxes, classes: its task's outputs): "
+                                                "libreyolo predict model=best.ckpt source=IMG_OR_DIR [conf=0.25]");
   predict->allow_extras();
 
   auto* data = app.add_subcommand("data", "dataset tools");
@@ -148,7 +157,9 @@ int main(int argc, char** argv) {
   auto* synth = data->add_subcommand("synth", "write a synthetic dataset of real JPEGs with learnable objects");
   libreyolo::data::SynthOptions so;
   std::string out;
-  synth->add_option("--task", so.task, "classify | detect")->check(CLI::IsMember({"classify", "detect"}));
+  std::string task_choices;
+  for (auto& t : libreyolo::tasks::synth_tasks()) task_choices += (task_choices.empty() ? "" : " | ") + t;
+  synth->add_option("--task", so.task, task_choices)->check(CLI::IsMember(libreyolo::tasks::synth_tasks()));
   synth->add_option("--out", out, "output folder")->required();
   synth->add_option("--images", so.images, "number of images (train + val)")->check(CLI::PositiveNumber);
   synth->add_option("--imgsz", so.imgsz, "image side in pixels")->check(CLI::Range(16, 4096));
@@ -168,7 +179,7 @@ int main(int argc, char** argv) {
     if (predict->parsed()) return run_predict(predict->remaining());
     if (synth->parsed()) {
       so.out = out;
-      libreyolo::data::synth(so);
+      libreyolo::tasks::synth(so.task, so);
       std::cout << "wrote " << so.images << " images to " << out << "\n";
       return cli::exit_code::ok;
     }

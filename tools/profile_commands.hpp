@@ -22,8 +22,8 @@ class ProfileCommands {
     prof_->require_subcommand(1);
     run_ = prof_->add_subcommand("run", "train just long enough to fill one profiler window (no_aug_epochs=0)");
     run_->add_option("dataset", dataset_, "dataset (folder or YAML)")->required();
-    run_->add_option("--weights", weights_, "model name (resnet18) or checkpoint")->required();
-    run_->add_option("--size", size_, "model size appended to a bare family name (e.g. --weights resnet --size 18)");
+    run_->add_option("--weights", weights_, "model name (see `libreyolo train --help`) or checkpoint")->required();
+    run_->add_option("--size", size_, "model size appended to a bare family name (--weights FAMILY --size SIZE)");
     run_->add_option("--batch", batch_, "batch size");
     run_->add_option("--imgsz", imgsz_, "image size");
     run_->add_option("--device", device_, "cpu | cuda | cuda:N");

@@ -83,13 +83,13 @@ struct EpochClock {
   std::chrono::steady_clock::time_point t0, last;
   double seconds = 0;
   std::vector<double> step_ms;
-  void on_epoch_start(const ly::EpochInfo&) { t0 = last = std::chrono::steady_clock::now(); }
-  void after_step(const ly::StepInfo&) {
+  void operator()(ly::event::epoch_begin, const ly::EpochInfo&) { t0 = last = std::chrono::steady_clock::now(); }
+  void operator()(ly::event::step_end, const ly::StepInfo&) {
     const auto now = std::chrono::steady_clock::now();
     step_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
     last = now;
   }
-  void on_epoch_end(const ly::EpochInfo&) {
+  void operator()(ly::event::epoch_end, const ly::EpochInfo&) {
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 };

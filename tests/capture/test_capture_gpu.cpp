@@ -1,11 +1,14 @@
 // CUDA-graph capture on a GPU (suite "gpu"; skipped without CUDA): graph vs eager bit-identity of the
-// loss trajectory, parameters and BatchNorm statistics under AMP fp16, forced replay failure,
-// invalidate -> re-capture, a new shape running eager. The loop is the trainer's step without the
+// loss trajectory, parameters and BatchNorm statistics under AMP fp16, for the whole network and for a
+// backbone_encoder region (an eager decoder with a per-batch token count), forced forward and backward
+// replay failures (undone and re-run eager: the run equals eager), invalidate -> re-capture, a new shape
+// running eager. The loop is the trainer's step without the
 // dataloader: the same batches, autocast, GradScaler, the library's multi-tensor SGD, zero_grad.
 #include <doctest/doctest.h>
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/libreyolo.hpp>
 
+#include "kit/region_family.hpp"
 #include "support.hpp"
 
 #include <functional>
@@ -26,8 +29,10 @@ struct Trajectory {
 template <class Capture>
 using StepHook = std::function<void(int step, Capture&)>;
 
-// `steps` steps of make_net() (seeded, so every arm starts from the same weights) on inputs[i % n].
-template <class Capture, class MakeNet, class LossFn>
+// `steps` steps of make_net() (seeded, so every arm starts from the same weights) on inputs[i % n]; the
+// forward goes through the capture policy's region and each step's forward + backward through run_step,
+// as in the trainer.
+template <class Capture, class Region = cap::whole_network, class MakeNet, class LossFn>
 Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
                      StepHook<Capture> hook = {}) {
   const torch::Device dev(torch::kCUDA, 0);
@@ -48,12 +53,14 @@ Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs,
   std::vector<torch::Tensor> losses;
   for (int i = 0; i < steps; ++i) {
     torch::Tensor loss;
-    {
-      auto guard = prec.autocast();
-      auto out = capture.forward(net, inputs[static_cast<size_t>(i) % inputs.size()]);
-      loss = loss_of(out, i);
-    }
-    prec.scale(loss).backward();
+    capture.run_step(net, [&] {
+      {
+        auto guard = prec.autocast();
+        auto out = capture.forward(net, inputs[static_cast<size_t>(i) % inputs.size()], Region{});
+        loss = loss_of(out, i);
+      }
+      prec.scale(loss).backward();
+    }, /*window_start=*/true);
     prec.step(opt);
     prec.update();
     opt.zero_grad();
@@ -78,12 +85,12 @@ bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Ten
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 // Eager twice, then graph: bit-identical when eager is reproducible, else inside the eager spread.
-template <class MakeNet, class LossFn>
+template <class Region = cap::whole_network, class MakeNet, class LossFn>
 void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of) {
   const int steps = 30;
-  auto e1 = run_steps<cap::Eager>(make_net, inputs, loss_of, steps);
-  auto e2 = run_steps<cap::Eager>(make_net, inputs, loss_of, steps);
-  auto g = run_steps<cap::CudaGraph<>>(make_net, inputs, loss_of, steps);
+  auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps);
+  auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps);
+  auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, steps);
   CHECK(g.report["captures"] == 1);
   CHECK(g.report["replayed_steps"] == steps - 2);  // steps 0, 1 eager; the third sighting is captured
   CHECK(g.report["eager_steps"] == 2);
@@ -192,5 +199,84 @@ TEST_SUITE("gpu") {
     CHECK(t.report["eager_steps"] == 3);     // 0, 1, 4 (the new shape)
     CHECK(t.report["capture_shape"] == nlohmann::json({16, 3, 224, 224}));
     CHECK(t.report["distinct_shapes"] == 2);
+  }
+
+  TEST_CASE("graph vs eager: a backbone_encoder region (graphed encoder, eager decoder of 1..13 tokens), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return lry_test::TokenNet(3, 16);
+    };
+    torch::manual_seed(12);
+    auto labels = torch::randint(0, 3, {16}, torch::kLong).to(torch::kCUDA);
+    auto loss = [labels](const torch::Tensor& logits, int) {
+      return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+    };
+    // A whole-network graph would freeze the decoder's token count at the captured step's; the region
+    // keeps it eager, so every step reads its own count and graph = eager.
+    check_graph_matches_eager<cap::region_t<ly::CaptureRegion::backbone_encoder>>(make, image_batches(3, 16, 64), loss);
+  }
+
+  // A forced failure at step 5: one warning, the step undone (buffers restored, partial gradients dropped)
+  // and re-run eager, eager for the rest of the run; the whole run then equals an eager run.
+  template <class Region = cap::whole_network, class MakeNet, class LossFn>
+  void check_fault_recovery(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of,
+                            cap::ReplayFault fault, const std::string& reason, int replayed) {
+    std::vector<std::string> lines;
+    auto prev = ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
+    const Trajectory g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, 10, [fault](int step, cap::CudaGraph<>& c) {
+      if (step == 4) c.fail_next_replay_for_testing(fault);
+    });
+    ly::log::set_sink(prev);
+    const Trajectory e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, 10);
+    const Trajectory e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, 10);
+    int warnings = 0;
+    std::string warning;
+    for (auto& l : lines)
+      if (l.rfind(cap::CudaGraph<>::fallback_prefix, 0) == 0) ++warnings, warning = l;
+    CHECK(warnings == 1);
+    CHECK(warning.find(reason) != std::string::npos);
+    CHECK(warning.find("training continues eager for the rest of the run") != std::string::npos);
+    CHECK(g.report["replayed_steps"] == replayed);
+    CHECK(g.report["eager_steps"] == 7);  // 0, 1, then 5 (re-run) to 9
+    CHECK(g.report["cuda_graph"] == true);
+    CHECK(torch::isfinite(g.losses).all().item<bool>());
+    const bool reproducible = e1.losses.equal(e2.losses) && all_equal(e1.params, e2.params) && all_equal(e1.buffers, e2.buffers);
+    if (reproducible) {
+      CHECK(g.losses.equal(e1.losses));
+      CHECK(all_equal(g.params, e1.params));
+      CHECK(all_equal(g.buffers, e1.buffers));  // restored: the failed step did not move BatchNorm twice
+    } else {
+      const double spread = max_abs_diff(e1.losses, e2.losses);
+      MESSAGE("eager is not bit-reproducible here (loss spread " << spread << ")");
+      CHECK(max_abs_diff(g.losses, e1.losses) <= 2 * spread + 1e-6);
+    }
+  }
+
+  TEST_CASE("a forced backward replay failure: one warning, buffers restored, eager for the rest; the run equals eager") {
+    LRY_REQUIRE_CUDA();
+    check_fault_recovery(make_resnet18, image_batches(2, 16, 224), resnet_loss(), cap::ReplayFault::backward,
+                         "backward replay failed", 4);  // 2, 3, 4 and the forward of 5
+  }
+
+  TEST_CASE("a forced forward replay failure after the launch restores BatchNorm statistics; the run equals eager") {
+    LRY_REQUIRE_CUDA();
+    check_fault_recovery(make_resnet18, image_batches(2, 16, 224), resnet_loss(), cap::ReplayFault::forward_after_launch,
+                         "this step's BatchNorm statistics restored", 3);
+  }
+
+  TEST_CASE("a forced backward replay failure in a backbone_encoder region: the eager decoder's gradients are not doubled") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return lry_test::TokenNet(3, 16);
+    };
+    torch::manual_seed(12);
+    auto labels = torch::randint(0, 3, {16}, torch::kLong).to(torch::kCUDA);
+    auto loss = [labels](const torch::Tensor& logits, int) {
+      return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+    };
+    check_fault_recovery<cap::region_t<ly::CaptureRegion::backbone_encoder>>(make, image_batches(2, 16, 64), loss,
+                                                                          cap::ReplayFault::backward, "backward replay failed", 4);
   }
 }

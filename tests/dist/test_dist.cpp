@@ -92,7 +92,7 @@ std::vector<torch::Tensor> params_per_step(T& t) {
   struct Cb {
     T* t;
     std::vector<torch::Tensor>* out;
-    void after_step(const ly::StepInfo&) { out->push_back(flat_params(*t->network())); }
+    void operator()(ly::event::step_end, const ly::StepInfo&) { out->push_back(flat_params(*t->network())); }
   } cb{&t, &out};
   t.fit(cb);
   return out;
@@ -469,7 +469,7 @@ TEST_CASE("dist worker" * doctest::skip()) {
     T t(ly::parse_args(args), ly::ResNetFamily("18"));
     struct Stopper {
       int rank;
-      void after_step(const ly::StepInfo& s) {
+      void operator()(ly::event::step_end, const ly::StepInfo& s) {
         if (rank == 1 && s.iteration == 2) ly::train::request_stop();
       }
     } cb{env.rank};

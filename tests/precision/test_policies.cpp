@@ -2,7 +2,7 @@
 // CPU fallback with one log line, bf16 support check), the family AMP defaults table, the autocast
 // guard's state handling, and GPU checks of the forward dtype under autocast.
 #include <libreyolo/precision/amp.hpp>
-#include <libreyolo/precision/family_amp_defaults.hpp>
+#include <libreyolo/families/resnet/family.hpp>
 #include <libreyolo/precision/family_default.hpp>
 
 #include "support.hpp"
@@ -116,17 +116,22 @@ TEST_CASE("bfloat16 on a CUDA device without bfloat16 support is a SetupError na
   CHECK_NOTHROW(f.setup(config(false, "bfloat16"), kCuda0, true));  // amp off: dtype unused
 }
 
-TEST_CASE("family AMP defaults table: D-FINE, DEIM, YOLO-NAS, FOMO, RT-DETRv4 train in float32") {
-  static_assert(!family_amp_default("dfine"));
-  for (const char* off : {"D-FINE", "dfine", "DEIM", "yolo_nas", "YOLO-NAS", "fomo", "RT-DETRv4", "rtdetr_v4"}) {
-    CAPTURE(off);
-    CHECK_FALSE(family_amp_default(off));
-  }
-  for (const char* on : {"yolo9", "resnet", "DEIMv2", "rtdetr", "rtdetrv2", "yolox", "d-fin", ""}) {
-    CAPTURE(on);
-    CHECK(family_amp_default(on));
-  }
-  CHECK(kFamilyAmpDefaults.size() == 5);
+namespace {
+struct Fp32Family {
+  struct traits : libreyolo::family_defaults {
+    static constexpr bool amp_default = false;  // as D-FINE, DEIM, RT-DETRv4, YOLO-NAS, FOMO declare
+  };
+};
+}  // namespace
+
+TEST_CASE("family AMP defaults come from the family's traits") {
+  static_assert(libreyolo::family_traits<libreyolo::ResNetFamily>::amp_default);
+  static_assert(libreyolo::family_defaults::amp_default);
+  static_assert(!libreyolo::family_traits<Fp32Family>::amp_default);
+  // amp unset: the trait decides (on a CUDA device, where AMP applies); an explicit amp= wins.
+  CHECK_FALSE(resolve_precision(config(std::nullopt), kCuda0, libreyolo::family_traits<Fp32Family>::amp_default).amp);
+  CHECK(resolve_precision(config(std::nullopt), kCuda0, libreyolo::family_traits<libreyolo::ResNetFamily>::amp_default).amp);
+  CHECK(resolve_precision(config(true), kCuda0, libreyolo::family_traits<Fp32Family>::amp_default).amp);
 }
 
 TEST_CASE("Amp and FamilyDefault on CPU behave as float32: no autocast, loss unscaled") {

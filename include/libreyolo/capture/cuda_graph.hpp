@@ -1,8 +1,12 @@
 #pragma once
-// capture::CudaGraph<Threshold>: captures the network's training forward and backward in CUDA graphs
-// once an input shape has been seen Threshold times (SPEC §2.3), and replays them for that shape.
-// Everything that cannot be captured at run time (CPU device, a build without CUDA, cuda_graph=false,
-// a failed capture or replay) turns the policy into eager training with one log line.
+// capture::CudaGraph<Threshold>: captures the family's capture region (capture/region.hpp: the whole
+// network, or its backbone + encoder) in CUDA graphs, forward and backward, once an input shape has been
+// seen Threshold times (SPEC §2.3), and replays them for that shape; the rest of the forward and the loss
+// run eager. Everything that cannot be captured at run time (CPU device, a build without CUDA,
+// cuda_graph=false, a failed capture, a failed forward or backward replay) turns the policy into eager
+// training for the rest of the run with one warning: a failed replay's step is undone (the region's
+// BatchNorm statistics restored, its partial gradients dropped) and run again eager, so the flag is
+// always safe.
 #include <libreyolo/capture/eager.hpp>
 #include <libreyolo/capture/graphed_callable.hpp>
 #include <libreyolo/capture/shape_counter.hpp>
@@ -47,30 +51,64 @@ class CudaGraph {
       enabled_ = true;
   }
 
-  // The network's output for x: a graph replay when x has the captured key, else eager (counted).
-  template <class Net>
-  auto forward(Net& net, const torch::Tensor& x) {
-    using Out = std::decay_t<decltype(net->forward(x))>;
-    const auto key = ShapeKey::of(x);
-#if defined(LIBREYOLO_WITH_CUDA)
-    if (enabled_ && net->is_training()) {
-      if (auto out = graphed_forward<Out>(net, x, key)) return std::move(*out);
+  // The network's output for x: the region through its graph replay when x has the captured key, else
+  // eager (counted).
+  template <class Net, class Region = whole_network>
+  auto forward(Net& net, const torch::Tensor& x, Region = {}) {
+    region_name_ = to_string(Region::value);
+    if constexpr (Region::value == CaptureRegion::backbone_encoder) {
+      static_assert(EncoderBoundary<typename Net::ContainedType>,
+                    "capture_region = backbone_encoder: the network must declare encoder(), encode(x), decode(f)");
+      auto enc = region_forward(net, net->encoder(), [net](const torch::Tensor& in) mutable { return net->encode(in); }, x);
+      return net->decode(enc);
     } else {
-      counter_.count(key);
+      return region_forward(net, *net, [net](const torch::Tensor& in) mutable { return net->forward(in); }, x);
     }
-#else
-    counter_.count(key);
-#endif
-    ++eager_steps_;
-    return Out(net->forward(x));
   }
 
-  // The family's captured computation changed: drop the graph, forget the counts, run eager again.
+  // One micro-batch's forward + backward. A failed backward replay ends graph training for the run: the
+  // step's effects are undone (BatchNorm statistics of the region restored; gradients back to the step's
+  // start) and the step runs again eager.
+  template <class Net, class Body>
+  void run_step(Net& net, Body&& body, bool window_start) {
+#if defined(LIBREYOLO_WITH_CUDA)
+    if (!enabled_) return body();
+    std::vector<torch::Tensor> saved;  // eager-region gradients mid-window (only then can they be non-zero)
+    if (graphed_ && !window_start && !eager_params_.empty())
+      for (auto& p : eager_params_) saved.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    try {
+      body();
+    } catch (const std::exception& e) {
+      if (!graphed_ || !graphed_->backward_failed()) throw;
+      const bool restored = graphed_->restore_buffers();
+      for (size_t i = 0; i < eager_params_.size(); ++i)
+        eager_params_[i].mutable_grad() = window_start || saved.empty() ? torch::Tensor() : saved[i];
+      (void)net;
+      fail(std::string("backward replay failed at input shape ") + capture_key_->shape_string() + ": " + e.what(),
+           restored);
+      body();
+    }
+#else
+    (void)net;
+    (void)window_start;
+    body();
+#endif
+  }
+
+  // The family's captured computation changed: drop the graph, forget the counts, run eager until the
+  // shape repeats again.
   void invalidate(std::string_view reason) {
     drop_graph();
     counter_.reset();
     ++invalidations_;
-    log::info("cuda_graph: capture invalidated (", reason, "); will re-capture");
+    if (enabled_) log::info("cuda_graph: capture invalidated (", reason, "); will re-capture");
+  }
+
+  // Phase events (train/events.hpp): a step's start forgets the previous step's replay state.
+  void operator()(event::step_begin) {
+#if defined(LIBREYOLO_WITH_CUDA)
+    if (graphed_) graphed_->begin_step();
+#endif
   }
 
   nlohmann::json report() const {
@@ -99,14 +137,16 @@ class CudaGraph {
   int64_t eager_steps() const { return eager_steps_; }
   int64_t captures() const { return captures_; }
   int64_t invalidations() const { return invalidations_; }
-  // Tests: the next replay throws as a failed replay would (exercises the run-time fallback).
-  void fail_next_replay_for_testing() { fail_next_replay_ = true; }
+  // Tests: the next replay fails as a failed replay would (exercises the run-time fallback): the forward
+  // replay before its launch (default) or after it ran, or the backward replay after it ran.
+  using Fault = ReplayFault;
+  void fail_next_replay_for_testing(Fault f = Fault::forward_before_launch) { pending_fault_ = f; }
 
  private:
-  void disable(const std::string& reason) {
+  void disable(const std::string& reason, const std::string& consequence = "") {
     enabled_ = false;
     fallback_reason_ = reason;
-    log::warn(fallback_prefix, reason);
+    log::warn(fallback_prefix, reason, consequence);
   }
   void drop_graph() {
 #if defined(LIBREYOLO_WITH_CUDA)
@@ -118,51 +158,75 @@ class CudaGraph {
 #endif
   }
 
+  template <class Net, class Fn>
+  auto region_forward(Net& net, torch::nn::Module& region, Fn fn, const torch::Tensor& x) {
+    using Out = std::decay_t<decltype(fn(x))>;
+    const auto key = ShapeKey::of(x);
 #if defined(LIBREYOLO_WITH_CUDA)
-  template <class Out, class Net>
-  std::optional<Out> graphed_forward(Net& net, const torch::Tensor& x, const ShapeKey& key) {
+    if (enabled_ && net->is_training()) {
+      if (auto out = graphed_forward<Out>(*net, region, fn, x, key)) return std::move(*out);
+    } else {
+      counter_.count(key);
+    }
+#else
+    (void)net;
+    (void)region;
+    counter_.count(key);
+#endif
+    ++eager_steps_;
+    return Out(fn(x));
+  }
+
+#if defined(LIBREYOLO_WITH_CUDA)
+  template <class Out, class Fn>
+  std::optional<Out> graphed_forward(torch::nn::Module& whole, torch::nn::Module& region, Fn& fn, const torch::Tensor& x,
+                                     const ShapeKey& key) {
     if (!graphed_) {
       if (!counter_.count(key)) return std::nullopt;
       try {
-        capture(net, x, key);
+        capture<Out>(whole, region, fn, x, key);
       } catch (const std::exception& e) {
-        fail("capture failed at input shape " + key.shape_string() + ": " + e.what());
+        fail("capture failed at input shape " + key.shape_string() + ": " + e.what(), false);
         return std::nullopt;
       }
     } else if (!(key == *capture_key_)) {
       counter_.count(key);  // another shape (multi-scale, last partial batch): eager
       return std::nullopt;
     }
+    if (pending_fault_ != Fault::none) graphed_->inject(std::exchange(pending_fault_, Fault::none));
     try {
-      if (fail_next_replay_) {
-        fail_next_replay_ = false;
-        throw Error("forced replay failure (test hook)");
-      }
       auto out = OutputCodec<Out>::unflatten((*graphed_)(x));
       ++replayed_steps_;
       return out;
     } catch (const std::exception& e) {
-      fail(std::string("replay failed at input shape ") + key.shape_string() + ": " + e.what());
+      const bool restored = graphed_->restore_buffers();
+      fail(std::string("replay failed at input shape ") + key.shape_string() + ": " + e.what(), restored);
       return std::nullopt;
     }
   }
 
-  template <class Net>
-  void capture(Net& net, const torch::Tensor& x, const ShapeKey& key) {
-    using Out = std::decay_t<decltype(net->forward(x))>;
-    auto random = random_training_modules(*net);
+  template <class Out, class Fn>
+  void capture(torch::nn::Module& whole, torch::nn::Module& region, Fn fn, const torch::Tensor& x, const ShapeKey& key) {
+    auto random = random_training_modules(region);
     if (!random.empty())
       log::info("cuda_graph: the captured region draws random numbers (", random.front(),
                 random.size() > 1 ? " and " + std::to_string(random.size() - 1) + " more" : std::string(),
                 "); replays draw from the graph's own random stream: statistically equivalent to eager, not identical");
     std::vector<torch::Tensor> params;
-    for (auto& p : net->parameters())
+    for (auto& p : region.parameters())
       if (p.requires_grad()) params.push_back(p);
-    BufferSnapshot buffers(*net);
-    auto fn = [net](const torch::Tensor& in) mutable { return OutputCodec<Out>::flatten(net->forward(in)); };
+    eager_params_.clear();
+    for (auto& p : whole.parameters()) {  // the network's parameters outside the region (their grads run eager)
+      if (!p.requires_grad()) continue;
+      bool inside = false;
+      for (auto& q : params) inside = inside || q.is_same(p);
+      if (!inside) eager_params_.push_back(p);
+    }
+    BufferSnapshot buffers(whole);
+    auto flat = [fn](const torch::Tensor& in) mutable { return OutputCodec<Out>::flatten(fn(in)); };
     try {
-      graphed_ = std::make_unique<GraphedCallable>(fn, std::move(params), x, at::cuda::graph_pool_handle(),
-                                                   warmup_iters_);
+      graphed_ = std::make_unique<GraphedCallable>(flat, std::move(params), region.buffers(), x,
+                                                   at::cuda::graph_pool_handle(), warmup_iters_);
     } catch (...) {
       graphed_.reset();
       drain_cuda_errors();
@@ -170,13 +234,15 @@ class CudaGraph {
       throw;
     }
     buffers.restore();
+    graphed_->begin_step();
     capture_key_ = key;
     capture_shape_ = key.shape;
     ++captures_;
-    log::info("cuda_graph: captured training forward/backward at input shape ", key.shape_string());
+    log::info("cuda_graph: captured training forward/backward (", region_name_, ") at input shape ", key.shape_string());
   }
 
-  void fail(const std::string& reason) {
+  // A failed capture or replay: drained errors, the graph dropped, eager for the rest of the run.
+  void fail(const std::string& reason, bool buffers_restored) {
     const std::string pending = drain_cuda_errors();
     try {
       drop_graph();
@@ -184,16 +250,21 @@ class CudaGraph {
       (void)graphed_.release();  // a broken graph is leaked rather than destroyed on a failing device
       capture_key_.reset();
     }
-    disable(pending.empty() ? reason : reason + " (pending CUDA errors: " + pending + ")");
+    eager_params_.clear();
+    disable(pending.empty() ? reason : reason + " (pending CUDA errors: " + pending + ")",
+            std::string("; training continues eager for the rest of the run") +
+                (buffers_restored ? " (this step's BatchNorm statistics restored, the step re-run eager)" : ""));
   }
 
   std::unique_ptr<GraphedCallable> graphed_;
   std::optional<ShapeKey> capture_key_;
+  std::vector<torch::Tensor> eager_params_;
 #endif
 
   ShapeCounter counter_{Threshold};
   bool enabled_ = false;
-  bool fail_next_replay_ = false;
+  Fault pending_fault_ = Fault::none;
+  std::string_view region_name_ = "network";
   int warmup_iters_ = 3;
   std::optional<std::string> fallback_reason_;
   std::optional<std::vector<int64_t>> capture_shape_;

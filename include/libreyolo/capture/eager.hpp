@@ -4,6 +4,8 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/capture/region.hpp>
+#include <libreyolo/train/events.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -16,8 +18,11 @@
 
 namespace libreyolo::capture {
 
-// @tparam C: `static constexpr bool graphs`; setup(cfg, device); forward(net, x) -> the network's
-// output; invalidate(reason); report() -> json for results.json.
+// @tparam C: `static constexpr bool graphs`; setup(cfg, device); forward(net, x[, region]) -> the
+// network's output (region: capture/region.hpp; default the whole network); run_step(net, body,
+// window_start) runs one micro-batch's forward + backward `body` (a policy that graphs the backward
+// recovers from a failed replay there); invalidate(reason); report() -> json for results.json. A policy
+// is also a client of the loop's phase events (train/events.hpp) for those it handles.
 template <class C>
 concept CapturePolicy = requires(C c, const C cc, const TrainConfig& cfg, torch::Device d) {
   { C::graphs } -> std::convertible_to<bool>;
@@ -29,10 +34,14 @@ concept CapturePolicy = requires(C c, const C cc, const TrainConfig& cfg, torch:
 struct Eager {
   static constexpr bool graphs = false;
   void setup(const TrainConfig&, torch::Device) {}
-  template <class Net>
-  auto forward(Net& net, const torch::Tensor& x) {
+  template <class Net, class Region = whole_network>
+  auto forward(Net& net, const torch::Tensor& x, Region = {}) {
     ++eager_steps_;
     return net->forward(x);
+  }
+  template <class Net, class Body>
+  void run_step(Net&, Body&& body, bool /*window_start*/) {
+    body();
   }
   void invalidate(std::string_view) {}
   nlohmann::json report() const {
@@ -46,19 +55,22 @@ struct Eager {
 
 enum class Mode { single, distributed, distillation };
 
-// resolve<F, C, M>::type is C when F's traits declare a capture region and the mode allows capture,
-// otherwise Eager; `reason` says why it was downgraded (empty when not).
+// resolve<F, C, M>::type is C when F's traits declare a capture region for the task F trains and the
+// mode allows capture, otherwise Eager; `reason` says why it was downgraded (empty when not). Another
+// task of a captured family (outside traits::captured_tasks) trains eager.
 template <class F, class C, Mode M = Mode::single>
 struct resolve {
   static constexpr bool wanted = C::graphs;
   static constexpr bool family_ok = family_traits<F>::capture_region != CaptureRegion::none;
+  static constexpr bool task_ok = task_is_captured<F>();
   static constexpr bool mode_ok = M == Mode::single;
-  static constexpr bool downgraded = wanted && !(family_ok && mode_ok);
+  static constexpr bool downgraded = wanted && !(family_ok && task_ok && mode_ok);
   using type = std::conditional_t<downgraded, Eager, C>;
   static constexpr std::string_view reason = !wanted ? ""
                                              : M == Mode::distributed  ? "distributed"
                                              : M == Mode::distillation ? "distillation"
                                              : !family_ok              ? "family not capturable"
+                                             : !task_ok                ? "this task of the family is not captured"
                                                                        : "";
   // The single notice of a static downgrade (function-local once-key per instantiation).
   static void notice() {

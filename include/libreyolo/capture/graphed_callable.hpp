@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,6 +79,10 @@ inline std::vector<std::string> random_training_modules(const torch::nn::Module&
   return out;
 }
 
+// Failure injection for the tests: a forward replay that throws before its launch or after it ran, or a
+// backward replay that throws after it ran.
+enum class ReplayFault { none, forward_before_launch, forward_after_launch, backward };
+
 #if defined(LIBREYOLO_WITH_CUDA)
 
 // Drains pending (non-sticky) CUDA errors so a failed capture does not poison the next eager kernel.
@@ -97,10 +102,12 @@ class GraphedCallable {
   using PoolId = decltype(at::cuda::graph_pool_handle());
 
   // Warms up and captures fn at sample's shape; throws (after ending any open capture) on failure.
-  // Call it with the previous step's autograd graph already released.
-  GraphedCallable(Fn fn, std::vector<torch::Tensor> params, const torch::Tensor& sample, PoolId pool,
-                  int warmup_iters)
-      : fn_(std::move(fn)), params_(std::move(params)), pool_(pool) {
+  // Call it with the previous step's autograd graph already released. `buffers` are the captured
+  // region's buffers (BatchNorm statistics): the forward graph first copies them aside, so that a failed
+  // replay can put them back (restore_buffers()).
+  GraphedCallable(Fn fn, std::vector<torch::Tensor> params, std::vector<torch::Tensor> buffers,
+                  const torch::Tensor& sample, PoolId pool, int warmup_iters)
+      : fn_(std::move(fn)), params_(std::move(params)), buffers_(std::move(buffers)), pool_(pool) {
     capture(sample, warmup_iters);
   }
   GraphedCallable(const GraphedCallable&) = delete;
@@ -111,13 +118,45 @@ class GraphedCallable {
 
   const std::vector<int64_t>& shape() const { return shape_; }
 
+  const std::vector<torch::Tensor>& params() const { return params_; }
+
+  using Fault = ReplayFault;
+  void inject(Fault f) { fault_ = f; }
+
+  // Called at each step's start: forgets the previous step's launch and backward failure.
+  void begin_step() {
+    launched_ = false;
+    backward_failed_ = false;
+  }
+  bool backward_failed() const { return backward_failed_; }
+  // Puts the region's buffers back as they were before this step's forward replay, when that replay ran
+  // (its first nodes copy them aside and count the replay on the device); false when nothing was changed.
+  bool restore_buffers() {
+    if (!launched_ || buffers_.empty()) return false;
+    if (sentinel_.item<int64_t>() != launches_) return false;  // the launch never reached the graph's first node
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(backup_[group_[i]].narrow(0, offset_[i], buffers_[i].numel()).view_as(buffers_[i]));
+    return true;
+  }
+
   // Used by GraphedFunction.
   std::vector<torch::Tensor> replay_forward(const torch::Tensor& x) {
+    begin_step();  // a new step's forward: nothing of it has run yet
     {
       torch::NoGradGuard ng;
       static_input_.copy_(x);
     }
+    if (fault_ == Fault::forward_before_launch) {
+      fault_ = Fault::none;
+      throw Error("forced replay failure (test hook, before launch)");
+    }
+    launched_ = true;
+    ++launches_;
     fwd_->replay();
+    if (fault_ == Fault::forward_after_launch) {
+      fault_ = Fault::none;
+      throw Error("forced replay failure (test hook, after launch)");
+    }
     std::vector<torch::Tensor> outs;
     outs.reserve(static_outputs_.size());
     for (auto& o : static_outputs_) outs.push_back(o.detach());  // a fresh impl: autograd sets its history
@@ -134,7 +173,16 @@ class GraphedCallable {
         else static_grad_outputs_[i].zero_();
       }
     }
-    bwd_->replay();
+    try {
+      bwd_->replay();
+      if (fault_ == Fault::backward) {
+        fault_ = Fault::none;
+        throw Error("forced backward replay failure (test hook)");
+      }
+    } catch (...) {
+      backward_failed_ = true;
+      throw;
+    }
     return static_grad_params_;
   }
 
@@ -167,8 +215,20 @@ class GraphedCallable {
   }
   void end_capture_after_failure(at::cuda::CUDAGraph& g);
 
+  // The buffers' aside copy: one flat tensor per dtype (a few cat kernels in the graph, no host work).
+  void make_backup();
+  void record_backup();
+
   Fn fn_;
-  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> params_, buffers_;
+  std::vector<torch::Tensor> backup_;       // per dtype group
+  std::vector<std::vector<torch::Tensor>> group_views_;
+  std::vector<size_t> group_;               // buffer -> its group
+  std::vector<int64_t> offset_;             // buffer -> its offset in the group
+  torch::Tensor sentinel_;                  // int64 on the device: forward replays that ran their first node
+  int64_t launches_ = 0;
+  bool launched_ = false, backward_failed_ = false;
+  Fault fault_ = Fault::none;
   PoolId pool_;
   c10::DeviceIndex device_ = 0;
   std::vector<int64_t> shape_;
@@ -225,8 +285,12 @@ inline void GraphedCallable::capture(const torch::Tensor& sample, int warmup_ite
     }
     side.synchronize();
 
+    make_backup();
     fwd_ = std::make_unique<at::cuda::CUDAGraph>();
-    captured(*fwd_, [&] { static_outputs_ = fn_(static_input_); });
+    captured(*fwd_, [&] {
+      record_backup();
+      static_outputs_ = fn_(static_input_);
+    });
 
     Differentiable d;
     for (auto& o : static_outputs_) {
@@ -248,6 +312,32 @@ inline void GraphedCallable::capture(const torch::Tensor& sample, int warmup_ite
     to_ambient.block(ambient);
   }
   ambient.synchronize();
+}
+
+inline void GraphedCallable::make_backup() {
+  sentinel_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA, device_));
+  std::vector<c10::ScalarType> dtypes;
+  std::vector<int64_t> sizes;
+  for (auto& b : buffers_) {
+    auto it = std::find(dtypes.begin(), dtypes.end(), b.scalar_type());
+    size_t g = static_cast<size_t>(it - dtypes.begin());
+    if (it == dtypes.end()) {
+      dtypes.push_back(b.scalar_type());
+      sizes.push_back(0);
+      group_views_.emplace_back();
+    }
+    group_.push_back(g);
+    offset_.push_back(sizes[g]);
+    sizes[g] += b.numel();
+    group_views_[g].push_back(b.reshape({-1}));  // a view: the buffers are contiguous
+  }
+  for (size_t g = 0; g < dtypes.size(); ++g)
+    backup_.push_back(torch::empty({sizes[g]}, buffers_[0].options().dtype(dtypes[g])));
+}
+inline void GraphedCallable::record_backup() {
+  torch::NoGradGuard ng;
+  for (size_t g = 0; g < backup_.size(); ++g) at::cat_out(backup_[g], group_views_[g], 0);
+  sentinel_.add_(1);
 }
 
 inline void GraphedCallable::end_capture_after_failure(at::cuda::CUDAGraph& g) {

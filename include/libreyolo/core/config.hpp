@@ -27,7 +27,8 @@ namespace libreyolo {
 
 struct TrainConfig {
   // what is trained, on what
-  std::string model = "resnet18";   // family + size, e.g. resnet18, resnet34, yolo9t, yolo9s
+  std::string model;                // family + size (families/list.hpp); "" = the first listed family's first size
+  std::string task;                 // "" = the model name's task; else detect | classify | segment | point
   std::string data;                 // dataset: folder (classify) or dataset YAML (detect)
   std::string weights;              // initial weights: a libreyolo checkpoint of the same family
   // loop (SPEC §3)
@@ -241,7 +242,9 @@ inline const std::vector<Field>& fields() {
   static const std::vector<Field> f = [] {
     constexpr double inf = std::numeric_limits<double>::infinity();
     std::vector<Field> v;
-    v.push_back(text("model", &TrainConfig::model, "family and size, e.g. resnet18, yolo9t"));
+    v.push_back(text("model", &TrainConfig::model, "family and size (see the model list below)"));
+    v.push_back(text("task", &TrainConfig::task, "detect | classify | segment | point: a task of a family that trains several (empty = the model name's)",
+                     {}, [](const std::string& s) { return lower(trim(s)); }));
     v.push_back(text("data", &TrainConfig::data, "dataset folder (classify) or dataset YAML (detect)"));
     v.push_back(text("weights", &TrainConfig::weights, "initial weights from a checkpoint of the same family"));
     v.push_back(num("epochs", &TrainConfig::epochs, 1, 1e6, "number of epochs"));

@@ -1,13 +1,18 @@
 #pragma once
 // Family traits (mlpack TreeTraits style): what a trainer needs to know about a family at compile time.
 // A family declares `struct traits : family_defaults { ... }` overriding only what differs; every
-// member of family_defaults is a conservative default.
+// member of family_defaults is a conservative default. The facts that differ per family (AMP default,
+// recipe, capture region, the tasks it trains) live here and nowhere else: a new family states them in
+// its own folder (docs/adding-a-family.md).
 #include <array>
 #include <string_view>
 
 namespace libreyolo {
 
 enum class Task { classify, detect, segment, point };
+// What a CUDA graph wraps (SPEC §2.3): nothing, the whole network forward, or the sub-module chain the
+// network declares as its encoder boundary (backbone + encoder; the decoder, whose shapes may vary per
+// batch, and the loss run eager). See capture/region.hpp.
 enum class CaptureRegion { none, network, backbone_encoder };
 
 constexpr std::string_view to_string(Task t) {
@@ -19,17 +24,63 @@ constexpr std::string_view to_string(Task t) {
   }
   return "?";
 }
+constexpr std::string_view to_string(CaptureRegion r) {
+  switch (r) {
+    case CaptureRegion::none: return "none";
+    case CaptureRegion::network: return "network";
+    case CaptureRegion::backbone_encoder: return "backbone_encoder";
+  }
+  return "?";
+}
 
 struct family_defaults {
-  static constexpr Task task = Task::detect;
-  static constexpr bool amp_default = true;                         // SPEC §2.2
+  // Precision: whether AMP is on when the user does not say (SPEC §2.2). Families whose original trains
+  // in float32 say false here: D-FINE (its decoder clamps activations at 65504, the largest finite
+  // float16), DEIM, RT-DETRv4 (inherits DEIM's setting), YOLO-NAS (detect), FOMO.
+  static constexpr bool amp_default = true;
+  // Capture: the region a CUDA graph wraps, and the tasks it applies to (empty = every task the
+  // family trains). A task of the family outside captured_tasks trains eager, with one notice.
   static constexpr CaptureRegion capture_region = CaptureRegion::none;  // none = never captured
+  static constexpr std::array<Task, 0> captured_tasks{};
+  // The largest |graph - eager| loss difference over 10 AMP steps that the family accepts when its eager
+  // runs are not bit-reproducible (e.g. stochastic depth inside the captured region); 0 = bit for bit.
+  static constexpr double graph_eager_spread = 0.0;
   static constexpr bool multi_scale_default = false;
-  // Hyperparameter overrides of SPEC §3 as key=value, applied to keys the user did not set.
+  // The recipe: hyperparameter overrides of SPEC §3 as key=value, applied to keys the user did not set.
   static constexpr std::array<std::string_view, 0> overrides{};
+  // The original's architecture fixture folder under shared/fixtures/libreyolo/ for a size, as
+  // "<prefix><size><suffix>" (e.g. "yolox-" + "s" + ""); empty prefix = the family has none.
+  static constexpr std::string_view fixture_prefix = "";
+  static constexpr std::string_view fixture_suffix = "";
 };
 
+namespace traits_detail {
 template <class F>
-struct family_traits : F::traits {};
+constexpr Task task_of() {
+  if constexpr (requires { F::task; }) return F::task;  // a task base (tasks/*.hpp) names it
+  else if constexpr (requires { F::traits::task; }) return F::traits::task;
+  else return Task::detect;
+}
+}  // namespace traits_detail
+
+// The traits of F plus the task it trains (from its task base).
+template <class F>
+struct family_traits : F::traits {
+  static constexpr Task task = traits_detail::task_of<F>();
+};
+
+// Whether the trainer policy F (one family, one task) is inside its family's capture region.
+template <class F>
+constexpr bool task_is_captured() {
+  using T = family_traits<F>;
+  if constexpr (T::capture_region == CaptureRegion::none) {
+    return false;
+  } else {
+    if (T::captured_tasks.size() == 0) return true;
+    for (Task t : T::captured_tasks)
+      if (t == family_traits<F>::task) return true;
+    return false;
+  }
+}
 
 }  // namespace libreyolo

@@ -17,6 +17,7 @@
 #include <libreyolo/core/utf8.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/image.hpp>
+#include <libreyolo/data/image_cache.hpp>
 #include <libreyolo/data/rng.hpp>
 
 #include <torch/torch.h>
@@ -39,6 +40,7 @@ struct ClassifyAugment {
   double fliplr = 0.5;
   double scale_min = 0.35;  // random-resized-crop area fraction lower bound
   double hsv_h = 0.015, hsv_s = 0.4, hsv_v = 0.4;
+  std::string cache = "off";  // off | ram | disk: the decoded image (before the random crop) is cached
 };
 
 struct ClassifySample {
@@ -187,6 +189,11 @@ class ClassifyFolder {
               f.skipped_ ? ", " + std::to_string(f.skipped_) + " skipped (see warnings)" : std::string());
     f.failures_ = std::make_shared<detail::LoadFailures>();
     f.failures_->bad.assign(f.items_.size(), false);
+    const CacheMode mode = parse_cache_mode(aug.cache);
+    if (mode != CacheMode::off)
+      log::info(split, ": cache=", aug.cache, ": decoded images kept ", mode == CacheMode::ram ? "in memory" : "on disk (.libreyolo_cache/)",
+                " after their first read");
+    f.cache_ = std::make_shared<ImageCache>(mode, f.items_.size(), aug.imgsz);
     return f;
   }
 
@@ -204,8 +211,8 @@ class ClassifyFolder {
       const size_t j = (i + k) % n;
       if (failures_->is_bad(j)) continue;
       try {
-        Image img = read_image(items_[j].file, aug_.imgsz);
-        return {to_chw_tensor(transform(img, rng)), items_[j].label};
+        auto img = cache_->get(j, items_[j].file, [&] { return read_image(items_[j].file, aug_.imgsz); });
+        return {to_chw_tensor(transform(*img, rng)), items_[j].label};
       } catch (const DataError& e) {
         if (failures_->mark(j)) log::warn(e.what(), " (using the next image of the split instead)");
       }
@@ -279,6 +286,7 @@ class ClassifyFolder {
   std::vector<Item> items_;
   size_t skipped_ = 0;
   std::shared_ptr<detail::LoadFailures> failures_;
+  std::shared_ptr<ImageCache> cache_;
 };
 
 struct ClassifyData {

@@ -107,6 +107,7 @@ inline train::Checkpoint checkpoint_from_original(const std::filesystem::path& p
   }
   nlohmann::json cfg = nlohmann::json::object();
   if (const PyValue* v = root.find("imgsz"); v && v->is_int()) cfg["imgsz"] = v->as_int();
+  cfg["task"] = task;
   nlohmann::json source = {{"format", "original .pt"}, {"path", path.string()}, {"task", task}};
   for (const char* k : {"epoch", "best_mAP50_95", "best_mAP50", "ema_updates"})
     if (auto j = detail::number_or_null(root.find(k)); !j.is_null()) source[k] = j;

@@ -3,7 +3,6 @@
 // the family's AMP default, and `amp_dtype`; then it behaves as Fp32, Amp<kHalf> or Amp<kBFloat16>
 // (autocast on CUDA only, GradScaler for float16 only).
 #include <libreyolo/precision/amp.hpp>
-#include <libreyolo/precision/family_amp_defaults.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/precision/grad_scaler.hpp>
 

@@ -6,8 +6,12 @@
 //   -> backward (scale, backward, unscale + clip) -> optimizer (scaler step + update)
 //   then, outside every phase: zero_grad, EMA, LR.
 // With gradient accumulation (nbs / batch micro-batches per optimizer step) clipping moves into the
-// optimizer phase. A capture policy the family/mode cannot use resolves to Eager at compile time
+// optimizer phase. A capture policy the family/task/mode cannot use resolves to Eager at compile time
 // (capture::resolve_t) with one notice.
+//
+// The loop raises events (train/events.hpp): epoch_begin / step_end / epoch_end for the callbacks given
+// to fit() and subscribed with events().on(...), and the phase events (step_begin, phase_begin/_end,
+// step_done) for its two built-in clients, the profiler and the capture policy.
 #include <libreyolo/capture/eager.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/device.hpp>
@@ -19,6 +23,7 @@
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/autobatch.hpp>
 #include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/train/events.hpp>
 #include <libreyolo/train/clip.hpp>
 #include <libreyolo/train/ema.hpp>
 #include <libreyolo/train/family.hpp>
@@ -43,19 +48,6 @@ struct TrainResult {
   bool interrupted = false;
 };
 
-// What callbacks see (ensmallen-style optional hooks: on_epoch_start, after_step, on_epoch_end).
-struct EpochInfo {
-  int epoch = 0;
-  int epochs = 0;
-  nlohmann::json row;  // the results row (empty in on_epoch_start)
-};
-struct StepInfo {
-  int epoch = 0;
-  int64_t iteration = 0;        // micro-batches seen since the start of the run
-  int64_t optimizer_steps = 0;
-  torch::Tensor loss_items;     // on the device; reading it syncs
-};
-
 namespace profile {
 // resolve<Prof, M>::type is Prof, or Off in a distributed trainer (the window measures one process).
 template <class Prof, capture::Mode M>
@@ -69,6 +61,15 @@ struct resolve {
 };
 template <class Prof, capture::Mode M>
 using resolve_t = typename resolve<Prof, M>::type;
+// The compile-time window of a profiler policy (Window<Warmup, Active>), for the keys a config leaves unset.
+template <class Prof>
+struct window_params {
+  static constexpr int warmup = 5, active = 20;
+};
+template <int Warmup, int Active>
+struct window_params<Window<Warmup, Active>> {
+  static constexpr int warmup = Warmup, active = Active;
+};
 }  // namespace profile
 
 template <train::FamilyPolicy F, precision::PrecisionPolicy P = precision::Fp32, capture::CapturePolicy C = capture::Eager,
@@ -83,7 +84,25 @@ class Trainer {
   using Batch = typename F::Batch;
   using Loader = data::Loader<typename F::Dataset>;
 
-  explicit Trainer(TrainConfig cfg, F family = F{}) : cfg_(std::move(cfg)), family_(std::move(family)) {}
+  static constexpr CaptureRegion region = family_traits<F>::capture_region;
+  static_assert(!Capture::graphs || region != CaptureRegion::backbone_encoder ||
+                    capture::EncoderBoundary<typename Network::ContainedType>,
+                "capture_region = backbone_encoder: the family's network must declare the boundary "
+                "(encoder(), encode(x), decode(features); capture/region.hpp)");
+
+  // The profiler's window comes from the config where it sets profile_warmup / profile_steps /
+  // profile_trace_steps (the policy's own values, e.g. Window<W, A>'s, stay for the keys it leaves
+  // alone); code may still change it through profiler() before fit().
+  explicit Trainer(TrainConfig cfg, F family = F{}) : cfg_(std::move(cfg)), family_(std::move(family)) {
+    if constexpr (Profiler::enabled) {
+      using W = profile::window_params<Profiler>;
+      const bool w = cfg_.is_explicit("profile_warmup"), a = cfg_.is_explicit("profile_steps");
+      if constexpr (requires { prof_.set_window(1, 2); })
+        if (w || a) prof_.set_window(w ? cfg_.profile_warmup : W::warmup, a ? cfg_.profile_steps : W::active);
+      if constexpr (requires { prof_.set_traced_steps(1); })
+        if (cfg_.is_explicit("profile_trace_steps")) prof_.set_traced_steps(cfg_.profile_trace_steps);
+    }
+  }
 
   // Opens data, builds network/EMA/optimizer/schedule, restores a checkpoint when asked.
   void setup();
@@ -96,6 +115,8 @@ class Trainer {
   train::ValResult validate();
 
   const TrainConfig& config() const { return cfg_; }
+  // Run-time subscriptions to the loop events: events().on(event::step_end{}, handler).
+  LoopEvents& events() { return events_; }
   Network& network() { return net_; }
   train::Optimizer& optimizer() { return *opt_; }
   train::ModelEMA* ema() { return ema_.get(); }
@@ -134,10 +155,15 @@ class Trainer {
   bool stop_at_epoch_end();
   // Micro-batches whose gradients are accumulated but not yet stepped (0 on an optimizer-step boundary).
   int64_t pending_micro_batches() const { return ni_ - 1 - last_opt_ni_; }
+  template <class E, class... A>
+  void raise_phase(E e, A... a);  // to the profiler and the capture policy
+  void family_hook_epoch_begin(const EpochInfo& info);
 
   TrainConfig cfg_;
   F family_;
+  LoopEvents events_;
   [[no_unique_address]] Profiler prof_;
+  ProfilerClient<Profiler> prof_client_;  // the profiler, as a client of the phase events
   std::unique_ptr<dist::Context> dist_;
   P precision_;
   Capture capture_;

@@ -4,17 +4,33 @@
 
 namespace libreyolo {
 
-namespace trainer_detail {
-// Calls cb.name(args...) for every callback that has such a member (optional hooks).
-#define LIBREYOLO_CALL_HOOK(pack, name, ...)                                   \
-  ([&](auto& cb) {                                                              \
-    if constexpr (requires { cb.name(__VA_ARGS__); }) cb.name(__VA_ARGS__);     \
-  }(pack), ...)
-}  // namespace trainer_detail
+// A family's hook (optional): `void on(event::epoch_begin, const EpochInfo&, const TrainConfig&,
+// Capture&)`, e.g. to tell the capture policy that the captured computation changes (capture.invalidate).
+// A hook of the old name or with other arguments is a compile error, not a hook that never runs.
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::family_hook_epoch_begin(const EpochInfo& info) {
+  using events::detail::any_arg;
+  static_assert(!requires(F& f, any_arg a) { f.on_epoch_start(a, a, a); },
+                "family hook on_epoch_start(epoch, cfg, capture) is the old form and would be ignored; write "
+                "`void on(libreyolo::event::epoch_begin, const EpochInfo&, const TrainConfig&, Capture&)`");
+  constexpr bool declared = requires(F& f, any_arg a) { f.on(event::epoch_begin{}, a, a, a); } ||
+                            requires(F& f, any_arg a) { f.on(event::epoch_begin{}, a, a); } ||
+                            requires(F& f, any_arg a) { f.on(event::epoch_begin{}, a); };
+  if constexpr (declared) {
+    static_assert(requires(F& f, const EpochInfo& i, const TrainConfig& c, Capture& cap) {
+                    f.on(event::epoch_begin{}, i, c, cap);
+                  },
+                  "family hook on(event::epoch_begin, ...) has the wrong signature; expected "
+                  "(const EpochInfo&, const TrainConfig&, Capture&)");
+    family_.on(event::epoch_begin{}, info, cfg_, capture_);
+  }
+}
 
 LIBREYOLO_TRAINER_TEMPLATE
 template <class... Callbacks>
 TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
+  // Every callback handles at least one loop event, each with the event's arguments (core/events.hpp).
+  static_assert((check_callback<Callbacks>() && ...));
   setup();
   using clock = std::chrono::steady_clock;
   const auto t_run = clock::now();
@@ -26,9 +42,9 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
   int completed = start_epoch_;
   for (epoch_ = start_epoch_; epoch_ < cfg_.epochs && !stop; ++epoch_) {
     EpochInfo info{epoch_, cfg_.epochs, {}};
-    if constexpr (requires { family_.on_epoch_start(epoch_, cfg_, capture_); })
-      family_.on_epoch_start(epoch_, cfg_, capture_);
-    LIBREYOLO_CALL_HOOK(callbacks, on_epoch_start, info);
+    family_hook_epoch_begin(info);
+    (deliver<event::epoch_begin>(callbacks, info), ...);
+    events_.raise(event::epoch_begin{}, info);
     net_->train();
     train_loader_->start_epoch(epoch_);
     batch_in_epoch_ = 0;
@@ -41,7 +57,8 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     int64_t next_progress = std::max<int64_t>(nb / 10, 1);
     while (train_one_batch()) {
       StepInfo si{epoch_, ni_, opt_steps_, loss_sum_};
-      LIBREYOLO_CALL_HOOK(callbacks, after_step, si);
+      (deliver<event::step_end>(callbacks, si), ...);
+      events_.raise(event::step_end{}, si);
       if (nb >= 200 && batch_in_epoch_ >= next_progress) {
         double secs = std::chrono::duration<double>(clock::now() - t0).count();
         log::info("  epoch ", epoch_ + 1, " batch ", batch_in_epoch_, "/", nb, "  ",
@@ -102,7 +119,8 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
               "  ", train::format_duration(secs), "  ETA ", train::format_duration(eta),
               epoch_complete ? "" : "  (stopped mid-epoch; resume=true continues here)");
     info.row = row;
-    LIBREYOLO_CALL_HOOK(callbacks, on_epoch_end, info);
+    (deliver<event::epoch_end>(callbacks, info), ...);
+    events_.raise(event::epoch_end{}, info);
     if (epoch_complete) ++completed;
     // A stop requested during validation or the epoch's last batch: end here, where the checkpoint was
     // just saved, rather than after the first batch of the next epoch (or finish an open window first).
@@ -195,7 +213,6 @@ void LIBREYOLO_TRAINER::log_header() const {
             Capture::graphs ? ", cuda_graph" : "", "; run dir ", run_dir_.string());
 }
 
-#undef LIBREYOLO_CALL_HOOK
 #undef LIBREYOLO_TRAINER
 #undef LIBREYOLO_TRAINER_TEMPLATE
 

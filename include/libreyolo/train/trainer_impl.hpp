@@ -56,6 +56,10 @@ void LIBREYOLO_TRAINER::resolve_config() {
                         (run_dir_ / "weights" / "best.ckpt").string() + ", or give a larger epochs=)");
   }
   apply_overrides(cfg_, family_traits<F>::overrides);
+  if (cfg_.model.empty()) {  // a hand-composed trainer: the family's own name
+    cfg_.model = std::string(F::name);
+    if constexpr (requires { family_.size(); }) cfg_.model += family_.size();
+  }
   accumulate_ = cfg_.accumulate();  // batch=-1 is resolved in build(), which sets it again
 }
 
@@ -235,6 +239,8 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
   ni_ = iteration;
   last_opt_ni_ = last_opt;
   opt_steps_ = steps;
+  epoch_ = start_epoch_;  // a checkpoint saved before fit() runs again records the same position
+  batch_in_epoch_ = skip_batches_;
   best_fitness_ = st.at("best_fitness").get<double>();
   results_ = std::make_unique<train::ResultsWriter>(run_dir_);
   const auto results = ck.meta.contains("results") ? ck.meta.at("results") : nlohmann::json::array();
@@ -367,45 +373,58 @@ void LIBREYOLO_TRAINER::clip_gradients() {
   train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
 }
 
+// The phase events go to the loop's two built-in clients: the profiler and the capture policy.
+LIBREYOLO_TRAINER_TEMPLATE
+template <class E, class... A>
+void LIBREYOLO_TRAINER::raise_phase(E, A... a) {
+  prof_client_.bind(&prof_);
+  deliver<E>(prof_client_, a...);
+  deliver<E>(capture_, a...);
+}
+
 LIBREYOLO_TRAINER_TEMPLATE
 bool LIBREYOLO_TRAINER::train_one_batch() {
   using profile::Phase;
-  prof_.step_begin();
-  std::optional<Batch> host;
-  {
-    [[maybe_unused]] auto s = prof_.phase(Phase::dataload);
-    host = train_loader_->next();
-  }
+  auto phase_begin = [&](Phase p) { raise_phase(event::phase_begin{}, p); };
+  auto phase_end = [&](Phase p) { raise_phase(event::phase_end{}, p); };
+  raise_phase(event::step_begin{});
+  phase_begin(Phase::dataload);
+  std::optional<Batch> host = train_loader_->next();
+  phase_end(Phase::dataload);
   if (!host) return false;
-  Batch b;
-  {
-    [[maybe_unused]] auto s = prof_.phase(Phase::to_device);
-    b = F::to_device(*host, device_);
-  }
+  phase_begin(Phase::to_device);
+  Batch b = F::to_device(*host, device_);
+  phase_end(Phase::to_device);
   // Rank 0's BatchNorm statistics, as DDP does at each forward (SyncBatchNorm keeps them equal already).
   if (dist_ && !sync_bn_) dist_->broadcast_buffers(*net_);
-  train::LossOutput lo;
-  {
-    [[maybe_unused]] auto s = prof_.phase(Phase::forward);
-    [[maybe_unused]] auto guard = precision_.autocast();
-    auto out = capture_.forward(net_, channels_last_ ? as_channels_last(F::input(b)) : F::input(b));
-    lo = family_.loss(out, b);
-  }
   const bool boundary = ni_ - last_opt_ni_ >= accumulate_;
-  {
-    [[maybe_unused]] auto s = prof_.phase(Phase::backward);
+  const bool window_start = ni_ - last_opt_ni_ == 1;  // the gradients are zero at this micro-batch's start
+  train::LossOutput lo;
+  // Forward and backward of this micro-batch; a capture policy may run it again eager after a failed
+  // graph replay (the failed attempt's effects undone first).
+  auto forward_backward = [&] {
+    phase_begin(Phase::forward);
+    {
+      [[maybe_unused]] auto guard = precision_.autocast();
+      auto out = capture_.forward(net_, channels_last_ ? as_channels_last(F::input(b)) : F::input(b),
+                                  capture::region_t<region>{});
+      lo = family_.loss(out, b);
+    }
+    phase_end(Phase::forward);
+    phase_begin(Phase::backward);
     if (reducer_ && boundary) reducer_->arm();  // this backward's gradients are averaged as they arrive
     precision_.scale(lo.total).backward();
     if (reducer_ && boundary) reducer_->finish();  // before unscale/clip: the same gradients on every rank
     if (boundary && accumulate_ == 1) clip_gradients();
-  }
+    phase_end(Phase::backward);
+  };
+  capture_.run_step(net_, forward_backward, window_start);
   if (boundary) {
-    {
-      [[maybe_unused]] auto s = prof_.phase(Phase::optimizer);
-      if (accumulate_ > 1) clip_gradients();
-      precision_.step(*opt_);
-      precision_.update();
-    }
+    phase_begin(Phase::optimizer);
+    if (accumulate_ > 1) clip_gradients();
+    precision_.step(*opt_);
+    precision_.update();
+    phase_end(Phase::optimizer);
     opt_->zero_grad();
     if (ema_) ema_->update(*net_);
     ++opt_steps_;
@@ -416,7 +435,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   sched_->apply(*opt_, opt_steps_);
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + lo.items : lo.items.clone();
   ++loss_count_;
-  prof_.step_end(static_cast<int>(b.images.size(0)));
+  raise_phase(event::step_done{}, static_cast<int>(b.images.size(0)));
   return true;
 }
 

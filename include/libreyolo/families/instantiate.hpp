@@ -1,0 +1,16 @@
+#pragma once
+// Explicit instantiation of a family's facade entry points (train_with: its five trainers; validate_with;
+// predict_with), so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
+// one per line of families/list.hpp, including the family's header and this one) and a consumer that
+// includes extern.hpp compiles none of them.
+#include <libreyolo/facade.hpp>
+
+#define LIBREYOLO_FAMILY_ENTRY_POINTS_(prefix, P)                                                               \
+  prefix TrainResult train_with<P>(P, const TrainConfig&);                                                       \
+  prefix train::ValResult validate_with<P>(P, TrainConfig, const train::Checkpoint&);                           \
+  prefix nlohmann::json predict_with<P>(P, const train::Checkpoint&, const std::filesystem::path&, const TrainConfig&, \
+                                        const std::filesystem::path&, double);
+
+// For each trainer policy of family F (one per task), in namespace libreyolo.
+#define LIBREYOLO_INSTANTIATE_POLICY(P) LIBREYOLO_FAMILY_ENTRY_POINTS_(template, P)
+#define LIBREYOLO_EXTERN_POLICY(P) LIBREYOLO_FAMILY_ENTRY_POINTS_(extern template, P)

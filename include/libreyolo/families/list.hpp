@@ -1,0 +1,10 @@
+#pragma once
+// The registered families: ONE LINE PER FAMILY, `LIBREYOLO_FAMILY(<folder>, <Type>)`, where <folder> is
+// include/libreyolo/families/<folder>/ (its family.hpp defines libreyolo::<Type>) and <Type> is the family's
+// trainer policy for its first task (its other tasks: <Type>::task_policies). This is the only place a
+// family is registered: the facade (model.hpp), `val`, `predict`, the command line's model list and help,
+// the conformance suite (tests/kit) and the build (tools/CMakeLists.txt makes one translation unit per
+// line) read it. Keep the format: CMake parses these lines.
+#define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY) \
+  LIBREYOLO_FAMILY(resnet, ResNetFamily)     \
+  LIBREYOLO_FAMILY(yolo9, Yolo9Family)

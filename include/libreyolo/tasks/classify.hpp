@@ -1,0 +1,190 @@
+#pragma once
+// The classification task: class-named image folders (root/train/<class>/*.jpg, root/val/<class>/...),
+// top-1 / top-5 and the mean validation loss on the validation split (fitness = top-1), predict to the
+// top-k classes of each image.
+//
+// A classification family derives from ClassifyTask<Family> and supplies:
+//   static constexpr std::string_view name; sizes; struct traits : family_defaults {...};
+//   using Network = ...;                              a torch ModuleHolder returning logits [B, classes]
+//   explicit Family(std::string size)                 validates the size, calls ClassifyTask(size)
+//   Network make_network() const                      for num_classes()
+//   train::LossOutput loss(const torch::Tensor& logits, const Batch&)   (cross_entropy() below is the usual one)
+//   static std::vector<std::string> loss_names()
+// and may hide input() (the default is ImageNet mean/std normalisation) or decode() (softmax).
+#include <libreyolo/core/config.hpp>
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/data/classify.hpp>
+#include <libreyolo/data/image.hpp>
+#include <libreyolo/data/loader.hpp>
+#include <libreyolo/data/synth.hpp>
+#include <libreyolo/tasks/detect.hpp>
+#include <libreyolo/tasks/task.hpp>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace libreyolo::tasks {
+
+struct ClassifyInfo {
+  static constexpr Task task = Task::classify;
+  static constexpr std::string_view name = "classify";
+  static constexpr std::string_view model_suffix = "-cls";
+  static constexpr std::string_view data_help = "folder with train/<class>/*.jpg and val/<class>/*.jpg";
+};
+
+namespace classify {
+// The task's synthetic set: one folder of JPEGs per class, train/ and val/.
+inline void synth(data::SynthOptions o) {
+  o.task = "classify";
+  data::synth_classify(o);
+}
+}  // namespace classify
+
+template <class Derived>
+class ClassifyTask {
+ public:
+  using task_info = ClassifyInfo;
+  static constexpr Task task = Task::classify;
+  using Dataset = data::ClassifyFolder;
+  using Batch = data::ClassifyBatch;
+
+  explicit ClassifyTask(std::string size) : size_(std::move(size)) {}
+
+  // Opens the dataset named by cfg.data (a folder with train/ and val/ of class folders).
+  void setup(const TrainConfig& cfg) {
+    if (cfg.data.empty()) throw ConfigError("data=: a classification dataset folder is required (root/train/<class>/*.jpg)");
+    data_ = data::open_classify(cfg.data, cfg.imgsz, augment_from(cfg));
+    if (!names_.empty() && names_ != data_.names)
+      throw CheckpointError("the checkpoint's classes differ from the dataset's classes in " + cfg.data);
+    names_ = data_.names;
+  }
+  static data::ClassifyAugment augment_from(const TrainConfig& cfg) {
+    data::ClassifyAugment aug;
+    aug.imgsz = cfg.imgsz;
+    aug.fliplr = cfg.fliplr;
+    aug.scale_min = std::max(0.05, 1.0 - cfg.scale);  // random-resized-crop keeps >= (1 - scale) of the area
+    aug.hsv_h = cfg.hsv_h;
+    aug.hsv_s = cfg.hsv_s;
+    aug.hsv_v = cfg.hsv_v;
+    aug.cache = cfg.cache;
+    return aug;
+  }
+  std::shared_ptr<const Dataset> train_set() const { return data_.train; }
+  std::shared_ptr<const Dataset> val_set() const { return data_.val; }
+
+  static Batch to_device(const Batch& b, torch::Device d) {
+    return Batch{b.images.to(d, /*non_blocking=*/true), b.labels.to(d, /*non_blocking=*/true)};
+  }
+  // uint8 [B,3,H,W] -> float, ImageNet mean/std normalisation (on the device: 4x less to copy). Scalar
+  // ops per channel: no small host-to-device copies (each would stall the host on CUDA).
+  static torch::Tensor input(const Batch& b) { return normalise(b.images); }
+  static torch::Tensor normalise(const torch::Tensor& images) {
+    static constexpr std::array<double, 3> mean{0.485 * 255, 0.456 * 255, 0.406 * 255};
+    static constexpr std::array<double, 3> inv_std{1 / (0.229 * 255), 1 / (0.224 * 255), 1 / (0.225 * 255)};
+    auto x = images.to(torch::kFloat32);
+    for (int64_t c = 0; c < 3; ++c) x.select(1, c).sub_(mean[c]).mul_(inv_std[c]);
+    return x;
+  }
+  // The usual classification loss, for families to return from loss().
+  static train::LossOutput cross_entropy(const torch::Tensor& logits, const Batch& b) {
+    auto l = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), b.labels);
+    return {l, l.detach().reshape({1})};
+  }
+  // Class probabilities from the network's output.
+  static torch::Tensor decode(const torch::Tensor& logits) { return logits.to(torch::kFloat32).softmax(1); }
+
+  // Top-1 / top-5 and the mean validation loss. `forward` runs the (EMA) network under the run's
+  // precision. One host sync at the end, not per batch.
+  template <class Forward>
+  train::ValResult validate(Forward&& forward, data::Loader<Dataset>& loader, torch::Device dev) const {
+    torch::NoGradGuard ng;
+    loader.start_epoch(0);
+    auto correct1 = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+    auto correct5 = correct1.clone();
+    auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+    int64_t n = 0;
+    const int64_t k = std::min<int64_t>(5, static_cast<int64_t>(names_.size()));
+    while (auto batch = loader.next()) {
+      auto b = Derived::to_device(*batch, dev);
+      auto logits = forward(Derived::input(b)).to(torch::kFloat32);
+      loss_sum += torch::nn::functional::cross_entropy(
+                      logits, b.labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                      .to(torch::kFloat64);
+      auto topk = std::get<1>(logits.topk(k, 1));
+      auto hit = topk.eq(b.labels.unsqueeze(1));
+      correct1 += hit.select(1, 0).sum();
+      correct5 += hit.any(1).sum();
+      n += b.labels.size(0);
+    }
+    train::ValResult r;
+    if (n == 0) throw DataError("validation split of " + std::string("the dataset") + " has no images");
+    double top1 = double(correct1.item<int64_t>()) / double(n);
+    double top5 = double(correct5.item<int64_t>()) / double(n);
+    r.fitness = top1;
+    r.metrics = {{"top1", top1}, {"top5", top5}, {"val_loss", loss_sum.item<double>() / double(n)}};
+    r.summary = "top1 " + fmt3(top1) + "  top5 " + fmt3(top5);
+    return r;
+  }
+
+  // Predict on image files: the validation transform (resize + centre crop to imgsz), forward, the top-k
+  // classes with their probabilities. Writes predictions.json.
+  template <class Forward>
+  nlohmann::json predict(Forward&& forward, const std::filesystem::path& source, const PredictOptions& opt,
+                         torch::Device dev, const std::filesystem::path& out_dir) const {
+    const auto files = detect::sources(source);
+    std::filesystem::create_directories(out_dir);
+    nlohmann::json all = nlohmann::json::array();
+    torch::NoGradGuard ng;
+    const int64_t k = std::min<int64_t>(std::max<int64_t>(1, opt.top_k), static_cast<int64_t>(names_.size()));
+    for (const auto& file : files) {
+      data::Image img = data::read_image(file);
+      auto in = data::to_chw_tensor(data::resize_center_crop(img, opt.imgsz)).unsqueeze(0).to(dev);
+      torch::Tensor probs = Derived::decode(forward(normalise(in)))[0].to(torch::kCPU);
+      auto top = probs.topk(k);
+      nlohmann::json classes = nlohmann::json::array();
+      for (int64_t i = 0; i < k; ++i) {
+        const auto c = std::get<1>(top)[i].item<int64_t>();
+        classes.push_back({{"class", c}, {"name", names_.at(static_cast<size_t>(c))}, {"score", std::get<0>(top)[i].item<double>()}});
+      }
+      all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"classes", classes}});
+    }
+    std::ofstream(out_dir / "predictions.json") << all.dump(2) << "\n";
+    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
+    return all;
+  }
+  static std::string predict_summary(const nlohmann::json& j) {
+    return std::to_string(j.size()) + " image(s) classified";
+  }
+
+  // The task's synthetic set: one folder of JPEGs per class, train/ and val/.
+  static void synth(const data::SynthOptions& o) { classify::synth(o); }
+  static std::filesystem::path synth_data(const std::filesystem::path& out) { return out; }
+
+  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
+  // From a checkpoint: the class names the network was built for.
+  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
+  const std::vector<std::string>& names() const { return names_; }
+  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
+  const std::string& size() const { return size_; }
+
+ protected:
+  static std::string fmt3(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", x);
+    return buf;
+  }
+  std::string size_;
+  std::vector<std::string> names_;
+  data::ClassifyData data_;
+};
+
+}  // namespace libreyolo::tasks

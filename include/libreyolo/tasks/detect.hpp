@@ -1,0 +1,279 @@
+#pragma once
+// The detection task: YOLO-format datasets (a dataset YAML with path, train, val, names; labels
+// `class cx cy w h`), COCO mAP on the validation split (fitness = mAP50-95), predict to boxes in the
+// original pixels plus annotated images.
+//
+// A detection family derives from DetectTask<Family> and supplies:
+//   static constexpr std::string_view name; sizes; struct traits : family_defaults {...};
+//   using Network = ...;                              a torch ModuleHolder
+//   explicit Family(std::string size)                 validates the size, calls DetectTask(size)
+//   Network make_network() const                      for num_classes()
+//   train::LossOutput loss(const Output&, const Batch&)
+//   static std::vector<std::string> loss_names()
+//   std::vector<torch::Tensor> decode(const Output&, const DecodeOptions&) const
+//                                                     per image [n, 6] x1 y1 x2 y2 score class, in
+//                                                     network-input pixels, after NMS
+// and may hide val_decode() (the validation thresholds) or input() (the network input).
+#include <libreyolo/core/config.hpp>
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/data/augment.hpp>
+#include <libreyolo/data/detect.hpp>
+#include <libreyolo/data/detect_yaml.hpp>
+#include <libreyolo/data/draw.hpp>
+#include <libreyolo/data/image.hpp>
+#include <libreyolo/data/loader.hpp>
+#include <libreyolo/data/synth.hpp>
+#include <libreyolo/eval/detection.hpp>
+#include <libreyolo/tasks/task.hpp>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace libreyolo::tasks {
+
+struct DetectInfo {
+  static constexpr Task task = Task::detect;
+  static constexpr std::string_view name = "detect";
+  static constexpr std::string_view model_suffix = "-det";
+  static constexpr std::string_view data_help =
+      "dataset YAML with path, train, val, names; labels `class cx cy w h` (YOLO format)";
+};
+
+// What a family's decode() is asked for.
+struct DecodeOptions {
+  double conf = 0.25;        // minimum class score kept
+  double iou = 0.7;          // NMS IoU
+  int64_t max_det = 300;     // detections per image
+  bool multi_label = false;  // one row per (box, class) above conf instead of the best class only
+};
+
+namespace detect {
+
+// Undo a letterbox: boxes in the network input (from_hw) were made by resizing the original image (to_hw)
+// by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them to the
+// original image; other columns pass through.
+inline torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
+                                 double ratio, std::array<double, 2> pad_xy) {
+  if (ratio <= 0) throw ConfigError("unletterbox: ratio must be > 0, got " + std::to_string(ratio));
+  if (from_hw[0] <= 0 || from_hw[1] <= 0 || to_hw[0] <= 0 || to_hw[1] <= 0)
+    throw ConfigError("unletterbox: image shapes must be positive");
+  auto out = boxes.clone();
+  auto xs = torch::tensor({0, 2}, torch::kInt64).to(boxes.device());
+  auto ys = torch::tensor({1, 3}, torch::kInt64).to(boxes.device());
+  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio).clamp(0, static_cast<double>(to_hw[1])));
+  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio).clamp(0, static_cast<double>(to_hw[0])));
+  return out;
+}
+
+// The images a `source=` names: one image file, or every image under a folder (sorted).
+inline std::vector<std::filesystem::path> sources(const std::filesystem::path& source) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(source)) throw DataError("source=" + source.string() + ": no such file or folder");
+  if (fs::is_regular_file(source)) return {source};
+  std::vector<fs::path> out;
+  for (auto& e : fs::recursive_directory_iterator(source))
+    if (e.is_regular_file() && data::detail::is_image_file(e.path())) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw DataError("source=" + source.string() + ": the folder holds no .jpg/.jpeg/.png images");
+  return out;
+}
+
+// Draws a 2-pixel rectangle outline in a colour picked from the class id.
+inline void draw_box(data::Image& img, double x1, double y1, double x2, double y2, int cls) {
+  static const data::Rgb palette[] = {{255, 56, 56}, {255, 157, 151}, {255, 112, 31}, {255, 178, 29}, {207, 210, 49},
+                                      {72, 249, 10},  {146, 204, 23},  {61, 219, 134}, {26, 147, 52},  {0, 212, 187}};
+  const data::Texture tex = data::Texture::solid(palette[cls % 10]);
+  data::draw_line(img, {x1, y1}, {x2, y1}, 2, tex);
+  data::draw_line(img, {x2, y1}, {x2, y2}, 2, tex);
+  data::draw_line(img, {x2, y2}, {x1, y2}, 2, tex);
+  data::draw_line(img, {x1, y2}, {x1, y1}, 2, tex);
+}
+
+// The task's synthetic set: JPEGs with shapes to find, a data.yaml, YOLO labels.
+inline void synth(data::SynthOptions o) {
+  o.task = "detect";
+  data::synth_detect(o);
+}
+
+}  // namespace detect
+
+template <class Derived>
+class DetectTask {
+ public:
+  using task_info = DetectInfo;
+  static constexpr Task task = Task::detect;
+  using Dataset = data::DetectDataset;
+  using Batch = data::DetectBatch;
+
+  explicit DetectTask(std::string size) : size_(std::move(size)) {}
+
+  // Opens the dataset YAML named by cfg.data; the augmentation settings come from the config.
+  void setup(const TrainConfig& cfg) {
+    if (cfg.data.empty()) throw ConfigError("data=: a detection dataset YAML is required (path, train, val, names)");
+    auto yaml = data::load_dataset_yaml(cfg.data);
+    if (!names_.empty() && names_ != yaml.names)
+      throw CheckpointError("the checkpoint's classes differ from the classes of " + cfg.data);
+    names_ = yaml.names;
+    data::DetectAugment aug = augment_from(cfg);
+    train_ = data::DetectDataset::open(yaml, "train", aug);
+    aug.train = false;
+    aug.multi_scale = false;
+    val_ = data::DetectDataset::open(yaml, "val", aug);
+  }
+  static data::DetectAugment augment_from(const TrainConfig& cfg) {
+    data::DetectAugment a;
+    a.imgsz = cfg.imgsz;
+    a.mosaic = cfg.mosaic;
+    a.mixup = cfg.mixup;
+    a.degrees = cfg.degrees;
+    a.translate = cfg.translate;
+    a.scale = cfg.scale;
+    a.shear = cfg.shear;
+    a.perspective = cfg.perspective;
+    a.fliplr = cfg.fliplr;
+    a.flipud = cfg.flipud;
+    a.hsv_h = cfg.hsv_h;
+    a.hsv_s = cfg.hsv_s;
+    a.hsv_v = cfg.hsv_v;
+    a.hsv_mode = cfg.hsv_mode;
+    a.hsv_prob = cfg.hsv_prob;
+    a.affine = cfg.affine;
+    a.no_aug_epochs = cfg.no_aug_epochs;
+    a.epochs = cfg.epochs;
+    a.cache = cfg.cache;
+    a.multi_scale = cfg.multi_scale;
+    return a;
+  }
+  std::shared_ptr<const Dataset> train_set() const { return train_; }
+  std::shared_ptr<const Dataset> val_set() const { return val_; }
+
+  static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
+  static torch::Tensor input(const Batch& b) { return b.images.to(torch::kFloat32).div(255.0); }
+
+  // The original's validation post-processing: every (box, class) pair above conf 0.001, class-aware NMS
+  // at IoU 0.65, 300 detections per image.
+  static DecodeOptions val_decode() {
+    DecodeOptions o;
+    o.conf = 0.001;
+    o.iou = 0.65;
+    o.max_det = 300;
+    o.multi_label = true;
+    return o;
+  }
+
+  // COCO mAP (COCOeval's rules, eval/detection.hpp) on the validation split: boxes mapped back to the
+  // original image and clipped to it, empty ones dropped; ground truth mapped back the same way, so areas
+  // are original pixels as COCO's are.
+  template <class Forward>
+  train::ValResult validate(Forward&& forward, data::Loader<Dataset>& loader, torch::Device dev) const {
+    torch::NoGradGuard ng;
+    eval::DetectionMetrics metrics;
+    const auto opts = Derived::val_decode();
+    loader.start_epoch(0);
+    while (auto batch = loader.next()) {
+      auto b = Derived::to_device(*batch, dev);
+      auto preds = derived().decode(forward(Derived::input(b)), opts);
+      const std::array<int64_t, 2> in_hw{b.images.size(2), b.images.size(3)};
+      for (size_t i = 0; i < preds.size(); ++i) {
+        const auto& lb = batch->letterbox[i];  // orig_h, orig_w, ratio, pad_x, pad_y
+        const std::array<int64_t, 2> orig{static_cast<int64_t>(lb[0]), static_cast<int64_t>(lb[1])};
+        auto p = detect::unletterbox(preds[i].to(torch::kCPU), in_hw, orig, lb[2], {lb[3], lb[4]});
+        if (p.size(0) > 0) {
+          auto keep = ((p.select(1, 2) > p.select(1, 0)) & (p.select(1, 3) > p.select(1, 1))).nonzero().squeeze(1);
+          p = p.index_select(0, keep);
+        }
+        auto g = batch->boxes[i];
+        if (g.size(0) > 0)
+          g = torch::cat({g.narrow(1, 0, 1), detect::unletterbox(g.narrow(1, 1, 4), in_hw, orig, lb[2], {lb[3], lb[4]})}, 1);
+        metrics.add(p, g);
+      }
+    }
+    auto r = metrics.compute();
+    train::ValResult v;
+    v.fitness = std::max(0.0, r.map50_95);  // COCO's -1 (no ground truth at all) ranks as 0
+    v.metrics = {{"mAP50", r.map50}, {"mAP50-95", r.map50_95}, {"mAP75", r.map75},   {"AP_small", r.ap_small},
+                 {"AP_medium", r.ap_medium}, {"AP_large", r.ap_large}, {"AR100", r.ar100},
+                 {"precision", r.precision}, {"recall", r.recall}};
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "mAP50 %.4f  mAP50-95 %.4f", r.map50, r.map50_95);
+    v.summary = buf;
+    return v;
+  }
+
+  // Predict on image files: letterbox, forward (a float [1,3,S,S] input in [0,1]), decode + NMS, boxes
+  // mapped back to the original pixels. Writes predictions.json and a copy of each image with its boxes.
+  template <class Forward>
+  nlohmann::json predict(Forward&& forward, const std::filesystem::path& source, const PredictOptions& opt,
+                         torch::Device dev, const std::filesystem::path& out_dir) const {
+    namespace fs = std::filesystem;
+    const auto files = detect::sources(source);
+    fs::create_directories(out_dir);
+    DecodeOptions dec;
+    dec.conf = opt.conf;
+    dec.iou = opt.iou;
+    dec.max_det = opt.max_det;
+    nlohmann::json all = nlohmann::json::array();
+    torch::NoGradGuard ng;
+    for (const auto& file : files) {
+      data::Image img = data::read_image(file);
+      data::DetBoxes none;
+      data::LetterboxInfo lb;
+      data::Image in = data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false);
+      auto x = data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32).div(255.0);
+      torch::Tensor det = derived().decode(forward(x), dec)[0].to(torch::kCPU).to(torch::kFloat64);
+      nlohmann::json boxes = nlohmann::json::array();
+      for (int64_t i = 0; i < det.size(0); ++i) {
+        torch::Tensor d = det[i];
+        // Letterboxed pixel -> original pixel: undo the padding, then the per-axis scale.
+        double x1 = std::clamp((d[0].item<double>() - lb.pad_x) / lb.scale_x, 0.0, double(img.w));
+        double y1 = std::clamp((d[1].item<double>() - lb.pad_y) / lb.scale_y, 0.0, double(img.h));
+        double x2 = std::clamp((d[2].item<double>() - lb.pad_x) / lb.scale_x, 0.0, double(img.w));
+        double y2 = std::clamp((d[3].item<double>() - lb.pad_y) / lb.scale_y, 0.0, double(img.h));
+        int cls = static_cast<int>(d[5].item<double>());
+        boxes.push_back({{"class", cls}, {"name", cls < static_cast<int>(names_.size()) ? names_[cls] : std::to_string(cls)},
+                         {"score", d[4].item<double>()}, {"box", {x1, y1, x2, y2}}});
+        if (opt.save_images) detect::draw_box(img, x1, y1, x2, y2, cls);
+      }
+      if (opt.save_images) data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
+      all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"boxes", boxes}});
+    }
+    std::ofstream(out_dir / "predictions.json") << all.dump(2) << "\n";
+    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
+    return all;
+  }
+  // One line per image for the command line.
+  static std::string predict_summary(const nlohmann::json& j) {
+    size_t n = 0;
+    for (auto& f : j) n += f["boxes"].size();
+    return std::to_string(j.size()) + " image(s), " + std::to_string(n) + " box(es)";
+  }
+
+  // The task's synthetic set: JPEGs with shapes to find, a data.yaml, YOLO labels.
+  static void synth(const data::SynthOptions& o) { detect::synth(o); }
+  // What the conformance suite and `data synth` point data= at after synth(o).
+  static std::filesystem::path synth_data(const std::filesystem::path& out) { return out / "data.yaml"; }
+
+  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
+  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
+  const std::vector<std::string>& names() const { return names_; }
+  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
+  const std::string& size() const { return size_; }
+
+ protected:
+  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+
+  std::string size_;
+  std::vector<std::string> names_;
+  std::shared_ptr<Dataset> train_, val_;
+};
+
+}  // namespace libreyolo::tasks

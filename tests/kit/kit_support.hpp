@@ -1,0 +1,73 @@
+#pragma once
+// Shared pieces of the family kit's tests: the registered trainer policies as a doctest type list, each
+// task's synthetic set (made once per process), and the settings the conformance runs use.
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+
+#include <boost/hana.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace lry_test {
+
+// Every registered family's trainer policies (one per task it trains), as std::tuple<...>.
+inline constexpr auto kit_policy_list = boost::hana::flatten(boost::hana::transform(
+    libreyolo::registered_families, [](auto t) { return libreyolo::families::task_policies<typename decltype(t)::type>(); }));
+using kit_policies = typename decltype(boost::hana::unpack(kit_policy_list, [](auto... t) {
+  return boost::hana::type_c<std::tuple<typename decltype(t)::type...>>;
+}))::type;
+
+// The task's synthetic set for policy P (30 images of 64 px, 3 classes: 24 train, 6 val), made once.
+template <class P>
+std::filesystem::path kit_data() {
+  static TempDir dir("lry_kit_" + std::string(P::task_info::name));
+  static const std::filesystem::path data = [] {
+    libreyolo::data::SynthOptions o;
+    o.out = dir.path / "data";
+    o.images = 30;
+    o.imgsz = 64;
+    o.classes = 3;
+    o.seed = 21;
+    P::synth(o);
+    return P::synth_data(o.out);
+  }();
+  return data;
+}
+
+template <class P>
+P kit_family() {
+  return P(std::string(P::sizes.front()));
+}
+
+// A short deterministic run: augmentation off, the whole training split in one batch (so every step sees
+// the same images and the loss is a function of the weights alone), AdamW, no warm-up, no EMA.
+template <class P>
+std::vector<std::string> kit_args(const std::filesystem::path& project, const std::string& name) {
+  return {"data=" + kit_data<P>().string(), "imgsz=64", "batch=24", "workers=0", "device=cpu", "epochs=8",
+          "val=false", "ema=false", "warmup_epochs=0", "optimizer=AdamW", "lr0=0.001", "weight_decay=0",
+          "mosaic=0", "mixup=0", "fliplr=0", "flipud=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "degrees=0", "translate=0",
+          "scale=0", "shear=0", "affine=false", "no_aug_epochs=0", "seed=4", "deterministic=true",
+          "project=" + project.string(), "name=" + name, "exist_ok=true"};
+}
+
+// The training loss per epoch row of results.json (the sum of the train/ columns).
+inline std::vector<double> train_losses(const std::filesystem::path& run_dir) {
+  std::ifstream f(run_dir / "results.json");
+  auto j = nlohmann::json::parse(f);
+  std::vector<double> out;
+  for (auto& row : j["epochs"]) {
+    double s = 0;
+    for (auto& [k, v] : row.items())
+      if (k.rfind("train/", 0) == 0 && v.is_number()) s += v.get<double>();
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace lry_test
