@@ -108,6 +108,18 @@ int run_val(std::vector<std::string> args) {
   return 0;
 }
 
+int run_export(std::vector<std::string> args) {
+  const auto format = take(args, "format", "libreyolo");
+  if (format != "libreyolo")
+    throw libreyolo::ConfigError("export: format=" + format + " is not supported; allowed: libreyolo (the original's .pt)");
+  const auto out = take(args, "out");
+  auto cfg = libreyolo::parse_args(args);
+  check_model_argument(cfg.model);
+  const auto written = libreyolo::Model(cfg.model).export_original(out);
+  std::cout << "exported " << cfg.model << " -> " << written.string() << " (the original's .pt, schema 1.0)" << std::endl;
+  return 0;
+}
+
 int run_predict(std::vector<std::string> args) {
   auto source = take(args, "source");
   if (source.empty()) throw libreyolo::ConfigError("predict: source= is required (an image or a folder of images)");
@@ -152,6 +164,10 @@ int main(int argc, char** argv) {
                                                 "libreyolo predict model=best.ckpt source=IMG_OR_DIR [conf=0.25]");
   predict->allow_extras();
 
+  auto* exp = app.add_subcommand("export", "write a checkpoint as the original's .pt: libreyolo export model=best.ckpt "
+                                          "format=libreyolo [out=FILE.pt]");
+  exp->allow_extras();
+
   auto* data = app.add_subcommand("data", "dataset tools");
   data->require_subcommand(1);
   auto* synth = data->add_subcommand("synth", "write a synthetic dataset of real JPEGs with learnable objects");
@@ -177,6 +193,7 @@ int main(int argc, char** argv) {
     if (train->parsed()) return run_train(train->remaining(), argv[0]);
     if (val->parsed()) return run_val(val->remaining());
     if (predict->parsed()) return run_predict(predict->remaining());
+    if (exp->parsed()) return run_export(exp->remaining());
     if (synth->parsed()) {
       so.out = out;
       libreyolo::tasks::synth(so.task, so);

@@ -54,6 +54,27 @@ class Model {
     return with_family(model_, task_, [&](auto fam) { return predict_with(std::move(fam), ck, source, cfg, out_dir, conf); });
   }
 
+  // `libreyolo export format=libreyolo`: the checkpoint as the original's .pt (its schema 1.0; the EMA
+  // weights when present, as the original saves them), which the original's loader accepts. `out` ""
+  // = the checkpoint's path with the extension .pt. Returns the path written.
+  std::filesystem::path export_original(std::filesystem::path out = {}) const {
+    namespace fs = std::filesystem;
+    if (weights_.empty()) throw ConfigError("export: model= must be a checkpoint file (weights/best.ckpt), not a bare name");
+    auto ck = io::load_any_checkpoint(weights_);
+    if (out.empty()) out = fs::path(weights_).replace_extension(".pt");
+    if (fs::exists(out) && fs::equivalent(out, weights_))
+      throw ConfigError("export: out=" + out.string() + " is the checkpoint being exported; give another out=");
+    with_family(model_, task_, [&](auto fam) {
+      using P = std::decay_t<decltype(fam)>;
+      fam.restore(ck.meta.at("family"));
+      auto net = fam.make_network();
+      train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
+      io::write_original_checkpoint(out, ck, *net, std::string(P::task_info::name), "libreyolo-cpp");
+      return 0;
+    });
+    return out;
+  }
+
   TrainResult train(TrainConfig cfg) const {
     cfg.model = model_;
     if (!weights_.empty() && cfg.weights.empty()) cfg.weights = weights_;

@@ -107,8 +107,12 @@ TEST_CASE("original .pt: our checkpoint exports with the original's schema and r
              {"ema", {{"updates", 77}}}};
   ly::train::put_module_state(ck, "ema.", *net);
   ck.tensors["ema.__present__"] = torch::ones({1});
-  const fs::path out = dir.path / "best.pt";
-  io::write_original_checkpoint(out, ck, *net, "detect", "test");
+  ly::train::save_checkpoint(ck, dir.path / "best.ckpt");
+  // What `libreyolo export model=best.ckpt format=libreyolo` does: next to it, best.pt.
+  const fs::path out = ly::Model((dir.path / "best.ckpt").string()).export_original();
+  CHECK(out == dir.path / "best.pt");
+  CHECK_THROWS_WITH_AS(ly::Model((dir.path / "best.ckpt").string()).export_original(dir.path / "best.ckpt"),
+                       doctest::Contains("is the checkpoint being exported"), ly::ConfigError);
   const auto back = io::checkpoint_from_original(out);
   CHECK(back.meta.at("model") == "yolo9t");
   CHECK(back.meta.at("family").at("names") == fam.describe().at("names"));
