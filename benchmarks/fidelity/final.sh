@@ -17,7 +17,7 @@ t0=$(date +%s)
 timeout 300 scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 $targets > $L/build.log 2>&1
 echo "build rc=$? in $(( $(date +%s) - t0 ))s"; grep -E "error|FAILED" $L/build.log | head -20; pack
 for a in $areas; do
-  timeout 150 $B/tests/test_$a --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "gpu $a rc=$? $(grep 'test cases' $L/gpu_$a.log)"
+  timeout 90 $B/tests/test_$a --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "gpu $a rc=$? $(grep 'test cases' $L/gpu_$a.log)"
   grep -E "ERROR|FATAL" -A3 $L/gpu_$a.log | head -24; grep -E "MESSAGE" -A1 $L/gpu_$a.log | grep -v skipped | head -12; pack
 done
 D=/tmp/fid_det
