@@ -7,6 +7,9 @@
 #include "support.hpp"
 #include "support_data.hpp"
 
+#include <fstream>
+#include <set>
+
 namespace ly = libreyolo;
 namespace cap = ly::capture;
 
@@ -22,15 +25,19 @@ TEST_CASE("a backbone_encoder network: forward = decode(encode(x)); the decoder'
   for (size_t i = 0; i < a->parameters().size(); ++i) b->parameters()[i].copy_(a->parameters()[i]);
   a->eval();
   b->eval();
-  auto x = torch::randn({2, 3, 32, 32});
-  std::vector<int64_t> tokens;
-  for (int i = 0; i < 4; ++i) {
+  std::set<int64_t> tokens;
+  for (int i = 0; i < 8; ++i) {
+    auto x = torch::randn({2, 3, 32, 32});
     auto y1 = a->forward(x);
-    tokens.push_back(a->last_tokens);
+    const int64_t k = a->last_tokens;
     auto y2 = b->decode(b->encode(x));
+    CHECK(b->last_tokens == k);  // a function of the batch, not of the call
     CHECK(y1.equal(y2));
+    CHECK((k - 1) % 3 == 0);
+    CHECK(k <= 13);
+    tokens.insert(k);
   }
-  CHECK(tokens == std::vector<int64_t>{1, 4, 7, 10});
+  CHECK(tokens.size() >= 2);
 }
 
 TEST_CASE("CudaGraph over a backbone_encoder family on a CPU: eager through the region, the same losses as Eager") {
