@@ -22,14 +22,14 @@ std::vector<std::string> args_for(const fs::path& project, const std::string& na
 
 struct StopAt {
   int64_t at;  // request a stop after this many micro-batches
-  void after_step(const ly::StepInfo& s) {
+  void operator()(ly::event::step_end, const ly::StepInfo& s) {
     if (s.iteration == at) ly::train::request_stop();
   }
 };
 
 struct StopAfterEpoch {
   int epoch;
-  void on_epoch_end(const ly::EpochInfo& e) {
+  void operator()(ly::event::epoch_end, const ly::EpochInfo& e) {
     if (e.epoch == epoch) ly::train::request_stop();
   }
 };
