@@ -44,6 +44,22 @@ struct LetterboxInfo {
 
 // Resizes img to fit out_h x out_w with its aspect ratio kept (never up when !scaleup), centres it
 // on a grey canvas and moves the boxes along.
+// Undoes a letterbox: boxes in the network input (from_hw) were made by resizing the original image
+// (to_hw) by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them to
+// the original image; other columns pass through.
+inline torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
+                                 double ratio, std::array<double, 2> pad_xy) {
+  if (ratio <= 0) throw ConfigError("unletterbox: ratio must be > 0, got " + std::to_string(ratio));
+  if (from_hw[0] <= 0 || from_hw[1] <= 0 || to_hw[0] <= 0 || to_hw[1] <= 0)
+    throw ConfigError("unletterbox: image shapes must be positive");
+  auto out = boxes.clone();
+  auto xs = torch::tensor({0, 2}, torch::kInt64).to(boxes.device());
+  auto ys = torch::tensor({1, 3}, torch::kInt64).to(boxes.device());
+  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio).clamp(0, static_cast<double>(to_hw[1])));
+  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio).clamp(0, static_cast<double>(to_hw[0])));
+  return out;
+}
+
 inline Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr,
                        bool scaleup = true) {
   double r = std::min(static_cast<double>(out_h) / img.h, static_cast<double>(out_w) / img.w);
@@ -484,14 +500,7 @@ inline torch::Tensor hsv_add_chw(const Image& img, double h_gain, double s_gain,
 inline torch::Tensor hsv_augment_chw(const Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
   if (h_gain == 0 && s_gain == 0 && v_gain == 0) return to_chw_tensor(img);
   if (img.c != 3) throw Error("hsv_augment_chw: needs a 3-channel RGB image, got " + std::to_string(img.c) + " channels");
-  const auto L = detail::draw_hsv_jitter(h_gain, s_gain, v_gain, rng);
-  const auto& tb = detail::hsv_tables();
-  torch::Tensor out = torch::empty({3, img.h, img.w}, torch::kUInt8);
-  const size_t n = static_cast<size_t>(img.h) * img.w;
-  uint8_t *r = out.data_ptr<uint8_t>(), *g = r + n, *b = g + n;
-  const uint8_t* p = img.px.data();
-  for (size_t i = 0; i < n; ++i, p += 3) detail::hsv_jitter_pixel(L, tb, p[0], p[1], p[2], r[i], g[i], b[i]);
-  return out;
+  return hsv_lut_chw(img, detail::draw_hsv_jitter(h_gain, s_gain, v_gain, rng));
 }
 
 inline void flip_boxes_lr(DetBoxes& boxes, int width) {

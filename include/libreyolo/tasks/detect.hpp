@@ -58,21 +58,8 @@ struct DecodeOptions {
 
 namespace detect {
 
-// Undo a letterbox: boxes in the network input (from_hw) were made by resizing the original image (to_hw)
-// by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them to the
-// original image; other columns pass through.
-inline torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
-                                 double ratio, std::array<double, 2> pad_xy) {
-  if (ratio <= 0) throw ConfigError("unletterbox: ratio must be > 0, got " + std::to_string(ratio));
-  if (from_hw[0] <= 0 || from_hw[1] <= 0 || to_hw[0] <= 0 || to_hw[1] <= 0)
-    throw ConfigError("unletterbox: image shapes must be positive");
-  auto out = boxes.clone();
-  auto xs = torch::tensor({0, 2}, torch::kInt64).to(boxes.device());
-  auto ys = torch::tensor({1, 3}, torch::kInt64).to(boxes.device());
-  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio).clamp(0, static_cast<double>(to_hw[1])));
-  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio).clamp(0, static_cast<double>(to_hw[0])));
-  return out;
-}
+// Undo a letterbox (data/augment.hpp's unletterbox): xyxy columns 0..3 back to the original image.
+using data::unletterbox;
 
 // The images a `source=` names: one image file, or every image under a folder (sorted).
 inline std::vector<std::filesystem::path> sources(const std::filesystem::path& source) {

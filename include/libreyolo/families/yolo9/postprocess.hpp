@@ -4,6 +4,7 @@
 // make_anchors / dfl_decode / dist2bbox / bbox2dist are shared with the loss.
 #include <libreyolo/assign/box_ops.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/data/augment.hpp>
 
 #include <torch/torch.h>
 
@@ -174,19 +175,10 @@ inline std::vector<torch::Tensor> postprocess(const std::vector<torch::Tensor>& 
 }
 
 // Undo a letterbox: boxes in the network input (from_hw) were made by resizing the original image
-// (to_hw) by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them
-// to the original image; other columns pass through.
+// (to_hw) by `ratio` and padding `pad_xy` on the left/top (data::unletterbox).
 inline torch::Tensor scale_boxes(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw,
                                  std::array<int64_t, 2> to_hw, double ratio, std::array<double, 2> pad_xy) {
-  if (ratio <= 0) throw ConfigError("scale_boxes: ratio must be > 0, got " + std::to_string(ratio));
-  if (from_hw[0] <= 0 || from_hw[1] <= 0 || to_hw[0] <= 0 || to_hw[1] <= 0)
-    throw ConfigError("scale_boxes: image shapes must be positive");
-  auto out = boxes.clone();
-  auto xs = torch::tensor({0, 2}, torch::kInt64).to(boxes.device());
-  auto ys = torch::tensor({1, 3}, torch::kInt64).to(boxes.device());
-  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio).clamp(0, static_cast<double>(to_hw[1])));
-  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio).clamp(0, static_cast<double>(to_hw[0])));
-  return out;
+  return data::unletterbox(boxes, from_hw, to_hw, ratio, pad_xy);
 }
 
 // Same, for the centred letterbox: ratio = min(from/to) and the padding split evenly on both sides.
