@@ -56,15 +56,16 @@ std::vector<std::string> kit_args(const std::filesystem::path& project, const st
           "project=" + project.string(), "name=" + name, "exist_ok=true"};
 }
 
-// The training loss per epoch row of results.json (the sum of the train/ columns).
-inline std::vector<double> train_losses(const std::filesystem::path& run_dir) {
+// The training loss per epoch row of results.json: the sum of the train/ columns, or the one column
+// `only` names.
+inline std::vector<double> train_losses(const std::filesystem::path& run_dir, const std::string& only = "") {
   std::ifstream f(run_dir / "results.json");
   auto j = nlohmann::json::parse(f);
   std::vector<double> out;
   for (auto& row : j["epochs"]) {
     double s = 0;
     for (auto& [k, v] : row.items())
-      if (k.rfind("train/", 0) == 0 && v.is_number()) s += v.get<double>();
+      if (k.rfind("train/", 0) == 0 && v.is_number() && (only.empty() || k == only)) s += v.get<double>();
     out.push_back(s);
   }
   return out;

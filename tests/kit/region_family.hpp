@@ -32,10 +32,10 @@ struct TokenNetImpl : torch::nn::Module {
   // Tokens = feature-map cells; this batch's decoder reads the first 1, 4, 7, 10 or 13 of them.
   torch::Tensor decode(const torch::Tensor& f) {
     const int64_t cells = f.size(2) * f.size(3);
-    // The count comes from the features themselves (the channel with the largest mean in sample 0), not
+    // The count comes from the features themselves (the cell where channel 0 of sample 0 peaks), not
     // from a call counter: a step re-run after a failed replay must see the same count as eager.
     ++decode_calls;
-    const int64_t pick = f[0].mean({1, 2}).argmax().item<int64_t>();
+    const int64_t pick = f[0][0].flatten().argmax().item<int64_t>();
     last_tokens = std::min<int64_t>(cells, 1 + (pick % 5) * 3);
     auto t = f.flatten(2).transpose(1, 2).narrow(1, 0, last_tokens);  // [B, k, C], k varies per batch
     return head->forward(torch::relu(proj->forward(t)).mean(1));
