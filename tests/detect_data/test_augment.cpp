@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <libreyolo/data/augment.hpp>
 
+#include <array>
 #include <cmath>
 #include <numbers>
 
@@ -359,4 +360,42 @@ TEST_CASE("warp_tiles: the affine fast path matches the per-pixel reference") {
     for (size_t i = 0; i < fast.px.size(); ++i) off += std::abs(fast.px[i] - ref.px[i]) > 1;
     CHECK(off * 200 < static_cast<int>(fast.px.size()));  // < 0.5%: pixels exactly on a tile border
   }
+}
+
+TEST_CASE("YOLOX's additive HSV (the original's YOLOv9): hue wraps modulo 180, S and V clip, zero offsets keep the image") {
+  // Pure red (255, 0, 0) is H 0, S 255, V 255 in OpenCV's units.
+  Image red(2, 2, 3, 0);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 2; ++x) red.at(y, x, 0) = 255;
+  const auto& tb = libreyolo::data::detail::hsv_tables();
+  auto apply = [&](const Image& img, int dh, int ds, int dv) {
+    const auto L = libreyolo::data::detail::hsv_add_lut(dh, ds, dv);
+    uint8_t r, g, b;
+    libreyolo::data::detail::hsv_jitter_pixel(L, tb, img.at(0, 0, 0), img.at(0, 0, 1), img.at(0, 0, 2), r, g, b);
+    return std::array<int, 3>{r, g, b};
+  };
+  CHECK(apply(red, 0, 0, 0) == std::array<int, 3>{255, 0, 0});
+  CHECK(apply(red, 60, 0, 0) == std::array<int, 3>{0, 255, 0});    // H 0 + 60 = 60: green
+  CHECK(apply(red, -60, 0, 0) == std::array<int, 3>{0, 0, 255});   // H 0 - 60 wraps to 120: blue
+  CHECK(apply(red, 0, -300, 0) == std::array<int, 3>{255, 255, 255});  // S clipped to 0: grey at V 255
+  CHECK(apply(red, 0, 0, -300) == std::array<int, 3>{0, 0, 0});    // V clipped to 0: black
+  CHECK(apply(red, 0, 0, 40) == std::array<int, 3>{255, 0, 0});    // V clipped at 255
+  // Drawn offsets: integers (truncated toward zero) within +-gain, each channel zero with probability 1/2.
+  std::mt19937_64 rng(3);
+  int zero_h = 0, n = 4000;
+  Image grey(1, 1, 3, 128);
+  for (int i = 0; i < n; ++i) {
+    const auto L = libreyolo::data::detail::draw_hsv_add(5, 30, 30, rng);
+    // grey has S 0: only V moves it; its V table entry tells the drawn V offset.
+    const int dv = L.v[128] - 128;
+    CHECK(std::abs(dv) <= 30);
+    zero_h += L.sector[0] == 0 && L.f30[0] == 0;  // hue offset 0 keeps H 0 at sector 0, position 0
+  }
+  CHECK(zero_h > n * 0.5);  // p = 1/2 (dropped) + 1/2 * 1/5 (kept, but |u| < 1/5 truncates to 0) = 0.6
+  CHECK(zero_h < n * 0.65);
+  // hsv_add_chw with gains 0 is off: the image unchanged (no lossy HSV round trip).
+  std::mt19937_64 r2(9);
+  Image a(3, 5, 3);
+  for (auto& v : a.px) v = static_cast<uint8_t>(r2() % 256);
+  CHECK(hsv_add_chw(a, 0, 0, 0, r2).equal(to_chw_tensor(a)));
 }

@@ -492,7 +492,10 @@ inline torch::Tensor hsv_lut_chw(const Image& img, const detail::HsvJitterLut& L
 }
 
 // YOLOX-style additive HSV jitter (gains in OpenCV units: H 0..180, S and V 0..255) to a CHW tensor.
+// Gains 0 turn it off (no conversion); otherwise every image goes through the integer HSV round trip,
+// as the original's (OpenCV's) does, also when its drawn offsets are all 0.
 inline torch::Tensor hsv_add_chw(const Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng) {
+  if (h_gain == 0 && s_gain == 0 && v_gain == 0) return to_chw_tensor(img);
   return hsv_lut_chw(img, detail::draw_hsv_add(h_gain, s_gain, v_gain, rng));
 }
 
