@@ -5,21 +5,11 @@
 # the peak VRAM of a cuda_graph=true profile; graph_speedup at fp16.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/out}; L=/tmp/L; mkdir -p $L
-mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
-B=build-cuda; CLI=$B/tools/libreyolo
-pack() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; }
+. benchmarks/fidelity/common.sh
 areas=${AREAS:-kit capture profile}
 targets="libreyolo_cli graph_speedup"; for a in $areas; do targets="$targets test_$a"; done
-t0=$(date +%s)
-timeout 300 scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 $targets > $L/build.log 2>&1
-echo "build rc=$? in $(( $(date +%s) - t0 ))s"; grep -E "error|FAILED" $L/build.log | head -20; pack
-for a in $areas; do
-  timeout 90 $B/tests/test_$a --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "gpu $a rc=$? $(grep 'test cases' $L/gpu_$a.log)"
-  grep -E "ERROR|FATAL" -A3 $L/gpu_$a.log | head -24; grep -E "MESSAGE" -A1 $L/gpu_$a.log | grep -v skipped | head -12; pack
-done
+build_cuda 300 $targets
+gpu_tests 90 $areas
 D=/tmp/fid_det
 timeout 60 $CLI data synth --task detect --out $D --images 400 --imgsz 640 --classes 8 --seed 0 > $L/synth.log 2>&1
 timeout 90 $CLI val model=.fixtures/ly9t_ckpt.pt data=$D/data.yaml imgsz=640 batch=16 > $L/val_ly9t.log 2>&1

@@ -1,0 +1,23 @@
+# Shared by session.sh and final.sh (sourced from the repository root): the carried .deps unpacked and
+# on the library path, the log folder and its packing, the CUDA build of some targets and the GPU
+# suites of some test areas.
+OUT=${OUT:-/tmp/out}; L=/tmp/L; mkdir -p $L
+mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
+B=build-cuda; CLI=$B/tools/libreyolo
+pack() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; }  # after every stage: a cut call still returns the logs
+# build_cuda SECONDS TARGET...
+build_cuda() {
+  local secs=$1 t0; shift; t0=$(date +%s)
+  timeout "$secs" scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 "$@" > $L/build.log 2>&1
+  echo "build rc=$? in $(( $(date +%s) - t0 ))s"; grep -E "error|FAILED" $L/build.log | head -20; pack
+}
+# gpu_tests SECONDS AREA...: each area's runner with --test-suite=gpu, its failures and messages.
+gpu_tests() {
+  local secs=$1 a; shift
+  for a in "$@"; do
+    timeout "$secs" $B/tests/test_$a --test-suite=gpu > $L/gpu_$a.log 2>&1; echo "gpu $a rc=$? $(grep 'test cases' $L/gpu_$a.log)"
+    grep -E "ERROR|FATAL" -A3 $L/gpu_$a.log | head -24; grep -E "MESSAGE" -A1 $L/gpu_$a.log | grep -v skipped | head -12; pack
+  done
+}
