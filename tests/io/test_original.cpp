@@ -2,6 +2,7 @@
 // trained YOLOv9-t loads as one of our checkpoints and validates like the original measured it; ours
 // export to a .pt with the original's metadata schema and read back equal; bad files get named errors.
 #include "support.hpp"
+#include "io/io_support.hpp"
 #include "support_data.hpp"
 
 #include <libreyolo/data/synth.hpp>
@@ -29,11 +30,6 @@ bool have_trained() {
   return false;
 }
 
-std::string python_with_torch() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c \"import torch\" > /dev/null 2>&1").c_str()) == 0) return py;
-  return "";
-}
 
 // A small original-style checkpoint: `model` = the given state dict and the schema's metadata.
 PyValue original_like(const io::StateDict& sd, const std::string& family, const std::string& size, int64_t nc) {
@@ -130,7 +126,7 @@ TEST_CASE("original .pt: our checkpoint exports with the original's schema and r
     CHECK_MESSAGE(root.contains(k), k);
   CHECK(root.at("ema_updates").as_int() == 77);
   // Python's torch.load sees the original's schema (names int-keyed, model an OrderedDict in state_dict order).
-  const std::string py = python_with_torch();
+  const std::string py = lry_test::python_with_torch();
   if (py.empty()) {
     MESSAGE("skipped the Python check: no python3 that can import torch");
     return;

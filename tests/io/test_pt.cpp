@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support.hpp"
+#include "io/io_support.hpp"
 
 namespace io = libreyolo::io;
 namespace fs = std::filesystem;
@@ -88,14 +89,6 @@ bool same(const PyValue& a, const PyValue& b) {
   return false;
 }
 
-// A python3 that can import torch ("" when none).
-std::string python_with_torch() {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    const std::string cmd = std::string(py) + " -c \"import torch\" > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -564,7 +557,7 @@ TEST_CASE("pt: the original's checkpoint survives read -> write -> read unchange
 }
 
 TEST_CASE("pt: files written here load in Python's torch.load as the same dict") {
-  const std::string py = python_with_torch();
+  const std::string py = lry_test::python_with_torch();
   if (py.empty()) {
     MESSAGE("skipped: no python3 that can import torch");
     return;
