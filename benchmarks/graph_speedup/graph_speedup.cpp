@@ -1,13 +1,15 @@
 // CUDA-graph speedup, one arm per process (SPEC §2.4 method): the same saved initial state, one real
 // batch replayed without the dataloader, fastest of --steps timed steps after --warmup steps (the graph
 // arm captures during warm-up), then the same steps again under Kineto for the GPU kernel busy time.
-//   graph_speedup --arm eager|graph --model resnet18|yolo9t --precision fp16|fp32 --state FILE
+//   graph_speedup --arm eager|graph --model NAME --precision fp16|fp32 --state FILE [--batch B --imgsz S --classes C]
+// NAME is any registered model (yolo9t, resnet18, ...). The batch is real: the family's task writes its
+// synthetic set, the family's dataset loads and collates it (augmentation off), and the network is built
+// for C classes (default: 80 for detectors, 1000 for classifiers, as their COCO / ImageNet heads). The
+// family's capture region is the one the trainer graphs; the loss is the family's own, eager.
 // Prints one JSON line. Peak VRAM covers warm-up (and so the capture) and the timed steps.
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/memory_format.hpp>
-#include <libreyolo/families/resnet/network.hpp>
-#include <libreyolo/families/yolo9/loss.hpp>
-#include <libreyolo/families/yolo9/network.hpp>
+#include <libreyolo/families/registry.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/collector.hpp>
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <iostream>
 
 namespace ly = libreyolo;
@@ -29,6 +32,8 @@ namespace {
 struct Args {
   std::string arm = "eager", model = "yolo9t", precision = "fp16", state;
   int warmup = 10, steps = 24;
+  int batch = 0, imgsz = 0, classes = 0;
+  std::string device = "cuda";  // cpu: a smoke test of the eager arm (no graphs, no kernel times)  // 0: the task's default (detect 8 / 640 / 80, classify 16 / 224 / 1000)
   bool nhwc = false;  // --nhwc 1: channels-last weights and input, cuDNN autotuning (the trainer's CUDA defaults)
 };
 
@@ -42,9 +47,14 @@ Args parse(int argc, char** argv) {
       .add("--warmup", &a.warmup)
       .add("--steps", &a.steps)
       .add("--nhwc", &a.nhwc)
+      .add("--batch", &a.batch)
+      .add("--imgsz", &a.imgsz)
+      .add("--classes", &a.classes)
+      .add("--device", &a.device)
       .parse(argc, argv);
   if (a.arm != "eager" && a.arm != "graph") throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph");
-  if (a.model != "resnet18" && a.model != "yolo9t") throw std::invalid_argument("--model " + a.model + ": allowed resnet18, yolo9t");
+  if (a.device != "cuda" && a.device != "cpu") throw std::invalid_argument("--device " + a.device + ": allowed cuda, cpu");
+  if (a.device == "cpu" && a.arm == "graph") throw std::invalid_argument("--arm graph needs --device cuda");
   if (a.precision != "fp16" && a.precision != "fp32") throw std::invalid_argument("--precision " + a.precision + ": allowed fp16, fp32");
   if (a.state.empty()) a.state = "graph_speedup_" + a.model + ".state";
   return a;
@@ -66,11 +76,12 @@ void same_state(torch::nn::Module& net, const std::string& path) {
   for (size_t i = 0; i < state.size(); ++i) state[i].copy_(saved[i]);
 }
 
-// The arm: `Capture` is Eager or CudaGraph<>; `loss_of(out)` is the family's eager loss.
-template <class Capture, class Net, class LossFn>
+// The arm: `Capture` is Eager or CudaGraph<>; `loss_of(out)` is the family's eager loss; `Region` the
+// family's capture region.
+template <class Capture, class Region, class Net, class LossFn>
 nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev) {
   auto cfg = ly::parse_args({"amp=" + std::string(a.precision == "fp32" ? "false" : "true"), "amp_dtype=float16",
-                             "cuda_graph=true", "device=cuda"});
+                             "cuda_graph=true", "device=" + a.device});
   at::globalContext().setBenchmarkCuDNN(a.nhwc);
   if (a.nhwc) ly::to_channels_last(*net);
   ly::precision::FamilyDefault prec;
@@ -84,7 +95,7 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
     torch::Tensor loss;
     {
       [[maybe_unused]] auto g = prec.autocast();
-      loss = loss_of(capture.forward(net, input));
+      loss = loss_of(capture.forward(net, input, Region{}));
     }
     prec.scale(loss).backward();
     prec.step(opt);
@@ -92,7 +103,7 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
     opt.zero_grad();
   };
   ly::compat::cuda_synchronize(dev);
-  ly::compat::cuda_reset_peak(0);
+  if (dev.is_cuda()) ly::compat::cuda_reset_peak(0);
   for (int i = 0; i < a.warmup; ++i) step();
   ly::compat::cuda_synchronize(dev);
   const auto t = ly::profile::time_steps(step, a.steps, dev, static_cast<int>(x.size(0)));
@@ -112,47 +123,53 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
           {"torch", ly::compat::torch_version()}};
 }
 
+template <class Capture, class P>
+nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
+  constexpr bool detect = P::task_info::task == ly::Task::detect;
+  const int batch = a.batch > 0 ? a.batch : (detect ? 8 : 16);
+  const int imgsz = a.imgsz > 0 ? a.imgsz : (detect ? 640 : 224);
+  const int classes = a.classes > 0 ? a.classes : (detect ? 80 : 1000);
+  // One real batch from the task's synthetic set (written once per state file, reused by every arm).
+  const std::filesystem::path data_dir = a.state + ".data";
+  ly::data::SynthOptions o;
+  o.out = data_dir;
+  o.images = std::max(2 * batch, 16);  // classification: one train and one val image per class at least
+  o.imgsz = imgsz;
+  o.classes = 8;
+  o.seed = 0;
+  if (!std::filesystem::exists(data_dir)) P::synth(o);
+  p.setup(ly::parse_args({"data=" + P::synth_data(data_dir).string(), "imgsz=" + std::to_string(imgsz), "workers=0",
+                          "mosaic=0", "mixup=0", "fliplr=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "scale=0", "translate=0",
+                          "seed=0"}));
+  p.restore({{"names", std::vector<std::string>(static_cast<size_t>(classes), "c")}});
+  const auto ds = p.train_set();
+  std::mt19937_64 rng(0);
+  std::vector<typename P::Dataset::Sample> samples;
+  for (int i = 0; i < batch; ++i) samples.push_back(ds->get(static_cast<size_t>(i) % ds->size(), rng, 0));
+  const auto b = P::to_device(P::Dataset::collate(std::move(samples)), dev);
+  torch::manual_seed(0);
+  auto net = p.make_network();
+  net->to(dev);
+  same_state(*net, a.state);
+  auto family = std::make_shared<P>(std::move(p));
+  using Region = ly::capture::region_t<ly::family_traits<P>::capture_region>;
+  return run_arm<Capture, Region>(a, net, [family, b](const auto& out) { return family->loss(out, b).total; },
+                                  P::input(b), dev);
+}
+
 template <class Capture>
 nlohmann::json run_model(const Args& a, torch::Device dev) {
-  torch::manual_seed(0);
-  if (a.model == "yolo9t") {
-    auto y = ly::families::yolo9::Yolo9(ly::families::yolo9::Yolo9Options{"t", 80, 16});
-    y->to(dev);
-    same_state(*y, a.state);
-    const int64_t batch = 8;
-    torch::manual_seed(1);
-    auto x = torch::rand({batch, 3, 640, 640}).to(dev);
-    // 6 boxes per image, padded to 10 rows (class -1), in pixels.
-    auto t = torch::full({batch, 10, 5}, -1.0);
-    for (int b = 0; b < batch; ++b)
-      for (int j = 0; j < 6; ++j) {
-        float cx = 80.f + 80.f * j, cy = 100.f + 50.f * (b % 8), w = 40.f + 10.f * j, h = 60.f;
-        t[b][j] = torch::tensor({float(j * 7 % 80), cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2});
-      }
-    t = t.to(dev);
-    auto loss = std::make_shared<ly::families::yolo9::DetectionLoss>(y->strides(), 80);
-    return run_arm<Capture>(a, y, [loss, t](const std::vector<torch::Tensor>& out) { return (*loss)(out, t).total; },
-                            x, dev);
-  }
-  auto r = ly::resnet::ResNet(ly::resnet::ResNetOptions{18, 1000});
-  r->to(dev);
-  same_state(*r, a.state);
-  torch::manual_seed(1);
-  auto x = torch::rand({16, 3, 224, 224}).to(dev);
-  auto labels = torch::randint(0, 1000, {16}, torch::kLong).to(dev);
-  return run_arm<Capture>(a, r, [labels](const torch::Tensor& logits) {
-    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
-  }, x, dev);
+  return ly::with_family(a.model, [&](auto p) { return run_family<Capture>(a, std::move(p), dev); });
 }
 }  // namespace
 
 int main(int argc, char** argv) try {
   auto a = parse(argc, argv);
-  if (!ly::compat::cuda_available()) {
-    std::cerr << "graph_speedup: needs a CUDA device (this build/run has none)\n";
+  if (a.device == "cuda" && !ly::compat::cuda_available()) {
+    std::cerr << "graph_speedup: needs a CUDA device (this build/run has none; --device cpu for a smoke test)\n";
     return 2;
   }
-  const torch::Device dev(torch::kCUDA, 0);
+  const torch::Device dev = a.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   auto out = a.arm == "graph" ? run_model<ly::capture::CudaGraph<>>(a, dev) : run_model<ly::capture::Eager>(a, dev);
   std::cout << out.dump() << std::endl;
   return 0;

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Runs every arm of the CUDA-graph benchmark in its own process and prints the table.
-#   benchmarks/graph_speedup/run.sh BUILD_DIR [OUT_JSONL]
+#   [MODELS="resnet18 yolo9t"] [PRECISIONS="fp16 fp32"] benchmarks/graph_speedup/run.sh BUILD_DIR [OUT_JSONL]
+# MODELS: any registered model names (graph_speedup --model).
 set -euo pipefail
 build=${1:?usage: run.sh BUILD_DIR [OUT_JSONL]}
 out=${2:-graph_speedup.jsonl}
 bin="$build/benchmarks/graph_speedup/graph_speedup"
 state_dir=$(mktemp -d)
 : > "$out"
-for model in resnet18 yolo9t; do
+for model in ${MODELS:-resnet18 yolo9t}; do
   for precision in ${PRECISIONS:-fp16 fp32}; do
     for arm in eager graph; do
       "$bin" --arm "$arm" --model "$model" --precision "$precision" --state "$state_dir/$model.state" | tee -a "$out"
     done
   done
 done
-rm -rf "$state_dir"
+rm -rf "$state_dir"  # the states and their synthetic sets
 python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

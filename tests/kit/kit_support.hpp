@@ -16,10 +16,9 @@
 
 namespace lry_test {
 
-// Every registered family's trainer policies (one per task it trains), as std::tuple<...>.
-inline constexpr auto kit_policy_list = boost::hana::flatten(boost::hana::transform(
-    libreyolo::registered_families, [](auto t) { return libreyolo::families::task_policies<typename decltype(t)::type>(); }));
-using kit_policies = typename decltype(boost::hana::unpack(kit_policy_list, [](auto... t) {
+// The trainer policies of family F (one per task it trains), as std::tuple<...> (a doctest type list).
+template <class F>
+using family_policies = typename decltype(boost::hana::unpack(libreyolo::families::task_policies<F>(), [](auto... t) {
   return boost::hana::type_c<std::tuple<typename decltype(t)::type...>>;
 }))::type;
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Session 8's device calls (one script, stages chosen per call; logs come back as $OUT/logs.tgz):
+#   buildtime  clean CLI build on 2 cores of the trees under .bt/<name> (carried) and of this tree, side by side
+#              (benchmarks/build_time/run.sh), while the CUDA build below uses the other cores
+#   build      the CUDA build of $TARGETS (default: the CLI, graph_speedup and the GPU test runners of $AREAS)
+#   gpu        the GPU suites of $AREAS (default: kit capture)
+#   graphs     graph_speedup for $MODELS at $PRECISIONS (benchmarks/graph_speedup/run.sh)
+#   train      for each "name|args" line of $TRAIN_FILE: `libreyolo train args` on the 400-image 640 px set, its
+#              last validation line and wall time
+#   benchmarks/session8.sh STAGE...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. benchmarks/fidelity/common.sh
+stages=" $* "; has() { [[ "$stages" == *" $1 "* ]]; }
+AREAS=${AREAS:-kit capture}
+TARGETS=${TARGETS:-libreyolo_cli graph_speedup $(for a in $AREAS; do printf 'test_%s ' "$a"; done)}
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+bt_pid=
+if has buildtime; then
+  arms=(); for d in .bt/*/; do arms+=("$(basename "$d")=$PWD/$d"); done; arms+=("this=$PWD")
+  CMAKE_PREFIX_PATH="$torch_prefix;/tmp/deps/usr" benchmarks/build_time/run.sh $L/build_time "${arms[@]}" > $L/build_time.txt 2>&1 &
+  bt_pid=$!; ncores=$((2 * ${#arms[@]}))
+fi
+if has build; then
+  if [ -n "$bt_pid" ]; then
+    t0=$(date +%s)
+    timeout 420 taskset -c $ncores-$(($(nproc) - 1)) scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 $TARGETS > $L/build.log 2>&1
+    echo "build rc=$? in $(( $(date +%s) - t0 ))s (cores $ncores+)"; grep -E "error|FAILED" $L/build.log | head -20; pack
+  else
+    build_cuda 420 $TARGETS
+  fi
+fi
+if [ -n "$bt_pid" ]; then wait $bt_pid; cat $L/build_time.txt; pack; fi
+has gpu && gpu_tests 240 $AREAS
+if has graphs; then
+  MODELS=${MODELS:-resnet18 yolo9t} PRECISIONS=${PRECISIONS:-fp16 fp32} timeout 420 benchmarks/graph_speedup/run.sh $B $L/graph_speedup.jsonl > $L/graph_speedup.txt 2>&1
+  echo "graph_speedup rc=$?"; tail -12 $L/graph_speedup.txt; pack
+fi
+if has train; then
+  D=/tmp/s8_det; timeout 90 $CLI data synth --task detect --out $D --images 400 --imgsz 640 --classes 8 --seed 0 > $L/synth.log 2>&1
+  while IFS='|' read -r name args; do
+    [ -z "$name" ] || [[ "$name" == \#* ]] && continue
+    args=${args//@DET@/$D/data.yaml}
+    t0=$(date +%s)
+    timeout ${TRAIN_TIMEOUT:-240} $CLI train $args project=/tmp/s8 name=$name exist_ok=true > $L/train_$name.log 2>&1
+    echo "train $name rc=$? wall=$(( $(date +%s) - t0 ))s $(grep -E 'mAP50-95|top1|mIoU|F1' $L/train_$name.log | tail -1)"; pack
+  done < "${TRAIN_FILE:-/dev/null}"
+fi
+pack
