@@ -5,7 +5,7 @@
 #   build      the CUDA build of $TARGETS (default: the CLI, graph_speedup and the GPU test runners of $AREAS)
 #   gpu        the GPU suites of $AREAS (default: kit capture)
 #   graphs     graph_speedup for $MODELS at $PRECISIONS (benchmarks/graph_speedup/run.sh)
-#   train      for each "name|args" line of $TRAIN_FILE: `libreyolo train args` on the 400-image 640 px set, its
+args" line of $TRAIN_FILE: `libreyolo train args` on the 400-image 640 px set, its|args" line of $TRAIN_FILE: `libreyolo train args` on the 400-image 640 px set, its
 #              last validation line and wall time
 #   benchmarks/session8.sh STAGE...
 set -uo pipefail
@@ -37,13 +37,27 @@ if has graphs; then
   echo "graph_speedup rc=$?"; tail -12 $L/graph_speedup.txt; pack
 fi
 if has train; then
+  # TRAIN_PAR runs share the GPU at once (accuracy runs: their wall times are then not comparable).
   D=/tmp/s8_det; timeout 90 $CLI data synth --task detect --out $D --images 400 --imgsz 640 --classes 8 --seed 0 > $L/synth.log 2>&1
+  train_one() {
+    local name=$1 args=$2 t0; t0=$(date +%s)
+    timeout ${TRAIN_TIMEOUT:-300} $CLI train $args project=/tmp/s8 name=$name exist_ok=true > $L/train_$name.log 2>&1
+    echo "train $name rc=$? wall=$(( $(date +%s) - t0 ))s $(grep -E 'mAP50-95|top1|mIoU|F1' $L/train_$name.log | tail -1)"
+    cp /tmp/s8/$name/results.json $L/results_$name.json 2>/dev/null
+  }
+  n=0
   while IFS='|' read -r name args; do
     [ -z "$name" ] || [[ "$name" == \#* ]] && continue
     args=${args//@DET@/$D/data.yaml}
-    t0=$(date +%s)
-    timeout ${TRAIN_TIMEOUT:-240} $CLI train $args project=/tmp/s8 name=$name exist_ok=true > $L/train_$name.log 2>&1
-    echo "train $name rc=$? wall=$(( $(date +%s) - t0 ))s $(grep -E 'mAP50-95|top1|mIoU|F1' $L/train_$name.log | tail -1)"; pack
+    if [[ "$args" == *@SYNTH:* ]]; then  # @SYNTH:task:imgsz:images@ -> a synthetic set of that task
+      spec=${args#*@SYNTH:}; spec=${spec%%@*}; IFS=: read -r task sz imgs <<< "$spec"
+      dd=/tmp/s8_${task}_$sz; [ -d $dd ] || timeout 120 $CLI data synth --task $task --out $dd --images $imgs --imgsz $sz --classes 8 --seed 0 > $L/synth_$task.log 2>&1
+      data=$dd; [ -f $dd/data.yaml ] && data=$dd/data.yaml
+      args=${args//@SYNTH:$spec@/$data}
+    fi
+    train_one "$name" "$args" &
+    n=$((n + 1)); if [ $n -ge ${TRAIN_PAR:-1} ]; then wait -n; n=$((n - 1)); fi
   done < "${TRAIN_FILE:-/dev/null}"
+  wait; pack
 fi
 pack
