@@ -5,8 +5,9 @@
 #   build      the CUDA build of $TARGETS (default: the CLI, graph_speedup and the GPU test runners of $AREAS)
 #   gpu        the GPU suites of $AREAS (default: kit capture)
 #   graphs     graph_speedup for $MODELS at $PRECISIONS (benchmarks/graph_speedup/run.sh)
-args" line of $TRAIN_FILE: `libreyolo train args` on the 400-image 640 px set, its|args" line of $TRAIN_FILE: `libreyolo train args` on the 400-image 640 px set, its
-#              last validation line and wall time
+#   train      for each "name|args" line of $TRAIN_FILE (@DET@: the 400-image 640 px detection set;
+#              @SYNTH:task:imgsz:images@: a synthetic set of that task), `libreyolo train args`, $TRAIN_PAR
+#              of them at once on the GPU; the last validation line, the wall time, results.json
 #   benchmarks/session8.sh STAGE...
 set -uo pipefail
 cd "$(dirname "$0")/.."
