@@ -73,8 +73,8 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
     const bool closed = cfg.no_aug_epochs > 0 && info.epoch >= cfg.epochs - cfg.no_aug_epochs;
     if (closed && !use_l1_) {
       use_l1_ = true;
-      log::info("yolox: mosaic closed for the last ", cfg.no_aug_epochs, " epoch(s) (from epoch ", info.epoch + 1,
-                "): L1 loss on");
+      log::info("yolox: mosaic closed for the last ", cfg.no_aug_epochs, " epoch(s) (from epoch ",
+                cfg.epochs - cfg.no_aug_epochs + 1, "): L1 loss on");
       capture.invalidate("yolox L1 loss on");
     }
   }
