@@ -85,3 +85,32 @@ TEST_CASE("yolox trains through the trainer: the L1 column joins at the switch, 
   }
   CHECK(j["capture"]["invalidations"] == 1);
 }
+
+TEST_CASE("yolox: the network input is 0..255 BGR; decode places a box at (grid + offset) · stride, exp(wh) · stride") {
+  auto rgb = torch::tensor({10.f, 20.f, 30.f}).view({1, 3, 1, 1});
+  auto x = ly::YoloxFamily::from_pixels(rgb);
+  CHECK(x.flatten().equal(torch::tensor({30.f, 20.f, 10.f})));
+
+  // 64 px input: maps 8x8, 4x4, 2x2; one confident anchor at level 1, cell (x 2, y 1).
+  const int64_t nc = 2;
+  std::vector<torch::Tensor> maps;
+  for (int64_t h : {8, 4, 2}) maps.push_back(torch::full({1, 5 + nc, h, h}, -10.0f));
+  auto& m = maps[1];
+  m[0][0][1][2] = 0.5f;             // x offset -> (2 + 0.5) · 16 = 40
+  m[0][1][1][2] = 0.25f;            // y offset -> (1 + 0.25) · 16 = 20
+  m[0][2][1][2] = std::log(2.0f);   // w = 2 · 16 = 32
+  m[0][3][1][2] = std::log(1.0f);   // h = 16
+  m[0][4][1][2] = 10.0f;            // objectness
+  m[0][6][1][2] = 10.0f;            // class 1
+  ly::YoloxFamily f("t");
+  auto det = f.decode(maps, ly::tasks::DecodeOptions{});
+  REQUIRE(det.size() == 1);
+  REQUIRE(det[0].size(0) == 1);
+  auto d = det[0][0];
+  CHECK(d[0].item<float>() == doctest::Approx(24.0));
+  CHECK(d[1].item<float>() == doctest::Approx(12.0));
+  CHECK(d[2].item<float>() == doctest::Approx(56.0));
+  CHECK(d[3].item<float>() == doctest::Approx(28.0));
+  CHECK(d[4].item<float>() == doctest::Approx(1.0).epsilon(1e-3));
+  CHECK(d[5].item<float>() == 1);
+}

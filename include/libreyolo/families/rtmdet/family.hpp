@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace libreyolo {
 
@@ -50,12 +51,13 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
 
   Network make_network() const { return Network(families::rtmdet::RtmdetOptions{size_, num_classes()}); }
 
-  // The original's input: BGR 0..255 normalised with mmdet's mean / std (in BGR order).
+  // The original's input: BGR 0..255 normalised with mmdet's mean / std (in BGR order). Scalar
+  // arithmetic per channel: no host-to-device copy of constants in the step.
   static torch::Tensor from_pixels(const torch::Tensor& rgb255) {
-    auto opt = rgb255.options();
-    auto mean = torch::tensor({103.53, 116.28, 123.675}, opt.dtype(torch::kFloat64)).to(opt).view({1, 3, 1, 1});
-    auto inv_std = torch::tensor({1 / 57.375, 1 / 57.12, 1 / 58.395}, opt.dtype(torch::kFloat64)).to(opt).view({1, 3, 1, 1});
-    return (rgb255.flip({1}) - mean) * inv_std;
+    const double mean[3] = {103.53, 116.28, 123.675}, stdev[3] = {57.375, 57.12, 58.395};
+    std::vector<torch::Tensor> ch;
+    for (int64_t c = 0; c < 3; ++c) ch.push_back((rgb255.narrow(1, 2 - c, 1) - mean[c]) / stdev[c]);
+    return torch::cat(ch, 1);
   }
 
   train::LossOutput loss(const std::vector<torch::Tensor>& feats, const Batch& b) {
