@@ -13,7 +13,8 @@
 //   std::vector<torch::Tensor> decode(const Output&, const DecodeOptions&) const
 //                                                     per image [n, 6] x1 y1 x2 y2 score class, in
 //                                                     network-input pixels, after NMS
-// and may hide val_decode() (the validation thresholds) or input() (the network input).
+// and may hide val_decode() (the validation thresholds), from_pixels() (float RGB 0..255 [B,3,H,W] -> the
+// network input; default /255, used by input() and predict()) or input() (the network input of a batch).
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
@@ -144,7 +145,8 @@ class DetectTask {
   std::shared_ptr<const Dataset> val_set() const { return val_; }
 
   static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
-  static torch::Tensor input(const Batch& b) { return b.images.to(torch::kFloat32).div(255.0); }
+  static torch::Tensor from_pixels(const torch::Tensor& rgb255) { return rgb255.div(255.0); }
+  static torch::Tensor input(const Batch& b) { return Derived::from_pixels(b.images.to(torch::kFloat32)); }
 
   // The original's validation post-processing: every (box, class) pair above conf 0.001, class-aware NMS
   // at IoU 0.65, 300 detections per image.
@@ -196,7 +198,7 @@ class DetectTask {
     return v;
   }
 
-  // Predict on image files: letterbox, forward (a float [1,3,S,S] input in [0,1]), decode + NMS, boxes
+  // Predict on image files: letterbox, forward (from_pixels of the float [1,3,S,S] image), decode + NMS, boxes
   // mapped back to the original pixels. Writes predictions.json and a copy of each image with its boxes.
   template <class Forward>
   nlohmann::json predict(Forward&& forward, const std::filesystem::path& source, const PredictOptions& opt,
@@ -215,7 +217,7 @@ class DetectTask {
       data::DetBoxes none;
       data::LetterboxInfo lb;
       data::Image in = data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false);
-      auto x = data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32).div(255.0);
+      auto x = Derived::from_pixels(data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32));
       torch::Tensor det = derived().decode(forward(x), dec)[0].to(torch::kCPU).to(torch::kFloat64);
       nlohmann::json boxes = nlohmann::json::array();
       for (int64_t i = 0; i < det.size(0); ++i) {

@@ -1,0 +1,96 @@
+#pragma once
+// The RTMDet family: t on the detection task. CSPNeXt + CSPNeXtPAFPN + the head whose convolutions are
+// shared across levels with per-level BatchNorms (network.hpp), the dynamic soft-label assigner, quality
+// focal loss + GIoU (loss.hpp), the original's recipe (its RTMDetConfig, fixtures/libreyolo/rtmdet-t/
+// config.json) and the whole network as the capture region.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/rtmdet/loss.hpp>
+#include <libreyolo/families/rtmdet/network.hpp>
+#include <libreyolo/families/yolo9/postprocess.hpp>
+#include <libreyolo/tasks/detect.hpp>
+#include <libreyolo/train/family.hpp>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace libreyolo {
+
+class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
+ public:
+  static constexpr std::string_view name = "rtmdet";
+  static constexpr std::array<std::string_view, 1> sizes{"t"};
+  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  struct traits : family_defaults {
+    static constexpr bool amp_default = true;
+    static constexpr CaptureRegion capture_region = CaptureRegion::network;
+    static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    // The original's RTMDetConfig (mmdet's rtmdet recipe): AdamW lr0 0.004, weight decay 0.05 (none on
+    // BatchNorm and biases, our param groups' default, as mmdet's paramwise_cfg), cosine schedule after a
+    // 1-epoch linear warm-up from 4e-8, min_lr_ratio 0.05, no_aug_epochs 20, EMA 0.9998; validation every
+    // 10 epochs; its MosaicMixupDataset with no rotation / translation / shear, mosaic scale (0.1, 2.0)
+    // (here scale 0.9: 1 ± 0.9), mixup with probability 1, flips 0.5, YOLOX's additive HSV jitter.
+    static constexpr std::array<std::string_view, 16> overrides{
+        "optimizer=AdamW", "lr0=0.004",  "momentum=0.9", "weight_decay=0.05", "scheduler=cos",
+        "warmup_epochs=1", "warmup_lr_start=4e-8", "no_aug_epochs=20", "eval_interval=10", "mixup=1.0",
+        "translate=0",     "scale=0.9",  "hsv_mode=add", "hsv_h=5", "hsv_s=30", "hsv_v=30"};
+    static constexpr std::string_view fixture_prefix = "rtmdet-";
+  };
+  using Network = families::rtmdet::Rtmdet;
+
+  explicit RtmdetFamily(std::string size = "t") : DetectTask(std::move(size)) {
+    for (auto p : planned_sizes)
+      if (size_ == p) throw ConfigError("model=rtmdet" + size_ + ": not implemented yet; available: rtmdett");
+    if (size_ != "t") throw ConfigError("model=rtmdet" + size_ + ": unknown size; available: rtmdett");
+  }
+
+  Network make_network() const { return Network(families::rtmdet::RtmdetOptions{size_, num_classes()}); }
+
+  // The original's input: BGR 0..255 normalised with mmdet's mean / std (in BGR order). Scalar
+  // arithmetic per channel: no host-to-device copy of constants in the step.
+  static torch::Tensor from_pixels(const torch::Tensor& rgb255) {
+    const double mean[3] = {103.53, 116.28, 123.675}, stdev[3] = {57.375, 57.12, 58.395};
+    std::vector<torch::Tensor> ch;
+    for (int64_t c = 0; c < 3; ++c) ch.push_back((rgb255.narrow(1, 2 - c, 1) - mean[c]) / stdev[c]);
+    return torch::cat(ch, 1);
+  }
+
+  train::LossOutput loss(const std::vector<torch::Tensor>& feats, const Batch& b) {
+    if (!loss_) loss_ = std::make_unique<families::rtmdet::RtmdetLoss>(strides(), num_classes());
+    auto out = (*loss_)(feats, b.targets);
+    return {out.total, out.items};
+  }
+  static std::vector<std::string> loss_names() { return {"cls", "bbox"}; }
+
+  // Head maps -> [B, A, 4 + nc]: xyxy boxes in input pixels (priors at cell corners), sigmoid scores.
+  static torch::Tensor decode_predictions(const std::vector<torch::Tensor>& feats) {
+    auto rows = families::rtmdet::flatten_levels(feats);
+    auto priors = families::rtmdet::make_priors(feats, strides());
+    auto boxes = families::rtmdet::distance2bbox(priors.narrow(1, 0, 2), rows.narrow(-1, 0, 4));
+    return torch::cat({boxes, rows.narrow(-1, 4, rows.size(-1) - 4).sigmoid()}, -1);
+  }
+  std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& feats, const tasks::DecodeOptions& o) const {
+    torch::NoGradGuard ng;
+    families::yolo9::NmsOptions nms;
+    nms.conf = o.conf;
+    nms.iou = o.iou;
+    nms.max_det = o.max_det;
+    nms.multi_label = o.multi_label;
+    return families::yolo9::non_max_suppression(decode_predictions(feats), nms);
+  }
+  static std::vector<int64_t> strides() { return {8, 16, 32}; }
+
+  // The original's state-dict names equal ours; its 8 aliases of the shared head convs
+  // (head.{cls,reg}_convs.{1,2}.{0,1}.conv.weight) have no counterpart here (level 0's conv is the one).
+  static std::string original_key(const std::string& ours) { return ours; }
+
+ private:
+  std::unique_ptr<families::rtmdet::RtmdetLoss> loss_;
+};
+
+}  // namespace libreyolo

@@ -1,0 +1,114 @@
+#pragma once
+// The YOLOX family: t and s on the detection task. CSPDarknet + PAFPN + decoupled head (network.hpp),
+// SimOTA + IoU / objectness / class BCE losses and the L1 loss that joins when mosaic closes (loss.hpp),
+// the original's recipe (its YOLOXConfig, fixtures/libreyolo/yolox-t/config.json) and the whole network
+// as the capture region. When the L1 loss turns on (epoch epochs - no_aug_epochs, as the original's
+// on_mosaic_disable) the family tells the capture policy once, which drops its graph and re-captures when
+// the shape is stable again (SPEC §2.3).
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/yolo9/postprocess.hpp>
+#include <libreyolo/families/yolox/loss.hpp>
+#include <libreyolo/families/yolox/network.hpp>
+#include <libreyolo/tasks/detect.hpp>
+#include <libreyolo/train/events.hpp>
+#include <libreyolo/train/family.hpp>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace libreyolo {
+
+class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
+ public:
+  static constexpr std::string_view name = "yolox";
+  static constexpr std::array<std::string_view, 2> sizes{"t", "s"};
+  static constexpr std::array<std::string_view, 4> planned_sizes{"n", "m", "l", "x"};
+  struct traits : family_defaults {
+    static constexpr bool amp_default = true;
+    static constexpr CaptureRegion capture_region = CaptureRegion::network;
+    static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    // The original's YOLOXConfig over SPEC §3: SGD momentum 0.9 (nesterov, lr0 0.01, wd 5e-4 as the
+    // defaults), yoloxwarmcos with 5 warm-up epochs from 0 and min_lr_ratio 0.05, no_aug_epochs 15, EMA
+    // 0.9998, 4 workers (defaults); validation every 10 epochs; its MosaicMixupDataset: random affine with
+    // degrees 10, translate 0.1, shear 2 and mosaic scale (0.1, 2.0) — here scale 0.9, the symmetric range
+    // 0.1 .. 1.9 our affine draws (1 ± scale) —, mixup with probability 1, flips 0.5, and YOLOX's
+    // additive HSV jitter (gains 5, 30, 30, each channel with probability 1/2).
+    static constexpr std::array<std::string_view, 10> overrides{
+        "momentum=0.9", "eval_interval=10", "mixup=1.0", "degrees=10", "shear=2", "scale=0.9",
+        "hsv_mode=add", "hsv_h=5", "hsv_s=30", "hsv_v=30"};
+    static constexpr std::string_view fixture_prefix = "yolox-";
+  };
+  using Network = families::yolox::Yolox;
+
+  explicit YoloxFamily(std::string size = "s") : DetectTask(std::move(size)) {
+    for (auto p : planned_sizes)
+      if (size_ == p) throw ConfigError("model=yolox" + size_ + ": not implemented yet; available: yoloxt, yoloxs");
+    if (size_ != "t" && size_ != "s") throw ConfigError("model=yolox" + size_ + ": unknown size; available: yoloxt, yoloxs");
+  }
+
+  Network make_network() const { return Network(families::yolox::YoloxOptions{size_, num_classes()}); }
+
+  // The original feeds 0..255 BGR (cv2 images, no normalisation): the same here, so its checkpoints
+  // predict and validate as they do there.
+  static torch::Tensor from_pixels(const torch::Tensor& rgb255) { return rgb255.flip({1}); }
+
+  train::LossOutput loss(const std::vector<torch::Tensor>& feats, const Batch& b) {
+    if (!loss_) loss_ = std::make_unique<families::yolox::YoloxLoss>(strides(), num_classes());
+    loss_->use_l1 = use_l1_;
+    auto out = (*loss_)(feats, b.targets);
+    return {out.total, out.items};
+  }
+  static std::vector<std::string> loss_names() { return {"iou", "obj", "cls", "l1"}; }
+
+  // Mosaic closes for the last no_aug_epochs epochs; from then on the L1 loss is on (the original's
+  // on_mosaic_disable, also when resuming past that epoch). The capture policy hears of it once.
+  template <class Capture>
+  void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, Capture& capture) {
+    const bool closed = cfg.no_aug_epochs > 0 && info.epoch >= cfg.epochs - cfg.no_aug_epochs;
+    if (closed && !use_l1_) {
+      use_l1_ = true;
+      log::info("yolox: mosaic closed for the last ", cfg.no_aug_epochs, " epoch(s) (from epoch ",
+                cfg.epochs - cfg.no_aug_epochs + 1, "): L1 loss on");
+      capture.invalidate("yolox L1 loss on");
+    }
+  }
+  bool use_l1() const { return use_l1_; }
+
+  // Raw head maps -> [B, A, 4 + nc]: xyxy boxes in input pixels, then sigmoid(obj) · sigmoid(cls).
+  static torch::Tensor decode_predictions(const std::vector<torch::Tensor>& feats) {
+    std::vector<torch::Tensor> f32;
+    for (const auto& f : feats) f32.push_back(f.to(torch::kFloat32));
+    auto rows = families::yolox::flatten_levels(f32);
+    auto [grid, stride] = families::yolox::grids_of(f32, strides());
+    auto c = families::yolox::decode_boxes(rows, grid, stride);
+    auto half = c.narrow(-1, 2, 2) / 2;
+    auto xyxy = torch::cat({c.narrow(-1, 0, 2) - half, c.narrow(-1, 0, 2) + half}, -1);
+    auto scores = rows.narrow(-1, 4, 1).sigmoid() * rows.narrow(-1, 5, rows.size(-1) - 5).sigmoid();
+    return torch::cat({xyxy, scores}, -1);
+  }
+  std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& feats, const tasks::DecodeOptions& o) const {
+    torch::NoGradGuard ng;
+    families::yolo9::NmsOptions nms;
+    nms.conf = o.conf;
+    nms.iou = o.iou;
+    nms.max_det = o.max_det;
+    nms.multi_label = o.multi_label;
+    return families::yolo9::non_max_suppression(decode_predictions(feats), nms);
+  }
+  static std::vector<int64_t> strides() { return {8, 16, 32}; }
+
+  // Loading the original's PyTorch .pt checkpoints (io/): the original's state-dict names equal ours.
+  static std::string original_key(const std::string& ours) { return ours; }
+
+ private:
+  std::unique_ptr<families::yolox::YoloxLoss> loss_;
+  bool use_l1_ = false;
+};
+
+}  // namespace libreyolo
