@@ -250,13 +250,16 @@ TEST_SUITE("gpu") {
       CHECK(rg["replayed_steps"].get<int64_t>() >= 7);
       bool reproducible = e1.equal(e2);
       for (size_t i = 0; reproducible && i < pe1.size(); ++i) reproducible = pe1[i].equal(pe2[i]);
-      if (reproducible) {
+      // A family with randomness inside its captured region (graph_eager_spread > 0: drop-path, dropout)
+      // replays the graph's own random stream: statistically equivalent, never bit-equal.
+      if (reproducible && ly::family_traits<P>::graph_eager_spread == 0) {
         CHECK(g.equal(e1));
         REQUIRE(pg.size() == pe1.size());
         for (size_t i = 0; i < pg.size(); ++i) CHECK(pg[i].equal(pe1[i]));
       } else {
         const double spread = std::max((e1 - e2).abs().max().item<double>(), ly::family_traits<P>::graph_eager_spread);
-        MESSAGE(P::name << ": eager is not bit-reproducible (spread " << spread << "); comparing within it");
+        MESSAGE(P::name << ": " << (reproducible ? "randomness inside the graph" : "eager is not bit-reproducible")
+                        << " (spread " << spread << "); comparing within it");
         CHECK((g - e1).abs().max().item<double>() <= 2 * spread + 1e-6);
       }
     }

@@ -13,6 +13,7 @@
 // factor s from [scale_lo, scale_hi], resizes by min(S/h, S/w) * s (image bilinear, mask nearest),
 // crops a random S x S window where the result overflows and pads bottom/right (image grey 114, mask
 // ignore); HSV jitter (probability hsv_prob) touches the image only. Validation: s = 1, no flip, no HSV.
+// The "stretch" mode (LingBot-Vision) resizes to S x S instead (flip only, no jitter, no padding).
 // Geometry moves the mask with its pixels: every operation is applied to both, nearest-neighbour for
 // the mask, so a class id never blends into another.
 //
@@ -54,6 +55,7 @@ struct SemanticAugment {
   double fliplr = 0.5;
   double scale_lo = 0.5, scale_hi = 2.0;  // scale jitter; lo == hi == 1 is off
   double hsv_prob = 0.0, hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  bool stretch = false;  // the original's resize_mode "stretch": resized to S x S, no scale jitter, no pad
   std::string cache = "off";  // off | ram | disk: the decoded image is cached (masks are re-read: cheap)
 };
 
@@ -202,6 +204,7 @@ inline std::filesystem::path mask_path_for(const std::filesystem::path& image, c
 
 // One geometric draw of the training transform.
 struct SemanticDraw {
+  bool stretch = false;  // resize to S x S (aspect not kept); scale and crop unused
   bool flip = false;
   double scale = 1.0;
   int crop_y = 0, crop_x = 0;  // top-left of the S x S window in the resized image (0 when it fits)
@@ -215,6 +218,10 @@ inline std::pair<Image, Image> semantic_geometry(const Image& img, const Image& 
                     std::to_string(mask.h) + "x" + std::to_string(mask.w) + " differ in size");
   Image im = img, mk = mask;
   if (d.flip) flip_lr(im), flip_lr(mk);
+  if (d.stretch) {
+    if (im.h != S || im.w != S) im = resize_bilinear(im, S, S), mk = resize_nearest(mk, S, S);
+    return {std::move(im), std::move(mk)};
+  }
   const double ratio = std::min(double(S) / im.h, double(S) / im.w) * d.scale;
   const int nh = std::max(1, static_cast<int>(std::lround(im.h * ratio)));
   const int nw = std::max(1, static_cast<int>(std::lround(im.w * ratio)));
@@ -237,8 +244,10 @@ inline std::pair<Image, Image> semantic_geometry(const Image& img, const Image& 
 // Draws the geometry for an h x w image (flip, scale, crop offsets), in the original's order.
 inline SemanticDraw draw_semantic(int h, int w, const SemanticAugment& a, std::mt19937_64& rng) {
   SemanticDraw d;
+  d.stretch = a.stretch;
   if (!a.train) return d;
   d.flip = bernoulli(rng, a.fliplr);
+  if (a.stretch) return d;
   d.scale = a.scale_lo == a.scale_hi ? a.scale_lo : uniform(rng, a.scale_lo, a.scale_hi);
   const double ratio = std::min(double(a.imgsz) / h, double(a.imgsz) / w) * d.scale;
   const int nh = std::max(1, static_cast<int>(std::lround(h * ratio)));

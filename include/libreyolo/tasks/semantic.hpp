@@ -16,8 +16,9 @@
 //   train::LossOutput loss(const torch::Tensor& logits, const Batch&)   (cross_entropy() below: the usual one)
 //   static std::vector<std::string> loss_names()
 // and may declare `static constexpr std::array<double, 2> scale_jitter` (its recipe's scale range, used
-// while scale= is not given; else [1 - scale, 1 + scale], scale=0 = off) or hide input() (float in [0, 1]:
-// the networks normalise inside, as the original's do).
+// while scale= is not given; else [1 - scale, 1 + scale], scale=0 = off), `semantic_stretch = true` (the
+// original's stretch resize mode), `imgsz_divisor` (imgsz must be a multiple), or hide input() (float
+// in [0, 1]: the networks normalise inside, as the original's do).
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
@@ -118,6 +119,10 @@ class SemanticTask {
     if (!names_.empty() && names_ != yaml.names)
       throw CheckpointError("the checkpoint's classes differ from the classes of " + cfg.data);
     names_ = yaml.names;
+    if constexpr (requires { Derived::imgsz_divisor; })
+      if (cfg.imgsz % Derived::imgsz_divisor != 0)
+        throw ConfigError("imgsz=" + std::to_string(cfg.imgsz) + ": model=" + std::string(Derived::name) + size_ +
+                          " needs a multiple of " + std::to_string(Derived::imgsz_divisor) + " (its patch grid)");
     data::SemanticAugment aug = augment_from(cfg);
     train_ = data::SemanticDataset::open(yaml, "train", keys.masks_dir, keys.label_mapping, aug);
     aug.train = false;
@@ -142,6 +147,7 @@ class SemanticTask {
     a.hsv_prob = hsv_off ? 0.0 : cfg.hsv_prob;
     a.hsv_h = cfg.hsv_h, a.hsv_s = cfg.hsv_s, a.hsv_v = cfg.hsv_v;
     a.cache = cfg.cache;
+    if constexpr (requires { Derived::semantic_stretch; }) a.stretch = Derived::semantic_stretch;
     return a;
   }
   std::shared_ptr<const Dataset> train_set() const { return train_; }
@@ -225,10 +231,12 @@ class SemanticTask {
     for (const auto& file : files) {
       const data::Image img = data::read_image(file);
       const data::Image none(img.h, img.w, 1, 0);
-      auto [in, unused] = data::semantic_geometry(img, none, S, data::SemanticDraw{});
+      data::SemanticDraw draw;
+      if constexpr (requires { Derived::semantic_stretch; }) draw.stretch = Derived::semantic_stretch;
+      const data::Image in = data::semantic_geometry(img, none, S, draw).first;
       const double ratio = std::min(double(S) / img.h, double(S) / img.w);
-      const int64_t nh = std::min<int64_t>(S, std::max<int64_t>(1, std::lround(img.h * ratio)));
-      const int64_t nw = std::min<int64_t>(S, std::max<int64_t>(1, std::lround(img.w * ratio)));
+      const int64_t nh = draw.stretch ? S : std::min<int64_t>(S, std::max<int64_t>(1, std::lround(img.h * ratio)));
+      const int64_t nw = draw.stretch ? S : std::min<int64_t>(S, std::max<int64_t>(1, std::lround(img.w * ratio)));
       auto x = data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32).div(255.0);
       auto logits = to_mask_size(torch::Tensor(forward(x)).to(torch::kFloat32), S, S);
       logits = logits.narrow(2, 0, nh).narrow(3, 0, nw);
@@ -238,7 +246,7 @@ class SemanticTask {
       const auto stem = file.stem().string();
       data::write_mask(out_dir / (stem + "_mask.png"), mask);
       data::write_png(out_dir / (stem + "_overlay.png"), semantic::overlay(img, mask));
-      auto counts = torch::bincount(cls.reshape({-1}).to(torch::kInt64), {}, num_classes());
+      const torch::Tensor counts = torch::bincount(cls.reshape({-1}).to(torch::kInt64), {}, num_classes());
       nlohmann::json classes = nlohmann::json::array();
       for (int64_t c = 0; c < num_classes(); ++c) {
         const auto k = counts[c].item<int64_t>();
