@@ -8,4 +8,5 @@
 #define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY) \
   LIBREYOLO_FAMILY(resnet, ResNetFamily)     \
   LIBREYOLO_FAMILY(yolo9, Yolo9Family)       \
-  LIBREYOLO_FAMILY(segformer, SegformerFamily)
+  LIBREYOLO_FAMILY(segformer, SegformerFamily) \
+  LIBREYOLO_FAMILY(lingbot, LingBotFamily)

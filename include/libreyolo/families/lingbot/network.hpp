@@ -207,7 +207,7 @@ class SelfAttentionBlockImpl : public torch::nn::Cloneable<SelfAttentionBlockImp
     attn = register_module("attn", SelfAttention(D, c_.num_heads, c_.qkv_bias));
     ls1 = register_module("ls1", LayerScale(D));
     norm2 = register_module("norm2", layer_norm(D));
-    if (c_.swiglu) swiglu = register_module("mlp", SwiGLUFFN(D, 4 * D, c_.qkv_bias));
+    if (c_.swiglu) swiglu = register_module("mlp", SwiGLUFFN(D, 4 * D, true));
     else mlp = register_module("mlp", Mlp(D, 4 * D, true));
     ls2 = register_module("ls2", LayerScale(D));
   }
@@ -250,7 +250,7 @@ class BackboneImpl : public torch::nn::Cloneable<BackboneImpl> {
     const int64_t h = H / kPatch, w = W / kPatch;
     auto tokens = patch_embed->forward(x).flatten(1, 2);
     auto prefix = torch::cat({cls_token, storage_tokens}, 1).expand({B, -1, -1});
-    tokens = torch::cat({prefix.to(tokens.scalar_type()), tokens}, 1);
+    tokens = torch::cat({prefix, tokens}, 1);  // promotes as the original's cat does (fp32 under autocast)
     auto [sin, cos] = rope_embed->forward(h, w);
     for (const auto& b : *blocks) tokens = b->as<SelfAttentionBlockImpl>()->forward(tokens, sin, cos);
     tokens = norm->forward(tokens);
@@ -289,6 +289,14 @@ class LingBotImpl : public torch::nn::Cloneable<LingBotImpl> {
     // The original's recipe trains the head only (the report's linear probe).
     if (freeze_)
       for (auto& p : backbone->parameters()) p.set_requires_grad(false);
+  }
+  // A deep copy (the EMA's) keeps the backbone frozen: LibTorch's clone rebuilds the children through
+  // their own reset(), which knows nothing of the freeze.
+  std::shared_ptr<torch::nn::Module> clone(const torch::optional<torch::Device>& device = torch::nullopt) const override {
+    auto copy = torch::nn::Cloneable<LingBotImpl>::clone(device);
+    if (freeze_)
+      for (auto& p : std::dynamic_pointer_cast<LingBotImpl>(copy)->backbone->parameters()) p.set_requires_grad(false);
+    return copy;
   }
   torch::Tensor forward(const torch::Tensor& x) {
     static constexpr std::array<double, 3> mean{0.485, 0.456, 0.406}, stdev{0.229, 0.224, 0.225};
