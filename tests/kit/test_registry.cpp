@@ -64,7 +64,7 @@ TEST_CASE("model names pick a family, a size and a task; task= picks another tas
   CHECK(task_of<void>("resnet34") == "classify:34");
   CHECK(task_of<void>("resnet18", "classify") == "classify:18");
   CHECK_THROWS_WITH_AS(task_of<void>("resnet18", "detect"), doctest::Contains("does not train this task"), ly::ConfigError);
-  CHECK_THROWS_WITH_AS(task_of<void>("twotaska", "segment"), doctest::Contains("its tasks: detect, classify"), ly::ConfigError);
+  CHECK_THROWS_WITH_AS(task_of<void>("twotaska", "semantic"), doctest::Contains("its tasks: detect, classify"), ly::ConfigError);
   CHECK_THROWS_WITH_AS(task_of<void>("twotaska", "pose"), doctest::Contains("unknown task"), ly::ConfigError);
   CHECK_THROWS_WITH_AS(task_of<void>("twotaskc"), doctest::Contains("twotaska, twotaskb, twotaska-cls"), ly::ConfigError);
 }

@@ -207,11 +207,7 @@ class CudaGraph {
 
   template <class Out, class Fn>
   void capture(torch::nn::Module& whole, torch::nn::Module& region, Fn fn, const torch::Tensor& x, const ShapeKey& key) {
-    auto random = random_training_modules(region);
-    if (!random.empty())
-      log::info("cuda_graph: the captured region draws random numbers (", random.front(),
-                random.size() > 1 ? " and " + std::to_string(random.size() - 1) + " more" : std::string(),
-                "); replays draw from the graph's own random stream: statistically equivalent to eager, not identical");
+    random_notice_.at_capture(region);
     std::vector<torch::Tensor> params;
     for (auto& p : region.parameters())
       if (p.requires_grad()) params.push_back(p);
@@ -256,6 +252,7 @@ class CudaGraph {
                 (buffers_restored ? " (this step's BatchNorm statistics restored, the step re-run eager)" : ""));
   }
 
+  RandomNotice random_notice_;
   std::unique_ptr<GraphedCallable> graphed_;
   std::optional<ShapeKey> capture_key_;
   std::vector<torch::Tensor> eager_params_;

@@ -5,6 +5,7 @@
 // and everything after it stay eager. The CPU-testable pieces (output flattening, BatchNorm buffer
 // snapshot, randomness detection) are outside the CUDA guard.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
 
 #include <torch/torch.h>
 
@@ -62,7 +63,15 @@ class BufferSnapshot {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
 };
 
-// Names of submodules that draw random numbers in training mode (dropout of any kind with p > 0).
+// A module other than LibTorch's dropouts that draws random numbers in training mode (stochastic
+// depth, ...): it derives from this and says how likely a draw changes its output (0 = never draws).
+struct DrawsRandomInTraining {
+  virtual ~DrawsRandomInTraining() = default;
+  virtual double random_draw_probability() const = 0;
+};
+
+// Names of submodules that draw random numbers in training mode (dropout of any kind with p > 0, and
+// DrawsRandomInTraining modules with a probability > 0, e.g. drop-path).
 inline std::vector<std::string> random_training_modules(const torch::nn::Module& m) {
   std::vector<std::string> out;
   for (const auto& item : m.named_modules("net")) {
@@ -74,10 +83,32 @@ inline std::vector<std::string> random_training_modules(const torch::nn::Module&
     else if (auto* d3 = dynamic_cast<const torch::nn::Dropout3dImpl*>(mod)) p = d3->options.p();
     else if (auto* a = dynamic_cast<const torch::nn::AlphaDropoutImpl*>(mod)) p = a->options.p();
     else if (auto* f = dynamic_cast<const torch::nn::FeatureAlphaDropoutImpl*>(mod)) p = f->options.p();
+    else if (auto* r = dynamic_cast<const DrawsRandomInTraining*>(mod)) p = r->random_draw_probability();
     if (p > 0) out.push_back(item.key());
   }
   return out;
 }
+
+// The notice that the captured region draws random numbers (SPEC §2.3): logged at the first capture
+// whose region has such modules, once per run (a re-capture after an invalidation says nothing new).
+class RandomNotice {
+ public:
+  // Returns whether it logged now.
+  bool at_capture(const torch::nn::Module& region) {
+    if (logged_) return false;
+    const auto random = random_training_modules(region);
+    if (random.empty()) return false;
+    log::info("cuda_graph: the captured region draws random numbers (", random.front(),
+              random.size() > 1 ? " and " + std::to_string(random.size() - 1) + " more" : std::string(),
+              "); replays draw from the graph's own random stream: statistically equivalent to eager, not identical");
+    logged_ = true;
+    return true;
+  }
+  bool logged() const { return logged_; }
+
+ private:
+  bool logged_ = false;
+};
 
 // Failure injection for the tests: a forward replay that throws before its launch or after it ran, or a
 // backward replay that throws after it ran.

@@ -5,6 +5,7 @@
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
 
+#include <cmath>
 #include <string>
 
 #if defined(LIBREYOLO_WITH_CUDA)
@@ -142,6 +143,21 @@ inline void foreach_mul_by_tensor_(at::TensorList tensors, const at::Tensor& fac
   at::_foreach_mul_(tensors, factor);
 #else
   for (const auto& t : tensors) t.mul_(factor);
+#endif
+}
+}  // namespace libreyolo::compat
+
+// ---- nn: scaled dot-product attention (added for the semantic families) --------------------------
+// softmax(q k^T / sqrt(d)) v over the last two dims. LibTorch 2.x has the fused kernel (flash /
+// memory-efficient on CUDA); 1.13 computes it in plain ops (softmax in the inputs' dtype, as SDPA's
+// math path does).
+namespace libreyolo::compat {
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v);
+#else
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  return at::matmul(at::softmax(at::matmul(q, k.transpose(-2, -1)) * scale, -1), v);
 #endif
 }
 }  // namespace libreyolo::compat

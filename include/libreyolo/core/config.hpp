@@ -28,7 +28,7 @@ namespace libreyolo {
 struct TrainConfig {
   // what is trained, on what
   std::string model;                // family + size (families/list.hpp); "" = the first listed family's first size
-  std::string task;                 // "" = the model name's task; else detect | classify | segment | point
+  std::string task;                 // "" = the model name's task; else detect | classify | semantic | point
   std::string data;                 // dataset: folder (classify) or dataset YAML (detect)
   std::string weights;              // initial weights: a libreyolo checkpoint of the same family
   // loop (SPEC §3)
@@ -243,7 +243,7 @@ inline const std::vector<Field>& fields() {
     constexpr double inf = std::numeric_limits<double>::infinity();
     std::vector<Field> v;
     v.push_back(text("model", &TrainConfig::model, "family and size (see the model list below)"));
-    v.push_back(text("task", &TrainConfig::task, "detect | classify | segment | point: a task of a family that trains several (empty = the model name's)",
+    v.push_back(text("task", &TrainConfig::task, "detect | classify | semantic | point: a task of a family that trains several (empty = the model name's)",
                      {}, [](const std::string& s) { return lower(trim(s)); }));
     v.push_back(text("data", &TrainConfig::data, "dataset folder (classify) or dataset YAML (detect)"));
     v.push_back(text("weights", &TrainConfig::weights, "initial weights from a checkpoint of the same family"));

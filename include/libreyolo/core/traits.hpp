@@ -9,7 +9,7 @@
 
 namespace libreyolo {
 
-enum class Task { classify, detect, segment, point };
+enum class Task { classify, detect, semantic, point };
 // What a CUDA graph wraps (SPEC §2.3): nothing, the whole network forward, or the sub-module chain the
 // network declares as its encoder boundary (backbone + encoder; the decoder, whose shapes may vary per
 // batch, and the loss run eager). See capture/region.hpp.
@@ -19,7 +19,7 @@ constexpr std::string_view to_string(Task t) {
   switch (t) {
     case Task::classify: return "classify";
     case Task::detect: return "detect";
-    case Task::segment: return "segment";
+    case Task::semantic: return "semantic";
     case Task::point: return "point";
   }
   return "?";

@@ -90,7 +90,7 @@ auto with_family_in(Registry reg, const std::string& model, const std::string& t
   std::optional<Task> want;
   if (!task.empty()) {
     want = tasks::parse_task(task);
-    if (!want) throw ConfigError("task=" + task + ": unknown task; allowed: detect, classify, segment, point");
+    if (!want) throw ConfigError("task=" + task + ": unknown task; allowed: detect, classify, semantic, point");
   }
   std::optional<R> out;
   bool family_matched = false;

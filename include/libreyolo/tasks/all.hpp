@@ -3,7 +3,7 @@
 #include <libreyolo/tasks/classify.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/tasks/point.hpp>
-#include <libreyolo/tasks/segment.hpp>
+#include <libreyolo/tasks/semantic.hpp>
 
 #include <optional>
 #include <string>
@@ -11,17 +11,19 @@
 
 namespace libreyolo::tasks {
 
-using all_info = std::tuple<DetectInfo, ClassifyInfo, SegmentInfo, PointInfo>;
+using all_info = std::tuple<DetectInfo, ClassifyInfo, SemanticInfo, PointInfo>;
 
-// The tasks that have a synthetic set (those with content: detect, classify).
+// The tasks that have a synthetic set (those with content: detect, classify, semantic).
 inline const std::vector<std::string>& synth_tasks() {
-  static const std::vector<std::string> v{std::string(ClassifyInfo::name), std::string(DetectInfo::name)};
+  static const std::vector<std::string> v{std::string(ClassifyInfo::name), std::string(DetectInfo::name),
+                                         std::string(SemanticInfo::name)};
   return v;
 }
 // Writes the synthetic set of the task named `task`.
 inline void synth(const std::string& task, const data::SynthOptions& o) {
   if (task == ClassifyInfo::name) return classify::synth(o);
   if (task == DetectInfo::name) return detect::synth(o);
+  if (task == SemanticInfo::name) return semantic::synth(o);
   std::string allowed;
   for (auto& t : synth_tasks()) allowed += (allowed.empty() ? "" : ", ") + t;
   throw ConfigError("--task " + task + ": no synthetic set for this task; allowed: " + allowed);

@@ -159,7 +159,11 @@ void LIBREYOLO_TRAINER::build() {
   oo.lr0 = cfg_.lr0;
   oo.momentum = cfg_.momentum;
   oo.nesterov = cfg_.nesterov;
-  opt_ = std::make_unique<train::Optimizer>(train::make_param_groups(*net_, wd), oo);
+  // A family may group its parameters itself (its recipe's lr multipliers and decay exclusions).
+  std::vector<train::ParamGroup> groups;
+  if constexpr (requires { family_.param_groups(*net_, wd); }) groups = family_.param_groups(*net_, wd);
+  else groups = train::make_param_groups(*net_, wd);
+  opt_ = std::make_unique<train::Optimizer>(std::move(groups), oo);
   train::ScheduleOptions so;
   so.kind = train::parse_schedule(cfg_.scheduler);
   so.lr0 = cfg_.lr0;
