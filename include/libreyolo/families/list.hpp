@@ -7,4 +7,6 @@
 // line) read it. Keep the format: CMake parses these lines.
 #define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY) \
   LIBREYOLO_FAMILY(resnet, ResNetFamily)     \
-  LIBREYOLO_FAMILY(yolo9, Yolo9Family)
+  LIBREYOLO_FAMILY(yolo9, Yolo9Family)       \
+  LIBREYOLO_FAMILY(fomo, FomoFamily)         \
+  LIBREYOLO_FAMILY(mobilenetv4, MobileNetV4Family)
