@@ -38,7 +38,7 @@ TEST_CASE("mobilenetv4-s: logits per image, features at stride 32 with 960 chann
   torch::NoGradGuard ng;
   CHECK(net->forward(torch::randn({2, 3, 224, 224})).sizes() == torch::IntArrayRef({2, 10}));
   CHECK(net->forward(torch::randn({1, 3, 64, 64})).sizes() == torch::IntArrayRef({1, 10}));
-  auto f = net->blocks->forward(torch::relu(net->bn1->forward(net->conv_stem->forward(torch::randn({1, 3, 224, 224})))));
+  auto f = net->forward_blocks(torch::relu(net->bn1->forward(net->conv_stem->forward(torch::randn({1, 3, 224, 224})))));
   CHECK(f.sizes() == torch::IntArrayRef({1, 960, 7, 7}));
 }
 
@@ -60,7 +60,7 @@ TEST_CASE("mobilenetv4-s names its parameters as the original's (timm's) state d
       {"blocks.2.1.dw_mid.conv.weight", {192, 1, 3, 3}},   // a0 k3: middle depthwise only
       {"blocks.2.5.dw_start.conv.weight", {96, 1, 3, 3}},  // a3 k0: start depthwise only
       {"blocks.3.0.pw_exp.conv.weight", {576, 96, 1, 1}},
-      {"blocks.3.6.pw_proj.conv.weight", {128, 512, 1, 1}},
+      {"blocks.3.5.pw_proj.conv.weight", {128, 512, 1, 1}},
       {"blocks.4.0.conv.weight", {960, 128, 1, 1}},
       {"conv_head.weight", {1280, 960, 1, 1}},
       {"norm_head.running_var", {1280}},
@@ -74,7 +74,7 @@ TEST_CASE("mobilenetv4-s names its parameters as the original's (timm's) state d
   }
   CHECK(s.count("blocks.2.1.dw_start.conv.weight") == 0);
   CHECK(s.count("blocks.2.5.dw_mid.conv.weight") == 0);
-  CHECK(s.count("blocks.3.7.pw_exp.conv.weight") == 0);  // stage 3 has 7 blocks (0 .. 6)
+  CHECK(s.count("blocks.3.6.pw_exp.conv.weight") == 0);  // stage 3 has 6 blocks (0 .. 5)
   // The stride of a UIB sits on the middle depthwise when there is one, else on the first.
   auto* stage = net->blocks[2]->as<torch::nn::Sequential>();
   REQUIRE(stage);

@@ -54,17 +54,41 @@ class SamePadConvImpl : public torch::nn::Cloneable<SamePadConvImpl> {
 };
 TORCH_MODULE(SamePadConv);
 
-// conv (SAME) -> BN(eps 1e-3) -> ReLU6, as a Sequential (children 0, 1, 2).
-inline torch::nn::Sequential conv_bn_relu6(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups = 1) {
-  return torch::nn::Sequential(SamePadConv(in, out, k, stride, groups),
-                               libreyolo::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(1e-3)),
-                               torch::nn::ReLU6());
-}
-// 1x1 projection -> BN(eps 1e-3) (children 0, 1).
-inline torch::nn::Sequential project_bn(int64_t in, int64_t out) {
-  return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).bias(false)),
-                               libreyolo::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(1e-3)));
-}
+// conv (SAME) -> BN(eps 1e-3) -> ReLU6 (the original's ConvBNReLU6 / DepthwiseConvBNReLU6, a Sequential:
+// children 0 = conv, 1 = BN; the ReLU6 at 2 has no parameters).
+class ConvBNReLU6Impl : public torch::nn::Cloneable<ConvBNReLU6Impl> {
+ public:
+  ConvBNReLU6Impl(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups = 1)
+      : in_(in), out_(out), k_(k), stride_(stride), groups_(groups) { reset(); }
+  void reset() override {
+    conv = register_module("0", SamePadConv(in_, out_, k_, stride_, groups_));
+    bn = register_module("1", libreyolo::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out_).eps(1e-3)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::hardtanh(bn->forward(conv->forward(x)), 0.0, 6.0); }
+  SamePadConv conv{nullptr};
+  libreyolo::nn::BatchNorm2d bn{nullptr};
+
+ private:
+  int64_t in_, out_, k_, stride_, groups_;
+};
+TORCH_MODULE(ConvBNReLU6);
+
+// 1x1 projection -> BN(eps 1e-3) (the original's ProjectConvBN: children 0 = conv, 1 = BN).
+class ProjectConvBNImpl : public torch::nn::Cloneable<ProjectConvBNImpl> {
+ public:
+  ProjectConvBNImpl(int64_t in, int64_t out) : in_(in), out_(out) { reset(); }
+  void reset() override {
+    conv = register_module("0", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, out_, 1).bias(false)));
+    bn = register_module("1", libreyolo::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out_).eps(1e-3)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return bn->forward(conv->forward(x)); }
+  torch::nn::Conv2d conv{nullptr};
+  libreyolo::nn::BatchNorm2d bn{nullptr};
+
+ private:
+  int64_t in_, out_;
+};
+TORCH_MODULE(ProjectConvBN);
 
 // MobileNetV2 inverted residual: [expand 1x1] -> depthwise 3x3 -> project 1x1, residual when asked.
 class InvertedResidualImpl : public torch::nn::Cloneable<InvertedResidualImpl> {
@@ -74,9 +98,9 @@ class InvertedResidualImpl : public torch::nn::Cloneable<InvertedResidualImpl> {
   void reset() override {
     const int64_t hidden = in_ * expand_;  // int(round(in * expand)) for integer ratios
     torch::nn::Sequential s;
-    if (expand_ != 1) s->push_back(conv_bn_relu6(in_, hidden, 1, 1));
-    s->push_back(conv_bn_relu6(hidden, hidden, 3, stride_, hidden));
-    s->push_back(project_bn(hidden, out_));
+    if (expand_ != 1) s->push_back(ConvBNReLU6(in_, hidden, 1, 1));
+    s->push_back(ConvBNReLU6(hidden, hidden, 3, stride_, hidden));
+    s->push_back(ProjectConvBN(hidden, out_));
     conv = register_module("conv", s);
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -111,14 +135,14 @@ class FomoBackboneImpl : public torch::nn::Cloneable<FomoBackboneImpl> {
     const double a = fomo_alpha(size_);
     const int64_t c0 = make_divisible(32 * a), c1 = make_divisible(16 * a), c2 = make_divisible(24 * a),
                   c3 = make_divisible(32 * a);
-    conv1 = register_module("conv1", conv_bn_relu6(3, c0, 3, 2));
+    conv1 = register_module("conv1", ConvBNReLU6(3, c0, 3, 2));
     expanded_conv = register_module("expanded_conv", InvertedResidual(c0, c1, 1, 1, false));
     block_1 = register_module("block_1", InvertedResidual(c1, c2, 2, 6, false));
     block_2 = register_module("block_2", InvertedResidual(c2, c2, 1, 6, true));
     block_3 = register_module("block_3", InvertedResidual(c2, c3, 2, 6, false));
     block_4 = register_module("block_4", InvertedResidual(c3, c3, 1, 6, true));
     block_5 = register_module("block_5", InvertedResidual(c3, c3, 1, 6, true));
-    block_6_expand = register_module("block_6_expand", conv_bn_relu6(c3, c3 * 6, 1, 1));
+    block_6_expand = register_module("block_6_expand", ConvBNReLU6(c3, c3 * 6, 1, 1));
     out_channels_ = c3 * 6;
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -133,7 +157,7 @@ class FomoBackboneImpl : public torch::nn::Cloneable<FomoBackboneImpl> {
   }
   int64_t out_channels() const { return out_channels_; }
 
-  torch::nn::Sequential conv1{nullptr}, block_6_expand{nullptr};
+  ConvBNReLU6 conv1{nullptr}, block_6_expand{nullptr};
   InvertedResidual expanded_conv{nullptr}, block_1{nullptr}, block_2{nullptr}, block_3{nullptr}, block_4{nullptr},
       block_5{nullptr};
 

@@ -138,7 +138,7 @@ class MobileNetV4Impl : public torch::nn::Cloneable<MobileNetV4Impl> {
     conv_stem = register_module("conv_stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, stem, 3).stride(2)
                                                                    .padding(same_padding(3, 2)).bias(false)));
     bn1 = register_module("bn1", libreyolo::nn::BatchNorm2d(stem));
-    blocks = register_module("blocks", torch::nn::Sequential());
+    blocks = register_module("blocks", torch::nn::ModuleList());
     int64_t in = stem;
     for (const auto& stage : conv_small_stages()) {
       torch::nn::Sequential seq;
@@ -159,16 +159,21 @@ class MobileNetV4Impl : public torch::nn::Cloneable<MobileNetV4Impl> {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = torch::relu(bn1->forward(conv_stem->forward(x)));
-    y = blocks->forward(y);
+    y = forward_blocks(y);
     y = torch::adaptive_avg_pool2d(y, {1, 1});
     y = torch::relu(norm_head->forward(conv_head->forward(y)));
     return classifier->forward(y.flatten(1));
+  }
+  // The five stages (stride 32, 960 channels).
+  torch::Tensor forward_blocks(torch::Tensor y) {
+    for (const auto& stage : *blocks) y = stage->as<torch::nn::Sequential>()->forward(y);
+    return y;
   }
   const MobileNetV4Options& options() const { return o_; }
 
   torch::nn::Conv2d conv_stem{nullptr}, conv_head{nullptr};
   libreyolo::nn::BatchNorm2d bn1{nullptr}, norm_head{nullptr};
-  torch::nn::Sequential blocks{nullptr};
+  torch::nn::ModuleList blocks{nullptr};  // one Sequential per stage
   torch::nn::Linear classifier{nullptr};
 
  private:
