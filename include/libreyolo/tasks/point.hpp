@@ -48,6 +48,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace libreyolo::tasks {
@@ -94,8 +95,13 @@ class PointTask {
 
   void setup(const TrainConfig& cfg) {
     if (cfg.data.empty()) throw ConfigError("data=: a point dataset YAML is required (path, train, val, names; YOLO box labels)");
-    for (const char* key : {"mosaic", "mixup", "degrees", "shear", "perspective"})
-      if (cfg.is_explicit(key)) log::warn(key, "=: the point task applies no mosaic, mixup or affine augmentation; ignored");
+    const std::pair<const char*, double> unused[] = {{"mosaic", cfg.mosaic},   {"mixup", cfg.mixup},
+                                                     {"degrees", cfg.degrees}, {"translate", cfg.translate},
+                                                     {"scale", cfg.scale},     {"shear", cfg.shear},
+                                                     {"perspective", cfg.perspective}};
+    for (const auto& [key, v] : unused)
+      if (v != 0 && cfg.is_explicit(key))
+        log::warn(key, "=", v, ": the point task applies no mosaic, mixup or affine augmentation; ignored");
     if (cfg.hsv_mode != "multiply")
       throw ConfigError("hsv_mode=" + cfg.hsv_mode + ": the point task's HSV jitter takes multiply gains; allowed: multiply");
     auto yaml = data::load_dataset_yaml(cfg.data);
