@@ -13,10 +13,10 @@ namespace libreyolo::tasks {
 
 using all_info = std::tuple<DetectInfo, ClassifyInfo, SemanticInfo, PointInfo>;
 
-// The tasks that have a synthetic set (those with content: detect, classify, semantic).
+// The tasks that have a synthetic set (those with content: detect, classify, semantic, point).
 inline const std::vector<std::string>& synth_tasks() {
   static const std::vector<std::string> v{std::string(ClassifyInfo::name), std::string(DetectInfo::name),
-                                         std::string(SemanticInfo::name)};
+                                          std::string(SemanticInfo::name), std::string(PointInfo::name)};
   return v;
 }
 // Writes the synthetic set of the task named `task`.
@@ -24,6 +24,7 @@ inline void synth(const std::string& task, const data::SynthOptions& o) {
   if (task == ClassifyInfo::name) return classify::synth(o);
   if (task == DetectInfo::name) return detect::synth(o);
   if (task == SemanticInfo::name) return semantic::synth(o);
+  if (task == PointInfo::name) return point::synth(o);
   std::string allowed;
   for (auto& t : synth_tasks()) allowed += (allowed.empty() ? "" : ", ") + t;
   throw ConfigError("--task " + task + ": no synthetic set for this task; allowed: " + allowed);
