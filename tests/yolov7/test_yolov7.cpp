@@ -41,7 +41,10 @@ std::vector<std::pair<std::string, std::string>> original_keys() {
 
 std::string shape_of(const torch::Tensor& t) {
   std::string s;
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "x" : "") + std::to_string(t.size(d));
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) s += 'x';
+    s += std::to_string(t.size(d));
+  }
   return s;
 }
 
@@ -194,7 +197,7 @@ TEST_CASE("yolov7-b overfits one synthetic image: the loss falls") {
   b.targets = torch::tensor({0.f, 8.f, 8.f, 40.f, 36.f, 1.f, 30.f, 20.f, 60.f, 56.f}).view({1, 2, 5});
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0));
   std::vector<double> losses;
-  for (int step = 0; step < 20; ++step) {
+  for (int step = 0; step < 40; ++step) {
     opt.zero_grad();
     auto r = fam.loss(net->forward(libreyolo::Yolov7Family::input(b)), b);
     REQUIRE(std::isfinite(r.total.item<double>()));

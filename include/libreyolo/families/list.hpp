@@ -8,4 +8,5 @@
 #define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY) \
   LIBREYOLO_FAMILY(resnet, ResNetFamily)     \
   LIBREYOLO_FAMILY(yolo9, Yolo9Family)       \
-  LIBREYOLO_FAMILY(yolonas, YoloNasFamily)
+  LIBREYOLO_FAMILY(yolonas, YoloNasFamily)   \
+  LIBREYOLO_FAMILY(yolov7, Yolov7Family)

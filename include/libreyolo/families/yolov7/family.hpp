@@ -33,7 +33,7 @@ namespace libreyolo {
 
 class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
  public:
-  static constexpr std::string_view name = "yolov7";
+  static constexpr std::string_view name = "yolo7";  // the original's FAMILY (checkpoints LibreYOLO7b.pt)
   static constexpr std::array<std::string_view, 1> sizes{"b"};
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
@@ -46,7 +46,7 @@ class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
   using Network = families::yolov7::Yolov7;
 
   explicit Yolov7Family(std::string size = "b") : DetectTask(std::move(size)) {
-    if (size_ != "b") throw ConfigError("model=yolov7" + size_ + ": unknown size; available: yolov7b");
+    if (size_ != "b") throw ConfigError("model=yolo7" + size_ + ": unknown size; available: yolo7b");
   }
 
   Network make_network() const { return Network(families::yolov7::Yolov7Options{size_, num_classes()}); }

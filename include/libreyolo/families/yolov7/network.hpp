@@ -285,7 +285,7 @@ class Yolov7Impl : public torch::nn::Cloneable<Yolov7Impl> {
     y.reserve(kinds_.size() + 1);
     for (size_t p = 0; p < kinds_.size(); ++p) {
       const auto& src = sources_[p];
-      auto& m = layers[p];
+      auto m = layers[p];
       torch::Tensor out;
       switch (kinds_[p]) {
         case detail::Kind::conv: out = m->as<nn::ConvImpl>()->forward(y[src[0]]); break;
