@@ -5,12 +5,14 @@
 // family is registered: the facade (model.hpp), `val`, `predict`, the command line's model list and help,
 // the conformance suite (tests/kit) and the build (tools/CMakeLists.txt makes one translation unit per
 // line) read it. Keep the format: CMake parses these lines.
-#define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY)         \
-  LIBREYOLO_FAMILY(resnet, ResNetFamily)             \
-  LIBREYOLO_FAMILY(yolo9, Yolo9Family)               \
-  LIBREYOLO_FAMILY(yolox, YoloxFamily)               \
-  LIBREYOLO_FAMILY(rtmdet, RtmdetFamily)             \
-  LIBREYOLO_FAMILY(segformer, SegformerFamily)       \
-  LIBREYOLO_FAMILY(lingbot, LingBotFamily)           \
-  LIBREYOLO_FAMILY(fomo, FomoFamily)                 \
-  LIBREYOLO_FAMILY(mobilenetv4, MobileNetV4Family)
+#define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY)       \
+  LIBREYOLO_FAMILY(resnet, ResNetFamily)           \
+  LIBREYOLO_FAMILY(yolo9, Yolo9Family)             \
+  LIBREYOLO_FAMILY(yolox, YoloxFamily)             \
+  LIBREYOLO_FAMILY(rtmdet, RtmdetFamily)           \
+  LIBREYOLO_FAMILY(yolonas, YoloNasFamily)         \
+  LIBREYOLO_FAMILY(yolov7, Yolov7Family)           \
+  LIBREYOLO_FAMILY(fomo, FomoFamily)               \
+  LIBREYOLO_FAMILY(mobilenetv4, MobileNetV4Family) \
+  LIBREYOLO_FAMILY(segformer, SegformerFamily)     \
+  LIBREYOLO_FAMILY(lingbot, LingBotFamily)

@@ -1,0 +1,96 @@
+#pragma once
+// The YOLOv7 family (size b) on the detection task: the E-ELAN / SPPCSPC / IDetection network
+// (network.hpp), the SimOTA anchor loss (loss.hpp) and the original's anchor decode. Recipe: the
+// original's YOLOv7Config (Libre-YOLO/libreyolo libreyolo/training/config.py: YOLOXConfig with momentum
+// 0.937, 3 warm-up epochs, EMA 0.9999) through its trainer (libreyolo/models/yolo7/trainer.py): SGD lr0
+// 0.01 Nesterov, weight decay 5e-4, YOLOX's warm cosine with 15 no-aug epochs and a floor of 0.05·lr0,
+// validation every 10 epochs; its data pipeline is YOLOv9's (YOLO9MosaicMixupDataset +
+// YOLO9TrainTransform): the 2S mosaic resized to S with no random affine (degrees 10 / shear 2 are set
+// in its config but that pipeline never applies them), mixup after every mosaic (probability 1), YOLOX's
+// additive HSV jitter (5, 30, 30) on every image, horizontal flips. AMP on. The whole network is the
+// capture region.
+//
+// Decode (the original's postprocess/yolo7.py): boxes (2σ - 0.5 + grid)·s and (2σ)²·anchor, score =
+// σ(objectness)·σ(class), the best class per anchor, class-aware NMS; validation at conf 0.001, IoU 0.65,
+// 300 boxes.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/yolo9/postprocess.hpp>
+#include <libreyolo/families/yolov7/loss.hpp>
+#include <libreyolo/families/yolov7/network.hpp>
+#include <libreyolo/tasks/detect.hpp>
+#include <libreyolo/train/family.hpp>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace libreyolo {
+
+class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
+ public:
+  static constexpr std::string_view name = "yolo7";  // the original's FAMILY (checkpoints LibreYOLO7b.pt)
+  static constexpr std::array<std::string_view, 1> sizes{"b"};
+  struct traits : family_defaults {
+    static constexpr bool amp_default = true;
+    static constexpr CaptureRegion capture_region = CaptureRegion::network;
+    static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    static constexpr std::array<std::string_view, 12> overrides{
+        "warmup_epochs=3", "ema_decay=0.9999", "eval_interval=10", "affine=false", "degrees=10", "shear=2",
+        "mixup=1",         "hsv_mode=add",     "hsv_h=5",          "hsv_s=30",     "hsv_v=30",   "hsv_prob=1"};
+  };
+  using Network = families::yolov7::Yolov7;
+
+  explicit Yolov7Family(std::string size = "b") : DetectTask(std::move(size)) {
+    if (size_ != "b") throw ConfigError("model=yolo7" + size_ + ": unknown size; available: yolo7b");
+  }
+
+  Network make_network() const { return Network(families::yolov7::Yolov7Options{size_, num_classes()}); }
+
+  train::LossOutput loss(const std::vector<torch::Tensor>& maps, const Batch& b) {
+    if (!loss_) loss_ = std::make_unique<families::yolov7::SimOTALoss>(num_classes());
+    auto r = (*loss_)(maps, b.targets);
+    return {r.total, r.items};
+  }
+  static std::vector<std::string> loss_names() { return {"iou", "obj", "cls"}; }
+
+  // Raw maps -> [B, N, 4 + nc] (xyxy input pixels, σ(obj)·σ(cls)).
+  static torch::Tensor decode_predictions(const std::vector<torch::Tensor>& maps, int64_t nc) {
+    auto d = families::yolov7::decode_maps(maps, nc);
+    auto box = d.out.narrow(2, 0, 4);
+    auto xy = box.narrow(2, 0, 2), wh = box.narrow(2, 2, 2);
+    auto scores = d.out.narrow(2, 4, 1).sigmoid() * d.out.narrow(2, 5, nc).sigmoid();
+    return torch::cat({xy - wh / 2, xy + wh / 2, scores}, 2);
+  }
+  std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& maps, const tasks::DecodeOptions& o) const {
+    torch::NoGradGuard ng;
+    families::yolo9::NmsOptions nms;
+    nms.conf = o.conf;
+    nms.iou = o.iou;
+    nms.max_det = o.max_det;
+    nms.multi_label = o.multi_label;
+    const int64_t nc = maps.at(0).size(1) / families::yolov7::kAnchorsPerCell - 5;
+    return families::yolo9::non_max_suppression(decode_predictions(maps, nc), nms);
+  }
+  // The original validates v7 with its own postprocess: the best class only.
+  static tasks::DecodeOptions val_decode() {
+    tasks::DecodeOptions o;
+    o.conf = 0.001;
+    o.iou = 0.65;
+    o.max_det = 300;
+    o.multi_label = false;
+    return o;
+  }
+
+  // The original's state-dict names (layers.<i>...) equal ours.
+  static std::string original_key(const std::string& ours) { return ours; }
+
+ private:
+  std::unique_ptr<families::yolov7::SimOTALoss> loss_;
+};
+
+}  // namespace libreyolo

@@ -1,0 +1,66 @@
+// The YOLO-NAS and YOLOv7 recipes: precision defaults (YOLO-NAS trains in float32 unless amp=true is
+// given, YOLOv7 under AMP) and the original's trainer settings after the family overrides.
+#include <libreyolo/families/yolonas/family.hpp>
+#include <libreyolo/families/yolov7/family.hpp>
+#include <libreyolo/precision/amp.hpp>
+
+#include <doctest/doctest.h>
+
+namespace ly = libreyolo;
+
+TEST_CASE("precision: YOLO-NAS defaults to float32, amp=true turns AMP on; YOLOv7 defaults to AMP") {
+  using Nas = ly::family_traits<ly::YoloNasFamily>;
+  using V7 = ly::family_traits<ly::Yolov7Family>;
+  static_assert(!Nas::amp_default);
+  static_assert(V7::amp_default);
+  const torch::Device cuda(torch::kCUDA, 0);  // resolve_precision only looks at the device type for float16
+  auto cfg = ly::parse_args({"model=yolonass"});
+  CHECK_FALSE(ly::precision::resolve_precision(cfg, cuda, Nas::amp_default).amp);
+  CHECK(ly::precision::resolve_precision(cfg, cuda, V7::amp_default).amp);
+  auto forced = ly::parse_args({"model=yolonass", "amp=true"});
+  const auto used = ly::precision::resolve_precision(forced, cuda, Nas::amp_default);
+  CHECK(used.amp);
+  CHECK(used.dtype == "float16");
+  CHECK(used.scaler);
+  auto off = ly::parse_args({"model=yolo7b", "amp=false"});
+  CHECK_FALSE(ly::precision::resolve_precision(off, cuda, V7::amp_default).amp);
+  // On a CPU every run is float32.
+  CHECK_FALSE(ly::precision::resolve_precision(forced, torch::kCPU, Nas::amp_default).amp);
+}
+
+TEST_CASE("recipes: the original's YOLONASConfig and YOLOv7Config after the overrides") {
+  ly::TrainConfig nas;
+  ly::apply_overrides(nas, ly::family_traits<ly::YoloNasFamily>::overrides);
+  CHECK(ly::config_detail::lower(nas.optimizer) == "adamw");
+  CHECK(nas.lr0 == doctest::Approx(5e-4));
+  CHECK(nas.weight_decay == doctest::Approx(1e-5));
+  CHECK(nas.scheduler == "cos");
+  CHECK(nas.warmup_epochs == 1);
+  CHECK(nas.warmup_lr_start == doctest::Approx(1e-6));
+  CHECK(nas.min_lr_ratio == doctest::Approx(0.1));
+  CHECK(nas.no_aug_epochs == 0);
+  CHECK(nas.ema_decay == doctest::Approx(0.9997));
+  CHECK(nas.mosaic == 0.0);
+  CHECK(nas.mixup == doctest::Approx(0.5));
+  CHECK(nas.translate == doctest::Approx(0.25));
+  CHECK(nas.scale == doctest::Approx(0.5));  // the original's mosaic_scale (0.5, 1.5)
+  CHECK(nas.hsv_prob == doctest::Approx(0.5));
+  CHECK(nas.eval_interval == 10);
+
+  ly::TrainConfig v7;
+  ly::apply_overrides(v7, ly::family_traits<ly::Yolov7Family>::overrides);
+  CHECK(ly::config_detail::lower(v7.optimizer) == "sgd");
+  CHECK(v7.lr0 == doctest::Approx(0.01));
+  CHECK(v7.momentum == doctest::Approx(0.937));
+  CHECK(v7.weight_decay == doctest::Approx(5e-4));
+  CHECK(v7.scheduler == "yoloxwarmcos");
+  CHECK(v7.warmup_epochs == 3);
+  CHECK(v7.no_aug_epochs == 15);
+  CHECK(v7.min_lr_ratio == doctest::Approx(0.05));
+  CHECK(v7.ema_decay == doctest::Approx(0.9999));
+  CHECK(v7.mosaic == 1.0);
+  CHECK(v7.mixup == 1.0);
+  CHECK_FALSE(v7.affine);
+  CHECK(v7.hsv_mode == "add");
+  CHECK(v7.eval_interval == 10);
+}
