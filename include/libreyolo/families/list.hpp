@@ -7,4 +7,6 @@
 // line) read it. Keep the format: CMake parses these lines.
 #define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY) \
   LIBREYOLO_FAMILY(resnet, ResNetFamily)     \
-  LIBREYOLO_FAMILY(yolo9, Yolo9Family)
+  LIBREYOLO_FAMILY(yolo9, Yolo9Family)       \
+  LIBREYOLO_FAMILY(rtdetr, RTDETRFamily)     \
+  LIBREYOLO_FAMILY(rtdetrv2, RTDETRv2Family)

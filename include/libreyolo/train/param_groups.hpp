@@ -16,6 +16,7 @@ struct ParamGroup {
   std::vector<torch::Tensor> params;
   double weight_decay = 0;
   double lr = 0;  // 0 = "not set": the optimizer starts the group at its lr0
+  double lr_scale = 1.0;  // the group's lr = the schedule's lr x lr_scale (e.g. a backbone at 0.05x)
 };
 
 namespace detail {

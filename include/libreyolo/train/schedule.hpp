@@ -96,10 +96,10 @@ class LRSchedule {
   int64_t total_iters() const { return total_; }
   const ScheduleOptions& options() const { return o_; }
 
-  // Sets every group's lr and the optimizer's momentum for step t.
+  // Sets every group's lr (x its lr_scale) and the optimizer's momentum for step t.
   void apply(Optimizer& opt, int64_t t) const {
     const double v = lr(t);
-    for (size_t i = 0; i < opt.num_groups(); ++i) opt.set_lr(i, v);
+    for (size_t i = 0; i < opt.num_groups(); ++i) opt.set_lr(i, v * opt.group(i).lr_scale);
     opt.set_momentum(o_.momentum);
   }
 

@@ -1,0 +1,70 @@
+// RT-DETR r18 (v1) and RT-DETRv2 r18 against the Python original's architecture fixtures
+// (shared/fixtures/libreyolo/rtdetr-r18 at 160 px, rtdetrv2-r18 at its fixed 640 px): the same parameter
+// and buffer names and shapes, the same parameter count, and under the deterministic fill the same
+// outputs of the backbone, the hybrid encoder and the decoder (logits and boxes of the 300 selected
+// queries) in eval mode, to 1e-4 relative.
+#include "support_fixture.hpp"
+
+#include <libreyolo/families/rtdetr/network.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+using libreyolo::families::rtdetr::RTDETR;
+using libreyolo::families::rtdetr::RTDETROptions;
+namespace fx = lry_test::fixture;
+
+namespace {
+
+void check(const std::string& model, bool v2) {
+  LRY_OPEN_FIXTURE(f, model);
+  CAPTURE(model);
+  RTDETR net(RTDETROptions{"r18", 80, v2, v2 ? 640 : 0});
+  const auto diffs = fx::name_differences(f, *net);
+  CHECK_MESSAGE(diffs.empty(), model << ": " << diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
+  CHECK(fx::parameter_count(*net) == f.n_params());
+  CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
+  if (!diffs.empty()) return;
+  // The trainable count: the original freezes the backbone's stem (freeze_at 0).
+  int64_t trainable = 0;
+  for (auto& p : net->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+  CHECK(trainable == f.config.at("n_trainable").get<int64_t>());
+
+  fx::fill(f, *net);
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = f.input();
+  REQUIRE(fx::compare(f, "input", x, 1e-6).ok);
+  const auto bb = net->backbone->forward(x);
+  const auto enc = net->hybrid_encoder->forward(bb);
+  const auto dec = net->decoder->forward(enc);
+  std::vector<std::pair<std::string, torch::Tensor>> ours;
+  for (int i = 0; i < 3; ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
+  for (int i = 0; i < 3; ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);
+  ours.emplace_back("child.decoder.pred_logits", dec.pred_logits);
+  ours.emplace_back("child.decoder.pred_boxes", dec.pred_boxes);
+  const auto full = net->forward(x);
+  REQUIRE_FALSE(full.pending());
+  ours.emplace_back("output.pred_logits", full.result->pred_logits);
+  ours.emplace_back("output.pred_boxes", full.result->pred_boxes);
+  CHECK(ours.size() + 1 == f.refs.size());
+  std::string report;
+  const auto result = fx::compare_all(f, ours, &report);
+  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
+  MESSAGE(model << ": " << result.message);
+  // forward == decode(encode(x)) (the capture boundary), bit for bit.
+  CHECK(torch::equal(full.result->pred_logits, dec.pred_logits));
+  CHECK(torch::equal(full.result->pred_boxes, dec.pred_boxes));
+  CHECK(full.input_hw[0] == f.imgsz);
+}
+
+}  // namespace
+
+TEST_CASE("rtdetr-r18 matches the original parameter for parameter and output for output") { check("rtdetr-r18", false); }
+
+TEST_CASE("rtdetrv2-r18 matches the original parameter for parameter and output for output (640 px)") {
+  check("rtdetrv2-r18", true);
+}
