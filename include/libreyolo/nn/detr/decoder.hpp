@@ -176,8 +176,11 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
     ref_unact = ref_unact.detach();
     std::optional<torch::Tensor> attn_mask;
     if (dn) {
-      ref_unact = torch::cat({dn->query_bbox.to(ref_unact.scalar_type()), ref_unact}, 1);
-      target = torch::cat({dn->query_class.to(target.scalar_type()), target}, 1);
+      // Type promotion as torch.concat (under AMP the float32 denoising boxes keep their precision).
+      const auto bt = torch::promote_types(dn->query_bbox.scalar_type(), ref_unact.scalar_type());
+      const auto ct = torch::promote_types(dn->query_class.scalar_type(), target.scalar_type());
+      ref_unact = torch::cat({dn->query_bbox.to(bt), ref_unact.to(bt)}, 1);
+      target = torch::cat({dn->query_class.to(ct), target.to(ct)}, 1);
       attn_mask = dn->attn_mask;
       if (k != o_.num_queries)  // fewer tokens than queries: the mask's matching part shrinks with them
         attn_mask = denoising_attn_mask(dn->meta.max_gt, dn->meta.num_group, k, memory.device());
