@@ -6,6 +6,8 @@
 #include <ATen/autocast_mode.h>
 
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 
 #if defined(LIBREYOLO_WITH_CUDA)
@@ -57,6 +59,22 @@ inline at::ScalarType cuda_autocast_dtype() {
   return at::autocast::get_autocast_gpu_dtype();
 #endif
 }
+// ---- attention ------------------------------------------------------------------------------
+// Scaled dot-product attention over [B, H, L, D]; `masked` (bool [Lq, Lk], true = may not attend, as
+// nn.MultiheadAttention's boolean attn_mask). 2.x: ATen's fused kernel; 1.13: matmul + softmax.
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const std::optional<at::Tensor>& masked) {
+#if TORCH_VERSION_MAJOR >= 2
+  std::optional<at::Tensor> keep;
+  if (masked) keep = masked->logical_not();
+  return at::scaled_dot_product_attention(q, k, v, keep, 0.0, false);
+#else
+  auto attn = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), k.transpose(-2, -1));
+  if (masked) attn = attn.masked_fill(*masked, -std::numeric_limits<float>::infinity());
+  return at::matmul(at::softmax(attn, -1).to(v.scalar_type()), v);
+#endif
+}
+
 inline void set_autocast_cache_enabled(bool on) { at::autocast::set_autocast_cache_enabled(on); }
 inline bool autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled(); }
 

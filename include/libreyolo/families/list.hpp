@@ -12,6 +12,8 @@
   LIBREYOLO_FAMILY(rtmdet, RtmdetFamily)           \
   LIBREYOLO_FAMILY(yolonas, YoloNasFamily)         \
   LIBREYOLO_FAMILY(yolov7, Yolov7Family)           \
+  LIBREYOLO_FAMILY(rtdetr, RTDETRFamily)           \
+  LIBREYOLO_FAMILY(rtdetrv2, RTDETRv2Family)       \
   LIBREYOLO_FAMILY(fomo, FomoFamily)               \
   LIBREYOLO_FAMILY(mobilenetv4, MobileNetV4Family) \
   LIBREYOLO_FAMILY(segformer, SegformerFamily)     \

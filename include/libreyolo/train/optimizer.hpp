@@ -48,7 +48,7 @@ class Optimizer {
       if (g.weight_decay < 0)
         throw ConfigError("param group '" + g.name + "' weight_decay = " + std::to_string(g.weight_decay) +
                           ": must be >= 0");
-      if (g.lr == 0) g.lr = opt_.lr0;
+      if (g.lr == 0) g.lr = opt_.lr0 * g.lr_mult;
       state_[i].resize(g.params.size());
     }
   }

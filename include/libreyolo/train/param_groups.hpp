@@ -16,7 +16,7 @@ struct ParamGroup {
   std::vector<torch::Tensor> params;
   double weight_decay = 0;
   double lr = 0;  // 0 = "not set": the optimizer starts the group at its lr0
-  double lr_mult = 1.0;  // the schedule sets this group's lr to lr_mult x the scheduled lr (e.g. a 10x head)
+  double lr_mult = 1.0;  // the group's lr = the schedule's lr x lr_mult (e.g. a backbone at 0.05x, a 10x head)
 };
 
 namespace detail {

@@ -159,10 +159,13 @@ void LIBREYOLO_TRAINER::build() {
   oo.lr0 = cfg_.lr0;
   oo.momentum = cfg_.momentum;
   oo.nesterov = cfg_.nesterov;
-  // A family may group its parameters itself (its recipe's lr multipliers and decay exclusions).
-  std::vector<train::ParamGroup> groups;
-  if constexpr (requires { family_.param_groups(*net_, wd); }) groups = family_.param_groups(*net_, wd);
-  else groups = train::make_param_groups(*net_, wd);
+  // A family may bring its own parameter groups (e.g. a backbone at a fraction of the LR) and adjust the
+  // optimizer's options (e.g. AdamW's beta1).
+  auto groups = [&] {
+    if constexpr (requires { family_.param_groups(*net_, wd); }) return family_.param_groups(*net_, wd);
+    else return train::make_param_groups(*net_, wd);
+  }();
+  if constexpr (requires { family_.optimizer_options(oo, cfg_); }) family_.optimizer_options(oo, cfg_);
   opt_ = std::make_unique<train::Optimizer>(std::move(groups), oo);
   train::ScheduleOptions so;
   so.kind = train::parse_schedule(cfg_.scheduler);
@@ -174,7 +177,7 @@ void LIBREYOLO_TRAINER::build() {
   so.iters_per_epoch = (batches + accumulate_ - 1) / accumulate_;
   so.warmup_epochs = cfg_.warmup_epochs;
   so.warmup_lr_start = cfg_.warmup_lr_start;
-  so.momentum = cfg_.momentum;
+  so.momentum = oo.momentum;
   so.no_aug_epochs = cfg_.no_aug_epochs;
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);

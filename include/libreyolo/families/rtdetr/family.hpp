@@ -1,0 +1,190 @@
+#pragma once
+// The RT-DETR family, v1 (`rtdetr-r18`) and v2 (`rtdetrv2-r18`, families/rtdetrv2/) as two policies of
+// one template: PResNet-vd backbone + hybrid encoder (captured under cuda_graph=true: capture region
+// backbone_encoder) + DETR decoder with contrastive denoising (eager), the set loss with Hungarian
+// matching (nn/detr/criterion.hpp), NMS-free decode (top-k over queries x classes).
+//
+// Recipe: the original's RTDETRConfig (fixtures/libreyolo/rtdetr-r18/config.json): AdamW lr 1e-4,
+// betas (0.9, 0.999), weight decay 1e-4, constant LR without warm-up, backbone at 0.05x the LR (its
+// lr_backbone 5e-6 / lr0 1e-4; backbone norms and every encoder/decoder norm and bias without weight
+// decay, the original's regex groups), gradient clipping at 0.1, EMA 0.9999, batch 4, 72 epochs,
+// validation every epoch; data as its YOLO9 transform with mosaic off: no affine, YOLOX's additive HSV
+// with probability 0.5, horizontal flip 0.5. multi_scale=true (SPEC §3) by default.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/rtdetr/network.hpp>
+#include <libreyolo/nn/detr/criterion.hpp>
+#include <libreyolo/tasks/detect.hpp>
+#include <libreyolo/train/family.hpp>
+#include <libreyolo/train/optimizer.hpp>
+#include <libreyolo/train/param_groups.hpp>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace libreyolo {
+
+namespace families::rtdetr {
+
+struct V1 {
+  static constexpr std::string_view name = "rtdetr-";
+  static constexpr bool v2 = false;
+  static constexpr int64_t eval_spatial_size = 0;  // anchors and position embeddings made per input size
+};
+struct V2 {
+  static constexpr std::string_view name = "rtdetrv2-";
+  static constexpr bool v2 = true;
+  static constexpr int64_t eval_spatial_size = 640;  // the original's fixed eval size (anchor buffers)
+};
+
+// The backbone's learning rate relative to lr0 (the original's lr_backbone / lr0 = 5e-6 / 1e-4).
+inline constexpr double backbone_lr_ratio = 0.05;
+
+// Targets of a detection batch in the DETR form: per image, labels and cx, cy, w, h normalised by the
+// network input's width and height (the original's convert_targets_for_detr; rows with x2 <= x1 or
+// y2 <= y1 dropped), on `dev`.
+inline std::vector<nn::detr::DetrTarget> detr_targets(const data::DetectBatch& b, torch::Device dev) {
+  const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
+  std::vector<nn::detr::DetrTarget> out;
+  for (const auto& rows : b.boxes) {
+    auto r = rows.to(torch::kFloat32);
+    if (r.size(0) > 0) {
+      auto keep = ((r.select(1, 3) > r.select(1, 1)) & (r.select(1, 4) > r.select(1, 2))).nonzero().squeeze(1);
+      r = r.index_select(0, keep);
+    }
+    nn::detr::DetrTarget t;
+    t.labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
+    auto x1 = r.select(1, 1) / W, y1 = r.select(1, 2) / H, x2 = r.select(1, 3) / W, y2 = r.select(1, 4) / H;
+    t.boxes = torch::stack({(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1}, 1).to(dev, /*non_blocking=*/true);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// NMS-free decode (the original's postprocess/rtdetr.py): sigmoid scores, the top max_det over the
+// flattened queries x classes, boxes to xyxy in input pixels, scores > conf kept.
+inline std::vector<torch::Tensor> detr_decode(const nn::detr::DetrOutput& out, int64_t in_h, int64_t in_w, double conf, int64_t max_det) {
+  std::vector<torch::Tensor> dets;
+  torch::NoGradGuard ng;
+  const int64_t B = out.pred_logits.size(0), C = out.pred_logits.size(2);
+  auto scores = torch::sigmoid(out.pred_logits.to(torch::kFloat32)).flatten(1);  // [B, Q*C]
+  const int64_t k = std::min<int64_t>(max_det, scores.size(1));
+  auto [top, ind] = scores.topk(k, 1);
+  auto q = torch::div(ind, C, "floor"), cls = ind.remainder(C);
+  auto boxes = out.pred_boxes.to(torch::kFloat32).gather(1, q.unsqueeze(-1).expand({B, k, 4}));
+  auto xyxy = nn::detr::box_cxcywh_to_xyxy(boxes) *
+              torch::tensor({static_cast<float>(in_w), static_cast<float>(in_h), static_cast<float>(in_w), static_cast<float>(in_h)},
+                            boxes.options());
+  for (int64_t i = 0; i < B; ++i) {
+    auto d = torch::cat({xyxy[i], top[i].unsqueeze(1), cls[i].unsqueeze(1).to(torch::kFloat32)}, 1);
+    dets.push_back(d.index_select(0, (top[i] > conf).nonzero().squeeze(1)));
+  }
+  return dets;
+}
+
+template <class V>
+class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
+  using Base = tasks::DetectTask<RTDETRFamilyT<V>>;
+
+ public:
+  using Batch = typename Base::Batch;
+  static constexpr std::string_view name = V::name;
+  static constexpr std::array<std::string_view, 1> sizes{"r18"};
+  static constexpr std::array<std::string_view, 1> planned_sizes{"r34"};
+  struct traits : family_defaults {
+    static constexpr bool amp_default = true;
+    static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
+    static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    static constexpr std::array<std::string_view, 19> overrides{
+        "optimizer=AdamW", "lr0=0.0001",    "weight_decay=0.0001", "scheduler=constant", "warmup_epochs=0",
+        "no_aug_epochs=0", "ema_decay=0.9999", "clip_grad_norm=0.1", "epochs=72",        "batch=4",
+        "mosaic=0",        "mixup=0",       "affine=false",        "hsv_mode=add",       "hsv_h=5",
+        "hsv_s=30",        "hsv_v=30",      "hsv_prob=0.5",        "multi_scale=true"};
+    static constexpr std::string_view fixture_prefix = V::name;
+  };
+  using Network = RTDETR;
+
+  explicit RTDETRFamilyT(std::string size = "r18") : Base(std::move(size)) {
+    const std::string n(V::name);
+    if (this->size_ == "r34") throw ConfigError("model=" + n + "r34: not implemented yet; available: " + n + "r18");
+    if (this->size_ != "r18") throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + n + "r18");
+  }
+
+  Network make_network() const {
+    return Network(RTDETROptions{this->size_, this->num_classes(), V::v2, V::eval_spatial_size});
+  }
+
+  void setup(const TrainConfig& cfg) {
+    Base::setup(cfg);
+    if (cfg.cuda_graph && cfg.multi_scale)
+      log::notice_once(std::string("rtdetr.multi_scale.") + std::string(V::name),
+                       "multi_scale=true: shapes change every batch; pass multi_scale=false if speed is the goal");
+  }
+
+  // The set loss; in training the decoder runs here, with the batch's targets (denoising queries).
+  train::LossOutput loss(const RTDETROutput& out, const Batch& b) {
+    if (!criterion_) {
+      nn::detr::SetCriterionOptions co;
+      co.num_classes = this->num_classes();
+      co.enc_aux = !V::v2;  // v2's criterion (the original's RTDETRLoss) only reads aux_outputs, not enc_aux_outputs
+      criterion_ = std::make_unique<nn::detr::SetCriterion>(co);
+    }
+    const auto dev = out.features.front().device();
+    const auto targets = detr_targets(b, dev);
+    const auto& res = out.run(&targets);
+    auto l = (*criterion_)(res, targets);
+    return {l.total, l.items};
+  }
+  static std::vector<std::string> loss_names() { return {"vfl", "bbox", "giou"}; }
+
+  std::vector<torch::Tensor> decode(const RTDETROutput& out, const tasks::DecodeOptions& o) const {
+    return detr_decode(out.run(), out.input_hw[0], out.input_hw[1], o.conf, o.max_det);
+  }
+
+  // The original's parameter groups (first match wins): backbone norms (lr x 0.05, no decay), the rest
+  // of the backbone (lr x 0.05), encoder/decoder parameters whose name holds "norm" or "bias" (no
+  // decay), everything else.
+  static std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) {
+    // Listed full-LR group first (the epoch line shows group 0's lr).
+    std::vector<train::ParamGroup> g{{"decay", {}, weight_decay, 0, 1.0},
+                                     {"norm_bias", {}, 0.0, 0, 1.0},
+                                     {"backbone", {}, weight_decay, 0, backbone_lr_ratio},
+                                     {"backbone_norm", {}, 0.0, 0, backbone_lr_ratio}};
+    for (const auto& p : net.named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      const std::string& k = p.key();
+      const bool bb = k.find("backbone") != std::string::npos;
+      const bool norm = k.find("norm") != std::string::npos || k.find("bn") != std::string::npos;
+      const bool head = k.find("encoder") != std::string::npos || k.find("decoder") != std::string::npos;
+      size_t i = 0;
+      if (bb && norm) i = 3;
+      else if (bb) i = 2;
+      else if (head && (k.find("norm") != std::string::npos || k.find("bias") != std::string::npos)) i = 1;
+      g[i].params.push_back(p.value());
+    }
+    return g;
+  }
+  // AdamW with the original's betas (0.9, 0.999): `momentum` (0.937 in its config) is SGD's only.
+  static void optimizer_options(train::OptimizerOptions& o, const TrainConfig&) {
+    if (config_detail::lower(o.name) == "adamw") o.momentum = 0.9;
+  }
+
+  // Loading the original's .pt checkpoints: its state-dict names equal ours.
+  static std::string original_key(const std::string& ours) { return ours; }
+
+ private:
+  std::unique_ptr<nn::detr::SetCriterion> criterion_;
+};
+
+}  // namespace families::rtdetr
+
+using RTDETRFamily = families::rtdetr::RTDETRFamilyT<families::rtdetr::V1>;
+
+}  // namespace libreyolo

@@ -1,0 +1,114 @@
+#pragma once
+// RT-DETR (v1 and v2) networks: PResNet-18/34-vd backbone -> hybrid encoder -> DETR decoder
+// (nn/detr/). Module names equal the original's state dict (backbone., encoder., decoder.).
+//
+// The encoder boundary (capture/region.hpp): encode(x) = backbone + hybrid encoder, the chain a CUDA
+// graph captures; decode(features) = the decoder. The decoder's training forward needs the batch's
+// ground truth (contrastive denoising), which the network's forward does not see: in training mode
+// decode() returns the features with the decoder still to run, and the family's loss runs it with the
+// batch's targets (RTDETROutput::run). In eval mode decode() runs the decoder at once.
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/nn/detr/decoder.hpp>
+#include <libreyolo/nn/detr/hybrid_encoder.hpp>
+#include <libreyolo/nn/detr/presnet.hpp>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace libreyolo::families::rtdetr {
+
+namespace detr = libreyolo::nn::detr;
+
+struct RTDETROptions {
+  std::string size = "r18";       // r18 | r34
+  int64_t num_classes = 80;
+  bool v2 = false;                // RT-DETRv2's decoder
+  int64_t eval_spatial_size = 0;  // v2: 640 (anchors kept as buffers)
+};
+
+// The network's output: eval = the decoder's result; training = the encoder's maps and the decoder to
+// run on them with the batch's targets.
+struct RTDETROutput {
+  std::vector<torch::Tensor> features;
+  std::shared_ptr<detr::DetrDecoderImpl> decoder;
+  std::array<int64_t, 2> input_hw{0, 0};            // the network input's height and width (box scale)
+  mutable std::optional<detr::DetrOutput> result;
+
+  bool pending() const { return !result.has_value(); }
+  // The decoder's output; runs it (with denoising queries from `targets` when given, training) once.
+  const detr::DetrOutput& run(const std::vector<detr::DetrTarget>* targets = nullptr) const {
+    if (!result) result = decoder->forward(features, targets);
+    return *result;
+  }
+};
+
+// The captured chain (backbone + encoder), owning no modules of its own: it registers the network's
+// backbone and encoder again so that capture sees exactly their parameters and buffers.
+struct RTDETREncoderChainImpl : torch::nn::Module {
+  RTDETREncoderChainImpl(detr::PResNet b, detr::HybridEncoder e) {
+    backbone = register_module("backbone", std::move(b));
+    encoder = register_module("encoder", std::move(e));
+  }
+  detr::PResNet backbone{nullptr};
+  detr::HybridEncoder encoder{nullptr};
+};
+
+class RTDETRImpl : public torch::nn::Cloneable<RTDETRImpl> {
+ public:
+  explicit RTDETRImpl(RTDETROptions o = {}) : o_(std::move(o)) {
+    if (o_.size != "r18" && o_.size != "r34")
+      throw ConfigError("RT-DETR size '" + o_.size + "': not available; allowed: r18, r34");
+    reset();
+  }
+  void reset() override {
+    const bool r18 = o_.size == "r18";
+    detr::PResNetOptions bo;
+    bo.depth = r18 ? 18 : 34;
+    backbone = register_module("backbone", detr::PResNet(bo));
+    detr::HybridEncoderOptions eo;
+    eo.in_channels = backbone->out_channels();
+    eo.expansion = 0.5;
+    hybrid_encoder = register_module("encoder", detr::HybridEncoder(eo));
+    detr::DetrDecoderOptions dopt;
+    dopt.num_classes = o_.num_classes;
+    dopt.num_layers = r18 ? 3 : 4;
+    dopt.v2 = o_.v2;
+    dopt.eval_spatial_size = o_.eval_spatial_size;
+    decoder = register_module("decoder", detr::DetrDecoder(dopt));
+    chain_ = std::make_shared<RTDETREncoderChainImpl>(backbone, hybrid_encoder);
+  }
+
+  // The encoder boundary: encoder() owns the captured parameters and buffers (backbone + encoder).
+  torch::nn::Module& encoder() { return *chain_; }
+  std::vector<torch::Tensor> encode(const torch::Tensor& x) { return hybrid_encoder->forward(backbone->forward(x)); }
+  RTDETROutput decode(const std::vector<torch::Tensor>& feats) {
+    RTDETROutput out;
+    out.features = feats;
+    out.decoder = decoder.ptr();
+    out.input_hw = {feats.front().size(2) * 8, feats.front().size(3) * 8};  // the first map is stride 8
+    if (!is_training()) out.result = decoder->forward(feats, nullptr);
+    return out;
+  }
+  RTDETROutput forward(const torch::Tensor& x) {
+    auto out = decode(encode(x));
+    out.input_hw = {x.size(2), x.size(3)};
+    return out;
+  }
+
+  const RTDETROptions& options() const { return o_; }
+  detr::PResNet backbone{nullptr};
+  detr::HybridEncoder hybrid_encoder{nullptr};  // registered as "encoder"
+  detr::DetrDecoder decoder{nullptr};
+
+ private:
+  RTDETROptions o_;
+  std::shared_ptr<RTDETREncoderChainImpl> chain_;
+};
+TORCH_MODULE(RTDETR);
+
+}  // namespace libreyolo::families::rtdetr

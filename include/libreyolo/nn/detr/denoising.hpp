@@ -1,0 +1,124 @@
+#pragma once
+// Contrastive denoising (the original's get_contrastive_denoising_training_group): noised copies of the
+// ground truth as extra decoder queries, a positive and a negative copy per group. The group count
+// follows the batch's largest ground-truth count G: num_group = max(1, num_denoising / G), so the
+// denoising part holds 2 * G * num_group queries and its size changes from batch to batch (why the
+// decoder runs eager under CUDA graphs). An attention mask keeps the matching queries from seeing the
+// denoising ones and the groups from seeing each other.
+#include <libreyolo/nn/detr/layers.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+namespace libreyolo::nn::detr {
+
+// One image's ground truth: labels int64 [n], boxes float [n, 4] (cx, cy, w, h normalised to [0, 1]).
+struct DetrTarget {
+  torch::Tensor labels, boxes;
+};
+
+struct DenoisingMeta {
+  int64_t num_group = 0;
+  int64_t num_denoising = 0;           // 2 * max_gt * num_group queries before the matching ones
+  int64_t num_queries = 0;
+  int64_t max_gt = 0;
+  std::vector<torch::Tensor> positive_idx;  // per image: its positive denoising queries (CPU int64, group-major)
+};
+
+struct DenoisingGroup {
+  torch::Tensor query_class;   // [B, num_dn, hidden] embedded (noised) labels
+  torch::Tensor query_bbox;    // [B, num_dn, 4] noised boxes, inverse-sigmoid space
+  torch::Tensor attn_mask;     // bool [num_dn + num_queries, same], true = blocked
+  DenoisingMeta meta;
+};
+
+// The group's size only: 2 * G * max(1, num_denoising / G) queries for a batch whose largest count is G
+// (0 when G == 0 or num_denoising <= 0).
+inline int64_t denoising_query_count(int64_t max_gt, int64_t num_denoising) {
+  if (num_denoising <= 0 || max_gt <= 0) return 0;
+  return 2 * max_gt * std::max<int64_t>(1, num_denoising / max_gt);
+}
+
+// The attention mask of a denoising part of num_dn = 2 * G * groups queries followed by num_queries
+// matching ones (true = blocked): matching queries do not see denoising ones; each group sees itself
+// only among the denoising queries.
+inline torch::Tensor denoising_attn_mask(int64_t G, int64_t groups, int64_t num_queries, torch::Device dev) {
+  const int64_t dn = 2 * G * groups, total = dn + num_queries;
+  auto i = torch::arange(total, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  auto gi = torch::where(i < dn, torch::div(i, 2 * G, "floor"), torch::full_like(i, -1));
+  auto row = gi.unsqueeze(1), col = gi.unsqueeze(0);
+  auto col_dn = (i < dn).unsqueeze(0);
+  // row in a group, col in another group; or row a matching query, col a denoising one.
+  return col_dn & (((row >= 0) & (row != col)) | (row < 0));
+}
+
+inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vector<DetrTarget>& targets, int64_t num_classes,
+                                                                 int64_t num_queries, torch::nn::Embedding& class_embed,
+                                                                 int64_t num_denoising = 100, double label_noise_ratio = 0.5,
+                                                                 double box_noise_scale = 1.0) {
+  if (num_denoising <= 0 || targets.empty()) return std::nullopt;
+  std::vector<int64_t> num_gts;
+  for (const auto& t : targets) num_gts.push_back(t.labels.size(0));
+  const int64_t G = *std::max_element(num_gts.begin(), num_gts.end());
+  if (G == 0) return std::nullopt;
+  const int64_t groups = std::max<int64_t>(1, num_denoising / G);
+  const auto B = static_cast<int64_t>(targets.size());
+  const auto dev = class_embed->weight.device();
+  auto fopt = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  auto cls = torch::full({B, G}, num_classes, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  auto bbox = torch::zeros({B, G, 4}, fopt);
+  auto pad = torch::zeros({B, G}, torch::TensorOptions().dtype(torch::kBool).device(dev));
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t n = num_gts[static_cast<size_t>(i)];
+    if (n == 0) continue;
+    cls[i].narrow(0, 0, n).copy_(targets[static_cast<size_t>(i)].labels);
+    bbox[i].narrow(0, 0, n).copy_(targets[static_cast<size_t>(i)].boxes);
+    pad[i].narrow(0, 0, n).fill_(true);
+  }
+  cls = cls.repeat({1, 2 * groups});
+  bbox = bbox.repeat({1, 2 * groups, 1});
+  pad = pad.repeat({1, 2 * groups});
+  // 1 for the negative half of each group ([G, 2G)), 0 for the positive half.
+  auto neg = torch::zeros({B, 2 * G, 1}, fopt);
+  neg.narrow(1, G, G).fill_(1);
+  neg = neg.repeat({1, groups, 1});
+  const int64_t dn = 2 * G * groups;
+
+  DenoisingMeta meta;
+  meta.num_group = groups;
+  meta.num_denoising = dn;
+  meta.num_queries = num_queries;
+  meta.max_gt = G;
+  for (int64_t i = 0; i < B; ++i) {  // positives: g * 2G + [0, n) for every group g
+    const int64_t n = num_gts[static_cast<size_t>(i)];
+    auto g = torch::arange(groups, torch::kLong).unsqueeze(1) * (2 * G) + torch::arange(n, torch::kLong).unsqueeze(0);
+    meta.positive_idx.push_back(g.flatten());
+  }
+
+  if (label_noise_ratio > 0) {
+    auto flip = torch::rand({B, dn}, fopt) < label_noise_ratio * 0.5;
+    auto fresh = torch::randint(0, num_classes, {B, dn}, torch::TensorOptions().dtype(torch::kLong).device(dev));
+    cls = torch::where(flip & pad, fresh, cls);
+  }
+  if (box_noise_scale > 0) {
+    auto known = box_cxcywh_to_xyxy(bbox);
+    auto diff = bbox.narrow(-1, 2, 2).mul(0.5).repeat({1, 1, 2}) * box_noise_scale;
+    auto sign = torch::randint(0, 2, bbox.sizes(), fopt) * 2.0 - 1.0;
+    auto part = torch::rand(bbox.sizes(), fopt);
+    part = (part + 1.0) * neg + part * (1 - neg);
+    part = part * sign;
+    known = (known + part * diff).clamp(0.0, 1.0);
+    bbox = inverse_sigmoid(box_xyxy_to_cxcywh(known));
+  }
+  DenoisingGroup out;
+  out.query_class = class_embed->forward(cls);
+  out.query_bbox = bbox;
+  out.attn_mask = denoising_attn_mask(G, groups, num_queries, dev);
+  out.meta = std::move(meta);
+  return out;
+}
+
+}  // namespace libreyolo::nn::detr

@@ -1,0 +1,167 @@
+#pragma once
+// Building blocks shared by the encoder-decoder detectors (RT-DETR v1/v2 now; D-FINE, DEIM, RT-DETRv4
+// later): Conv + BatchNorm + activation (the original's ConvNormLayer), the MLP head, multi-head
+// attention with PyTorch's parameter names (in_proj_weight, in_proj_bias, out_proj), the box
+// conversions and IoU/GIoU of the set losses, inverse_sigmoid and the prior-probability bias.
+#include <libreyolo/core/compat.hpp>
+#include <libreyolo/nn/batch_norm.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace libreyolo::nn::detr {
+
+enum class Act { none, relu, silu, gelu };
+
+inline torch::Tensor activate(const torch::Tensor& x, Act a) {
+  switch (a) {
+    case Act::relu: return torch::relu(x);
+    case Act::silu: return torch::silu(x);
+    case Act::gelu: return torch::gelu(x);
+    default: return x;
+  }
+}
+
+// log(x / (1 - x)) with x clipped to [0, 1] and both terms to >= eps (the original's inverse_sigmoid).
+inline torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5) {
+  auto c = x.clamp(0.0, 1.0);
+  return torch::log(c.clamp_min(eps) / (1 - c).clamp_min(eps));
+}
+
+// The bias whose sigmoid is prior_prob.
+inline double bias_init_with_prob(double prior_prob = 0.01) { return -std::log((1 - prior_prob) / prior_prob); }
+
+// ---- boxes -------------------------------------------------------------------------------------
+inline torch::Tensor box_cxcywh_to_xyxy(const torch::Tensor& b) {
+  auto cx = b.select(-1, 0), cy = b.select(-1, 1), w = b.select(-1, 2), h = b.select(-1, 3);
+  return torch::stack({cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h}, -1);
+}
+inline torch::Tensor box_xyxy_to_cxcywh(const torch::Tensor& b) {
+  auto x0 = b.select(-1, 0), y0 = b.select(-1, 1), x1 = b.select(-1, 2), y1 = b.select(-1, 3);
+  return torch::stack({(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0}, -1);
+}
+
+// Pairwise IoU [N, M] and union of xyxy boxes (union + 1e-6 in the denominator, as the original).
+inline std::pair<torch::Tensor, torch::Tensor> box_iou_union(const torch::Tensor& a, const torch::Tensor& b) {
+  auto area1 = (a.select(1, 2) - a.select(1, 0)) * (a.select(1, 3) - a.select(1, 1));
+  auto area2 = (b.select(1, 2) - b.select(1, 0)) * (b.select(1, 3) - b.select(1, 1));
+  auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.unsqueeze(0).narrow(2, 0, 2));
+  auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.unsqueeze(0).narrow(2, 2, 2));
+  auto wh = (rb - lt).clamp_min(0);
+  auto inter = wh.select(2, 0) * wh.select(2, 1);
+  auto uni = area1.unsqueeze(1) + area2.unsqueeze(0) - inter;
+  return {inter / (uni + 1e-6), uni};
+}
+// Pairwise generalized IoU [N, M] of xyxy boxes.
+inline torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto [iou, uni] = box_iou_union(a, b);
+  auto lt = torch::min(a.unsqueeze(1).narrow(2, 0, 2), b.unsqueeze(0).narrow(2, 0, 2));
+  auto rb = torch::max(a.unsqueeze(1).narrow(2, 2, 2), b.unsqueeze(0).narrow(2, 2, 2));
+  auto wh = (rb - lt).clamp_min(0);
+  auto area = wh.select(2, 0) * wh.select(2, 1);
+  return iou - (area - uni) / (area + 1e-6);
+}
+// Element-wise IoU and GIoU of matched pairs a[i] <-> b[i] (xyxy, [N, 4]): the diagonals of the
+// pairwise versions, without the N x N matrices.
+inline torch::Tensor paired_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto area1 = (a.select(1, 2) - a.select(1, 0)) * (a.select(1, 3) - a.select(1, 1));
+  auto area2 = (b.select(1, 2) - b.select(1, 0)) * (b.select(1, 3) - b.select(1, 1));
+  auto wh = (torch::min(a.narrow(1, 2, 2), b.narrow(1, 2, 2)) - torch::max(a.narrow(1, 0, 2), b.narrow(1, 0, 2))).clamp_min(0);
+  auto inter = wh.select(1, 0) * wh.select(1, 1);
+  return inter / (area1 + area2 - inter + 1e-6);
+}
+inline torch::Tensor paired_giou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto area1 = (a.select(1, 2) - a.select(1, 0)) * (a.select(1, 3) - a.select(1, 1));
+  auto area2 = (b.select(1, 2) - b.select(1, 0)) * (b.select(1, 3) - b.select(1, 1));
+  auto wh = (torch::min(a.narrow(1, 2, 2), b.narrow(1, 2, 2)) - torch::max(a.narrow(1, 0, 2), b.narrow(1, 0, 2))).clamp_min(0);
+  auto inter = wh.select(1, 0) * wh.select(1, 1);
+  auto uni = area1 + area2 - inter;
+  auto iou = inter / (uni + 1e-6);
+  auto cwh = (torch::max(a.narrow(1, 2, 2), b.narrow(1, 2, 2)) - torch::min(a.narrow(1, 0, 2), b.narrow(1, 0, 2))).clamp_min(0);
+  auto area = cwh.select(1, 0) * cwh.select(1, 1);
+  return iou - (area - uni) / (area + 1e-6);
+}
+
+// ---- ConvNormLayer: Conv2d (padding (k-1)/2, no bias) + BatchNorm2d + activation ---------------
+class ConvNormImpl : public torch::nn::Cloneable<ConvNormImpl> {
+ public:
+  ConvNormImpl(int64_t in, int64_t out, int64_t k, int64_t stride, Act act = Act::none, int64_t padding = -1)
+      : in_(in), out_(out), k_(k), stride_(stride), padding_(padding < 0 ? (k - 1) / 2 : padding), act_(act) {
+    reset();
+  }
+  void reset() override {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, out_, k_).stride(stride_).padding(padding_).bias(false)));
+    norm = register_module("norm", BatchNorm2d(out_));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return activate(norm->forward(conv->forward(x)), act_); }
+  torch::nn::Conv2d conv{nullptr};
+  BatchNorm2d norm{nullptr};
+
+ private:
+  int64_t in_, out_, k_, stride_, padding_;
+  Act act_;
+};
+TORCH_MODULE(ConvNorm);
+
+// ---- MLP: num_layers Linear layers, ReLU between them (layers.0, layers.1, ...) -----------------
+class MLPImpl : public torch::nn::Cloneable<MLPImpl> {
+ public:
+  MLPImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) : in_(in), hidden_(hidden), out_(out), n_(num_layers) { reset(); }
+  void reset() override {
+    layers = register_module("layers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < n_; ++i)
+      layers->push_back(torch::nn::Linear(i == 0 ? in_ : hidden_, i == n_ - 1 ? out_ : hidden_));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (int64_t i = 0; i < n_; ++i) {
+      x = layers[i]->as<torch::nn::Linear>()->forward(x);
+      if (i < n_ - 1) x = torch::relu(x);
+    }
+    return x;
+  }
+  torch::nn::Linear layer(int64_t i) { return torch::nn::Linear(layers->ptr<torch::nn::LinearImpl>(i)); }
+  torch::nn::ModuleList layers{nullptr};
+
+ private:
+  int64_t in_, hidden_, out_, n_;
+};
+TORCH_MODULE(MLP);
+
+// ---- nn.MultiheadAttention (batch_first, no dropout): in_proj_weight [3E, E], in_proj_bias, out_proj
+class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImpl> {
+ public:
+  MultiheadAttentionImpl(int64_t embed, int64_t heads) : e_(embed), h_(heads) { reset(); }
+  void reset() override {
+    in_proj_weight = register_parameter("in_proj_weight", torch::empty({3 * e_, e_}));
+    in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3 * e_}));
+    out_proj = register_module("out_proj", torch::nn::Linear(e_, e_));
+    torch::NoGradGuard ng;
+    torch::nn::init::xavier_uniform_(in_proj_weight);
+    torch::nn::init::zeros_(out_proj->bias);
+  }
+  // query/key/value [B, L, E]; masked: bool [Lq, Lk] (true = blocked).
+  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                        const std::optional<torch::Tensor>& masked = std::nullopt) {
+    const int64_t B = query.size(0), Lq = query.size(1), Lk = key.size(1), D = e_ / h_;
+    auto q = torch::linear(query, in_proj_weight.narrow(0, 0, e_), in_proj_bias.narrow(0, 0, e_));
+    auto k = torch::linear(key, in_proj_weight.narrow(0, e_, e_), in_proj_bias.narrow(0, e_, e_));
+    auto v = torch::linear(value, in_proj_weight.narrow(0, 2 * e_, e_), in_proj_bias.narrow(0, 2 * e_, e_));
+    q = q.view({B, Lq, h_, D}).transpose(1, 2);
+    k = k.view({B, Lk, h_, D}).transpose(1, 2);
+    v = v.view({B, Lk, h_, D}).transpose(1, 2);
+    auto o = compat::scaled_dot_product_attention(q, k, v, masked);
+    return out_proj->forward(o.transpose(1, 2).reshape({B, Lq, e_}));
+  }
+  torch::Tensor in_proj_weight, in_proj_bias;
+  torch::nn::Linear out_proj{nullptr};
+
+ private:
+  int64_t e_, h_;
+};
+TORCH_MODULE(MultiheadAttention);
+
+}  // namespace libreyolo::nn::detr
