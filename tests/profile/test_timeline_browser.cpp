@@ -113,5 +113,7 @@ TEST_CASE("timeline.html of a run without a kernel trace: n/a without units, the
   for (const char* bad : {"n/a%", "n/a MB", "n/a ms", "n/a us", "n/a @"}) CHECK_MESSAGE(dom.find(bad) == std::string::npos, bad);
   CHECK(dom.find("no kernel trace in this run") != std::string::npos);
   CHECK(table_rows(dom, "phase-table") == 1 + 6 + 1);  // header, phases, the note
+  CHECK(table_rows(dom, "kernel-mix") == 1 + 1);      // header, "no kernels traced"
+  CHECK(table_rows(dom, "top-kernels") == 1 + 1);
   CHECK(ticks(dom).size() >= 3);
 }

@@ -112,10 +112,11 @@ function table(id,caption,head,rows,note){var t=document.createElement('table');
 var noTrace=H.trace_collected?'':'no kernel trace in this run (CPU build or tracer off): GPU columns are n/a';
 table('phase-table','Per phase (per step)',['phase','wall ms','GPU ms','kernels','ops'],(D.phase_table||[]).map(function(r){
  return [r[0],fmt(r[1],3),fmt(r[2],3),fmt(r[3],1),fmt(r[4],1)];}),noTrace);
-table('kernel-mix','Kernel categories',['category','% of GPU','ms/step'],(D.categories||[]).map(function(r){
- return [r[0],{bar:has(r[1])?r[1]:0,text:fmtu(r[1],1,'%')},fmt(r[2],3)];}),(D.categories||[]).length?'':'no kernels traced');
-table('top-kernels','Top kernels',['kernel','% of GPU','ms/step','count'],(D.top_kernels||[]).map(function(r){
- return [r[0].length>70?r[0].slice(0,67)+'...':r[0],fmtu(r[1],1,'%'),fmt(r[2],3),fmt(r[3],1)];}),(D.top_kernels||[]).length?'':'no kernels traced');
+var cats=H.trace_collected?(D.categories||[]):[],tops=H.trace_collected?(D.top_kernels||[]):[];
+table('kernel-mix','Kernel categories',['category','% of GPU','ms/step'],cats.map(function(r){
+ return [r[0],{bar:has(r[1])?r[1]:0,text:fmtu(r[1],1,'%')},fmt(r[2],3)];}),cats.length?'':'no kernels traced');
+table('top-kernels','Top kernels',['kernel','% of GPU','ms/step','count'],tops.map(function(r){
+ return [r[0].length>70?r[0].slice(0,67)+'...':r[0],fmtu(r[1],1,'%'),fmt(r[2],3),fmt(r[3],1)];}),tops.length?'':'no kernels traced');
 var leg=document.getElementById('legend');
 Object.keys(PHASE_COLOR).forEach(function(p){var s=document.createElement('span');var i=document.createElement('i');i.style.background=PHASE_COLOR[p];s.appendChild(i);s.appendChild(document.createTextNode(p));leg.appendChild(s);});
 var streams=Object.keys(D.lanes).sort(function(a,b){return (+a)-(+b);});

@@ -191,7 +191,7 @@ nlohmann::json LIBREYOLO_TRAINER::run_summary() const {
                          {"workers", cfg_.workers},
                          {"amp", precision_.used().amp},
                          {"amp_dtype", precision_.used().dtype},
-                         {"cuda_graph", Capture::graphs},
+                         {"cuda_graph", capture_active()},  // false after a fallback to eager (e.g. on a CPU)
                          {"accumulate", accumulate_},
                          {"torch", compat::torch_version()}};
   return {{"meta", meta},
