@@ -9,15 +9,15 @@ cmake -S . -B build -G Ninja -DLIBREYOLO_BUILD_TESTS=OFF -DLIBREYOLO_BUILD_EXAMP
 cmake --build build --target libreyolo_cli -j"$(nproc)"
 device=cpu; command -v nvidia-smi >/dev/null 2>&1 && device=""
 ly=build/tools/libreyolo
-# The recipe: the original's YOLOv9 defaults (SGD lr0 0.01, linear schedule, 3 warm-up epochs, batch 8,
-# mosaic until the last epochs), on a set and an image size small enough for a CPU: 2 classes of
+# The recipe: the original's YOLOv9 defaults (SGD lr0 0.01, linear schedule, batch 8, mosaic until the
+# last epochs) with a 1-epoch warm-up, on a set and an image size small enough for a CPU: 2 classes of
 # textured shapes on cluttered backgrounds at 128 px. The profiler measures a window of steps of the
-# first epoch and prints its report; training goes on.
+# first epoch and prints its report; training goes on. DEMO_IMAGES / DEMO_EPOCHS change the size.
 data=runs/demo-det
-[ -f $data/data.yaml ] || $ly data synth --task detect --out $data --images ${DEMO_IMAGES:-300} --imgsz 128 --classes 2 --seed 0
+[ -f $data/data.yaml ] || $ly data synth --task detect --out $data --images ${DEMO_IMAGES:-240} --imgsz 128 --classes 2 --seed 0
 start=$(date +%s)
 $ly train model=yolo9t data=$data/data.yaml imgsz=128 epochs=${DEMO_EPOCHS:-12} batch=8 workers=2 no_aug_epochs=3 \
-  eval_interval=4 profile=true profile_warmup=3 profile_steps=8 device="$device" project=runs/train name=demo \
+  warmup_epochs=1 eval_interval=4 profile=true profile_warmup=3 profile_steps=8 device="$device" project=runs/train name=demo \
   exist_ok=true "$@"
 trained=$(( $(date +%s) - start ))
 $ly predict model=runs/train/demo/weights/best.ckpt source=$data/images/val conf=0.25 device="$device" \
