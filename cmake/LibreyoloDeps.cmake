@@ -27,6 +27,21 @@ if(NOT TARGET re2::re2)
   endif()
 endif()
 
+# cairo (optional, Debian: libcairo2-dev): the run directory's pictures (results.png, labels.png,
+# confusion_matrix.png, PR_curve.png, annotated images with text). Without it `plots` logs one notice and
+# writes none, and predict draws boxes without names.
+if(NOT TARGET PkgConfig::LIBREYOLO_CAIRO)
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(LIBREYOLO_CAIRO QUIET IMPORTED_TARGET GLOBAL cairo)
+  endif()
+  if(TARGET PkgConfig::LIBREYOLO_CAIRO)
+    message(STATUS "libreyolo: cairo ${LIBREYOLO_CAIRO_VERSION}: plots on")
+  else()
+    message(STATUS "libreyolo: no cairo (libcairo2-dev); plots are off")
+  endif()
+endif()
+
 function(libreyolo_link_deps target)
   # libreyolo_torch (below) carries this machine's LibTorch, so the exported target names no paths.
   target_link_libraries(${target} INTERFACE libreyolo_torch
@@ -35,6 +50,10 @@ function(libreyolo_link_deps target)
     target_link_libraries(${target} INTERFACE yaml-cpp::yaml-cpp)
   else()
     target_link_libraries(${target} INTERFACE yaml-cpp)
+  endif()
+  if(TARGET PkgConfig::LIBREYOLO_CAIRO)
+    target_link_libraries(${target} INTERFACE PkgConfig::LIBREYOLO_CAIRO)
+    target_compile_definitions(${target} INTERFACE LIBREYOLO_HAVE_CAIRO=1)
   endif()
   if(TARGET re2::re2)
     target_link_libraries(${target} INTERFACE re2::re2)

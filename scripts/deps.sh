@@ -2,7 +2,8 @@
 # Installs what libreyolo needs on Debian 12 (LibTorch 1.13 CPU and the header libraries), if missing.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build libtorch-dev libboost-dev nlohmann-json3-dev doctest-dev
-      libyaml-cpp-dev libjpeg62-turbo-dev libpng-dev libcli11-dev libgloo-dev libre2-dev)
+      libyaml-cpp-dev libjpeg62-turbo-dev libpng-dev libcli11-dev libgloo-dev libre2-dev
+      libcairo2-dev fonts-dejavu-core)
 [ "${LIBREYOLO_WITH_CHROMIUM:-0}" = 1 ] && pkgs+=(chromium)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -3,8 +3,10 @@
 //   libreyolo data synth --task classify --out DIR --images 600 --imgsz 64 --seed 0
 // The models, their tasks and data formats come from the family list (families/list.hpp); the families'
 // trainers are compiled in their own translation units (tools/CMakeLists.txt), declared here by extern.hpp.
-//   libreyolo profile summary|phases|kernels|compare ...
+//   libreyolo profile run|summary|phases|kernels|ops|what-if|compare ... [--json]
+//   libreyolo checks [--json]     versions and capabilities for a bug report
 // Exit codes: see exit_codes.hpp (printed by --help, documented in README.md).
+#include "checks.hpp"
 #include "exit_codes.hpp"
 #include "profile_commands.hpp"
 #include <libreyolo/data/synth.hpp>
@@ -142,6 +144,10 @@ int run_predict(std::vector<std::string> args) {
     if (f.contains("boxes")) detections = true, boxes += f["boxes"].size();
   std::cout << j.size() << " image(s)" << (detections ? ", " + std::to_string(boxes) + " box(es)" : std::string())
             << " -> " << (out / "predictions.json").string() << std::endl;
+  if (!j.empty())  // the first annotated image, to open
+    std::cout << "annotated: " << (out / (std::filesystem::path(j[0]["file"].get<std::string>()).stem().string() + ".jpg")).string()
+              << std::endl;
+  if (cfg.save_txt) std::cout << "labels: " << (out / "labels").string() << std::endl;
   return 0;
 }
 
@@ -181,8 +187,16 @@ int main(int argc, char** argv) {
   synth->add_option("--imgsz", so.imgsz, "image side in pixels")->check(CLI::Range(16, 4096));
   synth->add_option("--classes", so.classes, "number of classes")->check(CLI::Range(2, 16));
   synth->add_option("--seed", so.seed, "random seed");
+  synth->add_option("--progress-interval", so.progress_interval,
+                    "seconds between plain progress lines when stderr is not a terminal (0 = none)")
+      ->check(CLI::NonNegativeNumber);
 
   libreyolo::cli::ProfileCommands prof_cmds(app);
+
+  auto* checks = app.add_subcommand("checks", "versions of libreyolo, LibTorch, CUDA, cuDNN, NCCL, the GPUs (bf16), Kineto: "
+                                              "one screen for a bug report");
+  bool checks_json = false;
+  checks->add_flag("--json", checks_json, "print one JSON document");
 
   try {
     app.parse(argc, argv);
@@ -201,6 +215,11 @@ int main(int argc, char** argv) {
       return cli::exit_code::ok;
     }
     if (auto rc = prof_cmds.run(); rc >= 0) return rc;
+    if (checks->parsed()) {
+      const auto d = cli::checks_doc();
+      std::cout << (checks_json ? d.dump(2) + "\n" : cli::checks_text(d)) << std::flush;
+      return cli::exit_code::ok;
+    }
   } catch (const libreyolo::dist::PeerLost& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::exit_code::peer_lost;

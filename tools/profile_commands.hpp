@@ -1,14 +1,17 @@
 #pragma once
-// `libreyolo profile run|summary|phases|kernels|compare` — CLI11 wiring over libreyolo::profile.
+// `libreyolo profile run|summary|phases|kernels|ops|what-if|compare` — CLI11 wiring over libreyolo::profile.
+// Every subcommand takes --json (one JSON document on stdout instead of the text).
 // Exit codes (exit_codes.hpp): 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
 #include "exit_codes.hpp"
 
 #include <libreyolo/model.hpp>
-#include <libreyolo/profile/report.hpp>
+#include <libreyolo/profile/lenses.hpp>
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -34,6 +37,13 @@ class ProfileCommands {
     summary_->add_option("profile", a_, "profile.json")->required();
     phases_ = prof_->add_subcommand("phases", "per-phase GPU ms, wall ms, kernels, ops");
     phases_->add_option("profile", a_, "profile.json")->required();
+    ops_ = prof_->add_subcommand("ops", "top host (CPU) operators: the ops table of profile.json");
+    ops_->add_option("profile", a_, "profile.json")->required();
+    ops_->add_option("--top", q_.top, "rows (default 20)");
+    ops_->add_option("--phase", q_.phase, "dataload | to_device | forward | backward | optimizer | outside");
+    what_if_ = prof_->add_subcommand("what-if", "ESTIMATE from the measured window what each lever would give "
+                                                "(cuda_graph, amp, workers)");
+    what_if_->add_option("profile", a_, "profile.json")->required();
     kernels_ = prof_->add_subcommand("kernels", "kernel table");
     kernels_->add_option("profile", a_, "profile.json")->required();
     kernels_->add_option("--top", q_.top, "rows (default 20)");
@@ -45,14 +55,18 @@ class ProfileCommands {
     compare_ = prof_->add_subcommand("compare", "compare two profiles (significance needs --repeat files)");
     compare_->add_option("a", a_, "first profile.json / profile_repeat.json")->required();
     compare_->add_option("b", b_, "second profile.json / profile_repeat.json")->required();
+    for (auto* c : {run_, summary_, phases_, kernels_, ops_, what_if_, compare_})
+      c->add_flag("--json", json_, "print one JSON document on stdout instead of the text");
   }
 
   // -1 when no profile command was given, else the exit code.
   int run() {
-    if (summary_->parsed()) return profile::run_summary(a_, std::cout, std::cerr);
-    if (phases_->parsed()) return profile::run_phases(a_, std::cout, std::cerr);
-    if (kernels_->parsed()) return profile::run_kernels(a_, q_, std::cout, std::cerr);
-    if (compare_->parsed()) return profile::run_compare(a_, b_, std::cout, std::cerr);
+    if (summary_->parsed()) return profile::run_summary(a_, json_, std::cout, std::cerr);
+    if (phases_->parsed()) return profile::run_phases(a_, json_, std::cout, std::cerr);
+    if (kernels_->parsed()) return profile::run_kernels(a_, q_, json_, std::cout, std::cerr);
+    if (ops_->parsed()) return profile::run_ops(a_, q_.top, q_.phase, json_, std::cout, std::cerr);
+    if (what_if_->parsed()) return profile::run_what_if(a_, json_, std::cout, std::cerr);
+    if (compare_->parsed()) return profile::run_compare(a_, b_, json_, std::cout, std::cerr);
     if (run_->parsed()) return profile_run();
     return -1;
   }
@@ -73,26 +87,55 @@ class ProfileCommands {
     if (imgsz_) args.push_back("imgsz=" + std::to_string(imgsz_));
     if (!device_.empty()) args.push_back("device=" + device_);
     for (auto& extra : run_->remaining()) args.push_back(extra);
-    std::vector<std::filesystem::path> trials;
+    namespace fs = std::filesystem;
+    std::vector<fs::path> trials;
+    nlohmann::json docs = nlohmann::json::array();
+    std::ostringstream quiet;  // --json: the text summaries are not printed
+    std::ostream& text = json_ ? static_cast<std::ostream&>(quiet) : std::cout;
     for (int i = 1; i <= repeat_; ++i) {
       auto a = args;
-      a.push_back("name=" + std::string(repeat_ > 1 ? "prof_" + std::to_string(i) : "prof"));
+      const std::string name = repeat_ > 1 ? "prof_" + std::to_string(i) : "prof";
+      a.push_back("name=" + name);
+      // The run directory is reused (exist_ok=true): a profile.json left there by an earlier run must not
+      // count as this one's. It is removed first, and the one found afterwards must be newer than the start.
+      const auto p = fs::path(project_) / name / "profile.json";
+      std::error_code ec;
+      if (fs::exists(p, ec)) {
+        fs::remove(p, ec);
+        if (ec) {
+          std::cerr << "error: cannot remove the stale " << p.string() << " of an earlier run (" << ec.message() << ")\n";
+          return exit_code::no_profile;
+        }
+        log::info("profile run: removed the stale ", p.string(), " of an earlier run");
+      }
+      const auto started = fs::file_time_type::clock::now();
       auto r = Model(model).train(parse_args(a));
-      auto p = r.run_dir / "profile.json";
-      if (!std::filesystem::exists(p)) {
-        std::cerr << "error: the run produced no profile (" << p.string() << " missing)\n";
+      const auto produced = r.run_dir / "profile.json";
+      if (!fs::exists(produced, ec) || fs::last_write_time(produced, ec) < started - std::chrono::seconds(2)) {
+        std::cerr << "error: the run produced no profile (" << produced.string()
+                  << " missing: the training ended before the profiler's window filled; give more data or epochs, or a "
+                     "smaller profile_warmup / profile_steps)\n";
         return exit_code::no_profile;
       }
-      trials.push_back(p);
-      profile::run_summary(p, std::cout, std::cerr);
+      trials.push_back(produced);
+      if (profile::run_summary(produced, text, std::cerr) != 0) return exit_code::no_profile;
+      if (json_) docs.push_back(profile::summary_doc(profile::load_profile_file(produced)));
     }
-    if (repeat_ > 1)
-      return profile::run_aggregate_repeat(trials, std::filesystem::path(project_) / "profile_repeat.json", std::cout,
-                                           std::cerr);
-    return 0;
+    int rc = 0;
+    const auto repeat_file = fs::path(project_) / "profile_repeat.json";
+    if (repeat_ > 1) rc = profile::run_aggregate_repeat(trials, repeat_file, text, std::cerr);
+    if (json_) {
+      nlohmann::json files = nlohmann::json::array();
+      for (const auto& t : trials) files.push_back(t.string());
+      nlohmann::json out = {{"profiles", files}, {"summaries", docs}};
+      if (repeat_ > 1) out["repeat"] = repeat_file.string();
+      std::cout << out.dump(2) << "\n";
+    }
+    return rc;
   }
 
-  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *compare_;
+  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *what_if_, *compare_;
+  bool json_ = false;
   std::string dataset_, weights_, size_, device_, a_, b_, project_ = "runs/profile";
   int batch_ = 0, imgsz_ = 0, repeat_ = 1;
   profile::KernelQuery q_;

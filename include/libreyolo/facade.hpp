@@ -86,6 +86,7 @@ nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::fi
   tasks::PredictOptions po;
   po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
   po.conf = conf;
+  po.save_txt = cfg.save_txt;
   auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
   return family.predict(forward, source, po, dev, out_dir);
 }

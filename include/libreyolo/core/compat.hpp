@@ -4,17 +4,23 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #if defined(LIBREYOLO_WITH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
+#endif
+#if defined(LIBREYOLO_WITH_NCCL) && __has_include(<nccl.h>)
+#include <nccl.h>
+#define LIBREYOLO_COMPAT_NCCL 1
 #endif
 
 namespace libreyolo::compat {
@@ -119,6 +125,67 @@ inline int64_t cuda_peak_allocated([[maybe_unused]] int device_index) {
 inline void cuda_reset_peak([[maybe_unused]] int device_index) {
 #if defined(LIBREYOLO_WITH_CUDA)
   c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+#endif
+}
+// ---- versions for `libreyolo checks` -----------------------------------------------------------
+// "12.4" from 12040-style numbers (CUDA runtime: major*1000 + minor*10); "" when unknown.
+inline std::string cuda_runtime_version() {
+  try {
+    const long v = at::detail::getCUDAHooks().versionCUDART();
+    return v > 0 ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : std::string();
+  } catch (...) {
+    return {};
+  }
+}
+// cuDNN: 8.9.7 from 8907 (< 9) or 9.1.0 from 90100 (>= 9); "" when there is none.
+inline std::string cudnn_version() {
+  try {
+    if (!at::detail::getCUDAHooks().hasCuDNN()) return {};
+    const long v = at::detail::getCUDAHooks().versionCuDNN();
+    if (v <= 0) return {};
+    if (v >= 90000) return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 100) + "." + std::to_string(v % 100);
+  } catch (...) {
+    return {};
+  }
+}
+// NCCL linked into this build (data-parallel on CUDA); "" without it.
+inline std::string nccl_version() {
+#if defined(LIBREYOLO_COMPAT_NCCL)
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess || v <= 0) return {};
+  const int major = v >= 10000 ? v / 10000 : v / 1000, minor = v >= 10000 ? (v % 10000) / 100 : (v % 1000) / 100,
+            patch = v % 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+#else
+  return {};
+#endif
+}
+struct GpuInfo {
+  std::string name;
+  int major = 0, minor = 0;
+  int64_t total_bytes = 0;
+  bool bf16 = false;
+};
+inline std::vector<GpuInfo> cuda_devices() {
+  std::vector<GpuInfo> out;
+#if defined(LIBREYOLO_WITH_CUDA)
+  if (!torch::cuda::is_available()) return out;
+  for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i) {
+    auto* p = at::cuda::getDeviceProperties(i);
+    out.push_back({p->name, p->major, p->minor, static_cast<int64_t>(p->totalGlobalMem), p->major >= 8});
+  }
+#endif
+  return out;
+}
+
+// Bytes the caching allocator holds now (what nvidia-smi shows for the process, less the context); 0 on CPU.
+inline int64_t cuda_reserved([[maybe_unused]] int device_index) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+  return s.reserved_bytes[0].current;
+#else
+  return 0;
 #endif
 }
 // The device's total memory in bytes; 0 on CPU.

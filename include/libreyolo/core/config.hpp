@@ -85,6 +85,9 @@ struct TrainConfig {
   bool exist_ok = false;
   bool resume = false;
   int64_t max_steps = 0;            // stop after this many optimizer steps (0 = no limit; benchmarks)
+  double progress_interval = 30;    // seconds between plain progress lines when stderr is not a terminal (0 = none)
+  bool plots = true;                // results.png, labels.png, validation images, confusion matrix, PR curve
+  bool save_txt = false;            // predict: YOLO-format label lines with confidences, one .txt per image
 
   std::set<std::string> explicit_keys;  // keys the user set (CLI or YAML)
 
@@ -331,6 +334,12 @@ inline const std::vector<Field>& fields() {
     v.push_back(flag("exist_ok", &TrainConfig::exist_ok, "allow reusing an existing run directory"));
     v.push_back(flag("resume", &TrainConfig::resume, "resume from project/name/weights/last.ckpt"));
     v.push_back(num("max_steps", &TrainConfig::max_steps, 0, 9.2e18, "stop after N optimizer steps (0 = off)"));
+    v.push_back(num("progress_interval", &TrainConfig::progress_interval, 0, 1e6,
+                    "seconds between plain progress lines when stderr is not a terminal (0 = none; a terminal "
+                    "gets one line updated in place)"));
+    v.push_back(flag("plots", &TrainConfig::plots, "write results.png, labels.png, val_batch0_*.jpg, confusion_matrix.png, "
+                     "PR_curve.png (needs cairo at build time)"));
+    v.push_back(flag("save_txt", &TrainConfig::save_txt, "predict: write labels/<image>.txt (class cx cy w h conf, normalised)"));
     return v;
   }();
   return f;

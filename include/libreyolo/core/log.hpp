@@ -22,6 +22,8 @@ struct State {
   // Tests install a sink to capture output; default writes to stderr.
   std::function<void(Level, std::string_view)> sink;
   std::set<std::string> once_keys;
+  // A terminal's live status line (core/progress.hpp): a message clears it, prints, and redraws it.
+  std::string status;
 };
 inline State& state() {
   static State s;
@@ -49,7 +51,21 @@ inline void write(Level l, std::string_view msg) {
     return;
   }
   const char* tag = l == Level::warn ? "WARNING: " : l == Level::error ? "ERROR: " : "";
+  if (!st.status.empty()) std::cerr << "\r\033[K";
   std::cerr << tag << msg << '\n';
+  if (!st.status.empty()) std::cerr << st.status;
+  std::cerr.flush();
+}
+
+// The live status line of a terminal (core/progress.hpp): drawn in place on stderr ("" removes it).
+// Log lines written meanwhile appear above it. Not drawn when a sink is installed or below `info`.
+inline void set_status(std::string_view line) {
+  auto& st = detail::state();
+  std::lock_guard<std::mutex> lk(st.mu);
+  if (st.sink || st.level > Level::info) return;
+  if (line.empty() && st.status.empty()) return;
+  st.status = std::string(line);
+  std::cerr << "\r\033[K" << st.status;
   std::cerr.flush();
 }
 

@@ -8,6 +8,7 @@
 // synth.hpp declares synth_detect (for its task dispatch) and includes this file at its end.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/progress.hpp>
 #include <libreyolo/data/synth.hpp>
 
 #include <algorithm>
@@ -116,6 +117,7 @@ inline void synth_detect(const SynthOptions& o, int long_side_min) {  // default
     fs::create_directories(o.out / "labels" / split);
   }
   std::atomic<int> next{0}, done{0};
+  progress::Bar bar("synth", o.images, o.progress_interval, progress::choose_mode(o.progress_interval), "img");
   std::exception_ptr error;
   std::mutex error_mu;
   auto work = [&] {
@@ -141,8 +143,7 @@ inline void synth_detect(const SynthOptions& o, int long_side_min) {  // default
           lab << line;
         }
         if (!lab) throw DataError("cannot write label file for image " + std::string(stem));
-        const int d = ++done;
-        if (o.images >= 1000 && d % (o.images / 10) == 0) log::info("synth: ", d, "/", o.images, " images");
+        bar.update(++done);
       } catch (...) {
         std::lock_guard<std::mutex> lk(error_mu);
         if (!error) error = std::current_exception();
@@ -155,6 +156,7 @@ inline void synth_detect(const SynthOptions& o, int long_side_min) {  // default
   for (unsigned t = 1; t < n_threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  bar.finish();
   if (error) std::rethrow_exception(error);
   std::ofstream yaml(o.out / "data.yaml");
   yaml << "# written by libreyolo data synth --task detect (seed " << o.seed << ")\n"

@@ -19,6 +19,7 @@
 // Only when no usable image remains is the split an error (DataError).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/progress.hpp>
 #include <libreyolo/data/detect_yaml.hpp>
 #include <libreyolo/data/image.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -363,9 +364,13 @@ inline LabelIndex build_label_index(const std::vector<std::filesystem::path>& im
     return idx;
   }
   std::vector<detail::LabelScan> scans(images.size());
-  std::atomic<size_t> next{0};
+  std::atomic<size_t> next{0}, done{0};
+  progress::Bar bar("labels", static_cast<int64_t>(images.size()), 30, progress::choose_mode(30), "img");
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < images.size();) scans[i] = detail::scan_one(images[i], nc);
+    for (size_t i; (i = next.fetch_add(1)) < images.size();) {
+      scans[i] = detail::scan_one(images[i], nc);
+      bar.update(static_cast<int64_t>(++done));
+    }
   };
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const size_t n_threads = std::min<size_t>(threads > 0 ? static_cast<size_t>(threads) : std::min(8u, hw),
@@ -374,6 +379,7 @@ inline LabelIndex build_label_index(const std::vector<std::filesystem::path>& im
   for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  bar.finish();
   for (auto& s : scans) {
     if (s.kind == detail::LabelScan::bad_class && idx.class_overflows++ == 0)  // the reason, without "skipping image 'X': "
       idx.first_class_overflow = s.message.substr(std::min(s.message.size(), std::string("skipping image '").size() + s.entry.image.size() + 3));

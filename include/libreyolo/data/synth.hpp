@@ -7,6 +7,7 @@
 // colours keep them from being trivial. Everything is seeded per image: deterministic per seed.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/progress.hpp>
 #include <libreyolo/data/draw.hpp>
 #include <libreyolo/data/image.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -48,6 +49,7 @@ struct SynthOptions {
   uint64_t seed = 0;
   double val_fraction = 0.2;
   SynthStyle style;  // image difficulty; the defaults are the checked ones
+  double progress_interval = 30;  // seconds between plain progress lines (core/progress.hpp)
 };
 
 inline constexpr int kSynthMaxClasses = 16;
@@ -248,8 +250,7 @@ inline void synth_classify(const SynthOptions& o) {
     std::filesystem::create_directories(o.out / "train" / std::string(kSynthShapeNames[k]));
     if (o.val_fraction > 0) std::filesystem::create_directories(o.out / "val" / std::string(kSynthShapeNames[k]));
   }
-  const bool progress = o.images >= 1000;
-  int next_report = 1;
+  progress::Bar bar("synth", o.images, o.progress_interval, progress::choose_mode(o.progress_interval), "img");
   for (int i = 0; i < o.images; ++i) {
     const int k = i % C, m = i / C;                      // class, index within the class
     const int n_k = o.images / C + (k < o.images % C);  // images of class k
@@ -260,11 +261,9 @@ inline void synth_classify(const SynthOptions& o) {
     char name[32];
     std::snprintf(name, sizeof name, "%05d.jpg", i);
     write_jpeg(o.out / (m < n_val ? "val" : "train") / std::string(kSynthShapeNames[k]) / name, img, 92);
-    if (progress && (i + 1) * 10 >= next_report * o.images) {
-      log::info("synth: ", i + 1, "/", o.images, " images (", next_report * 10, "%)");
-      ++next_report;
-    }
+    bar.update(i + 1);
   }
+  bar.finish();
   log::info("synth: wrote ", o.images, " images of ", C, " classes to ", o.out.string());
 }
 

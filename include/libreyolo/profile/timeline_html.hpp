@@ -36,7 +36,23 @@ inline nlohmann::json timeline_data(const WindowRecord& rec, const nlohmann::jso
                         "gpu_util_raw", "kernels_per_step", "mean_kernel_us", "tensorcore_pct", "peak_vram_mb",
                         "host_overhead_ms_per_step", "launches_per_step", "trace_collected", "notes", "levers"})
     head[k] = profile.contains(k) ? profile.at(k) : json(nullptr);
-  return {{"steps", steps}, {"phases", phases}, {"names", names}, {"lanes", lanes}, {"head", head}};
+  // Beside the timeline: the per-phase table, the kernel categories and the top kernels.
+  json table = json::array();
+  for (const auto& r : profile.value("phases", json::array()))
+    if (r.is_object())
+      table.push_back({r.value("phase", std::string()), r.contains("wall_ms_per_step") ? r.at("wall_ms_per_step") : json(nullptr),
+                       r.contains("gpu_ms_per_step") ? r.at("gpu_ms_per_step") : json(nullptr),
+                       r.contains("kernels_per_step") ? r.at("kernels_per_step") : json(nullptr),
+                       r.contains("ops_per_step") ? r.at("ops_per_step") : json(nullptr)});
+  json cats = json::array(), top = json::array();
+  for (const auto& c : profile.value("categories", json::array()))
+    if (c.is_object()) cats.push_back({c.value("name", std::string()), c.contains("pct") ? c.at("pct") : json(nullptr),
+                                       c.contains("ms") ? c.at("ms") : json(nullptr)});
+  for (const auto& k : profile.value("top_kernels", json::array()))
+    if (k.is_object()) top.push_back({k.value("name", std::string()), k.contains("pct") ? k.at("pct") : json(nullptr),
+                                      k.contains("ms") ? k.at("ms") : json(nullptr), k.contains("count") ? k.at("count") : json(nullptr)});
+  return {{"steps", steps}, {"phases", phases}, {"names", names}, {"lanes", lanes}, {"head", head},
+          {"phase_table", table}, {"categories", cats}, {"top_kernels", top}};
 }
 
 inline constexpr const char* timeline_css = R"CSS(
@@ -53,6 +69,13 @@ h1{font-size:18px;margin:0 0 6px}
 svg{background:#fff;border:1px solid #ccc;cursor:grab;user-select:none}
 .lane-label{font-size:12px;fill:#333}
 .tick{font-size:10px;fill:#666}
+#tables{display:flex;flex-wrap:wrap;gap:18px;margin:10px 0}
+#tables table{border-collapse:collapse;background:#fff;border:1px solid #ddd}
+#tables caption{text-align:left;font-weight:600;padding:2px 0}
+#tables td,#tables th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right}
+#tables td:first-child,#tables th:first-child{text-align:left}
+#tables .bar{display:inline-block;height:8px;background:#4e79a7;margin-right:4px;vertical-align:0}
+.muted{color:#777}
 )CSS";
 
 inline constexpr const char* timeline_js = R"JS(
@@ -64,18 +87,36 @@ var NS='http://www.w3.org/2000/svg';
 var PHASE_COLOR={dataload:'#e15759',to_device:'#f28e2b',forward:'#4e79a7',backward:'#59a14f',optimizer:'#b07aa1'};
 var KIND_COLOR={kernel:'#5b8def',memcpy:'#e6a100',memset:'#999'};
 function fmt(v,d){return (v===null||v===undefined)?'n/a':(typeof v==='number'?v.toFixed(d):String(v));}
+function has(v){return v!==null&&v!==undefined;}
+function fmtu(v,d,u){return has(v)?fmt(v,d)+u:'n/a';}
 var H=D.head;
 document.getElementById('model').textContent='Training profile: '+(H.model||'(model not named)');
 document.getElementById('verdict').textContent='BOUND: '+H.bound;
 document.getElementById('why').textContent=H.bound_why+'.'+(H.levers&&H.levers.length?' Levers: '+H.levers.join('; ')+'.':'');
 document.getElementById('notes').textContent=(H.notes||[]).join(' | ');
-var nums=[['img/s',fmt(H.img_per_s,1)],['step ms',fmt(H.step_ms,2)],['dataload',H.dataload_frac===null?'n/a':fmt(100*H.dataload_frac,0)+'%'],
- ['GPU util',H.gpu_util===null?'n/a':fmt(100*H.gpu_util,0)+'% (raw '+fmt(H.gpu_util_raw,2)+')'],
- ['kernels/step',fmt(H.kernels_per_step,0)+' @ '+fmt(H.mean_kernel_us,1)+' us'],['Tensor Cores',fmt(H.tensorcore_pct,0)+'%'],
- ['peak VRAM',fmt(H.peak_vram_mb,0)+' MB'],['host overhead',fmt(H.host_overhead_ms_per_step,2)+' ms/step'],
+var nums=[['img/s',fmt(H.img_per_s,1)],['step ms',fmt(H.step_ms,2)],['dataload',has(H.dataload_frac)?fmt(100*H.dataload_frac,0)+'%':'n/a'],
+ ['GPU util',has(H.gpu_util)?fmt(100*H.gpu_util,0)+'% (raw '+fmt(H.gpu_util_raw,2)+')':'n/a'],
+ ['kernels/step',has(H.kernels_per_step)?fmt(H.kernels_per_step,0)+(has(H.mean_kernel_us)?' @ '+fmt(H.mean_kernel_us,1)+' us':''):'n/a'],
+ ['Tensor Cores',fmtu(H.tensorcore_pct,0,'%')],
+ ['peak VRAM',fmtu(H.peak_vram_mb,0,' MB')],['host overhead',fmtu(H.host_overhead_ms_per_step,2,' ms/step')],
  ['launches/step',fmt(H.launches_per_step,0)]];
 var box=document.getElementById('numbers');
 nums.forEach(function(n){var d=document.createElement('div');d.textContent=n[0];var b=document.createElement('b');b.textContent=n[1];d.appendChild(b);box.appendChild(d);});
+function table(id,caption,head,rows,note){var t=document.createElement('table');t.id=id;var c=document.createElement('caption');
+ c.textContent=caption;t.appendChild(c);var tr=document.createElement('tr');head.forEach(function(h){var th=document.createElement('th');
+ th.textContent=h;tr.appendChild(th);});t.appendChild(tr);rows.forEach(function(r){var tr=document.createElement('tr');
+ r.forEach(function(v){var td=document.createElement('td');if(v&&v.bar!==undefined){var b=document.createElement('span');b.className='bar';
+ b.style.width=Math.max(1,Math.round(v.bar))+'px';td.appendChild(b);td.appendChild(document.createTextNode(v.text));}else td.textContent=v;tr.appendChild(td);});
+ t.appendChild(tr);});if(note){var tr2=document.createElement('tr');var td=document.createElement('td');td.colSpan=head.length;td.className='muted';
+ td.textContent=note;tr2.appendChild(td);t.appendChild(tr2);}document.getElementById('tables').appendChild(t);}
+var noTrace=H.trace_collected?'':'no kernel trace in this run (CPU build or tracer off): GPU columns are n/a';
+table('phase-table','Per phase (per step)',['phase','wall ms','GPU ms','kernels','ops'],(D.phase_table||[]).map(function(r){
+ return [r[0],fmt(r[1],3),fmt(r[2],3),fmt(r[3],1),fmt(r[4],1)];}),noTrace);
+var cats=H.trace_collected?(D.categories||[]):[],tops=H.trace_collected?(D.top_kernels||[]):[];
+table('kernel-mix','Kernel categories',['category','% of GPU','ms/step'],cats.map(function(r){
+ return [r[0],{bar:has(r[1])?r[1]:0,text:fmtu(r[1],1,'%')},fmt(r[2],3)];}),cats.length?'':'no kernels traced');
+table('top-kernels','Top kernels',['kernel','% of GPU','ms/step','count'],tops.map(function(r){
+ return [r[0].length>70?r[0].slice(0,67)+'...':r[0],fmtu(r[1],1,'%'),fmt(r[2],3),fmt(r[3],1)];}),tops.length?'':'no kernels traced');
 var leg=document.getElementById('legend');
 Object.keys(PHASE_COLOR).forEach(function(p){var s=document.createElement('span');var i=document.createElement('i');i.style.background=PHASE_COLOR[p];s.appendChild(i);s.appendChild(document.createTextNode(p));leg.appendChild(s);});
 var streams=Object.keys(D.lanes).sort(function(a,b){return (+a)-(+b);});
@@ -88,11 +129,16 @@ var full=[0,Math.max(tEnd,1e-3)],view=full.slice();
 function el(tag,attrs,parent){var e=document.createElementNS(NS,tag);for(var k in attrs)e.setAttribute(k,attrs[k]);parent.appendChild(e);return e;}
 function tip(e,text){var t=document.createElementNS(NS,'title');t.textContent=text;e.appendChild(t);}
 function x(t){return LABEL+(t-view[0])*(W-LABEL-4)/(view[1]-view[0]);}
+// Tick spacing: the smallest 1/2/5 x 10^k step whose labels (about 7 px a character) do not touch.
+function ticks(){var span=view[1]-view[0],px=(W-LABEL-4)/span,step=Math.pow(10,Math.floor(Math.log10(span/20)));
+ for(var i=0;i<40;i++){var dec=Math.max(0,-Math.floor(Math.log10(step)+1e-9)),w=(Math.max(Math.abs(view[0]),Math.abs(view[1])).toFixed(dec)+' ms').length*7+12;
+  if(step*px>=w)return {step:step,dec:dec};var m=Math.round(step/Math.pow(10,Math.floor(Math.log10(step)+1e-9)));step*=(m===2?2.5:2);}
+ return {step:span,dec:3};}
 function render(){
  while(svg.firstChild)svg.removeChild(svg.firstChild);
- var span=view[1]-view[0],step=Math.pow(10,Math.floor(Math.log10(span/8))),g=el('g',{},svg);
- for(var t=Math.ceil(view[0]/step)*step;t<=view[1];t+=step){el('line',{x1:x(t),x2:x(t),y1:TOP-4,y2:HGT,stroke:'#eee'},g);
-  var tx=el('text',{x:x(t)+2,y:12,'class':'tick'},g);tx.textContent=(+t.toFixed(6))+' ms';}
+ var tk=ticks(),step=tk.step,g=el('g',{},svg);
+ for(var t=Math.ceil(view[0]/step)*step;t<=view[1]+step*1e-9;t+=step){if(x(t)<LABEL-1)continue;el('line',{x1:x(t),x2:x(t),y1:TOP-4,y2:HGT,stroke:'#eee'},g);
+  var tx=el('text',{x:x(t)+2,y:12,'class':'tick'},g);tx.textContent=t.toFixed(tk.dec)+' ms';}
  var labels=['steps','phases'].concat(streams.map(function(s){return 'stream '+s;}));
  labels.forEach(function(l,i){var tx=el('text',{x:4,y:TOP+i*ROW+16,'class':'lane-label'},svg);tx.textContent=l;});
  var body=el('svg',{x:LABEL,y:0,width:W-LABEL,height:HGT,viewBox:LABEL+' 0 '+(W-LABEL)+' '+HGT},svg);
@@ -132,7 +178,7 @@ inline std::string timeline_html(const WindowRecord& rec, const nlohmann::json& 
   html += "</style></head><body>\n<h1 id=\"model\"></h1><div id=\"verdict\"></div><div id=\"why\"></div>"
           "<div id=\"notes\"></div><div id=\"numbers\"></div><div id=\"legend\"></div>\n"
           "<p style=\"color:#666;margin:4px 0\">Wheel: zoom &middot; drag: pan &middot; double-click: reset. "
-          "Darker steps ran with device synchronisation.</p>\n<svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\"></svg>\n"
+          "Darker steps ran with device synchronisation.</p>\n<svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\"></svg>\n<div id=\"tables\"></div>\n"
           "<script type=\"application/json\" id=\"data\">";
   html += data;
   html += "</script>\n<script>";

@@ -113,9 +113,21 @@ class ClassifyTask {
     auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
     int64_t n = 0;
     const int64_t k = std::min<int64_t>(5, static_cast<int64_t>(names_.size()));
+    const bool plots = !plot_dir_.empty() && plot::available;
+    plot::ConfusionMatrix confusion(num_classes());
+    bool first_batch = true;
     while (auto batch = loader.next()) {
       auto b = Derived::to_device(*batch, dev);
       auto logits = forward(Derived::input(b)).to(torch::kFloat32);
+      if (plots) {
+        const torch::Tensor probs = Derived::decode(logits).to(torch::kCPU);
+        const auto top = probs.max(1);
+        const torch::Tensor pred = std::get<1>(top), score = std::get<0>(top);
+        const torch::Tensor labels = batch->labels.to(torch::kCPU);
+        for (int64_t i = 0; i < labels.size(0); ++i) confusion.add_class(pred[i].item<int64_t>(), labels[i].item<int64_t>());
+        if (first_batch) plot_batch(*batch, pred, score);
+        first_batch = false;
+      }
       loss_sum += torch::nn::functional::cross_entropy(
                       logits, b.labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                       .to(torch::kFloat64);
@@ -125,6 +137,7 @@ class ClassifyTask {
       correct5 += hit.any(1).sum();
       n += b.labels.size(0);
     }
+    if (plots) plot::confusion_png(confusion, names_, plot_dir_ / "confusion_matrix.png", /*with_background=*/false);
     train::ValResult r;
     if (n == 0) throw DataError("validation split of " + std::string("the dataset") + " has no images");
     double top1 = double(correct1.item<int64_t>()) / double(n);
@@ -136,28 +149,40 @@ class ClassifyTask {
   }
 
   // Predict on image files: the validation transform (resize + centre crop to imgsz), forward, the top-k
-  // classes with their probabilities. Writes predictions.json.
+  // classes with their probabilities. Writes predictions.json, a copy of each image with its top class
+  // and score, and with save_txt labels/<stem>.txt (one `class score` line per top-k class).
   template <class Forward>
   nlohmann::json predict(Forward&& forward, const std::filesystem::path& source, const PredictOptions& opt,
                          torch::Device dev, const std::filesystem::path& out_dir) const {
-    const auto files = detect::sources(source);
+    const auto files = tasks::sources(source);
     std::filesystem::create_directories(out_dir);
     nlohmann::json all = nlohmann::json::array();
     torch::NoGradGuard ng;
     const int64_t k = std::min<int64_t>(std::max<int64_t>(1, opt.top_k), static_cast<int64_t>(names_.size()));
+    progress::Bar bar("predict", static_cast<int64_t>(files.size()), 30, progress::choose_mode(30), "img");
     for (const auto& file : files) {
       data::Image img = data::read_image(file);
       auto in = data::to_chw_tensor(data::resize_center_crop(img, opt.imgsz)).unsqueeze(0).to(dev);
       torch::Tensor probs = Derived::decode(forward(normalise(in)))[0].to(torch::kCPU);
       auto top = probs.topk(k);
       nlohmann::json classes = nlohmann::json::array();
+      std::vector<std::string> lines;
       for (int64_t i = 0; i < k; ++i) {
         const auto c = std::get<1>(top)[i].item<int64_t>();
-        classes.push_back({{"class", c}, {"name", names_.at(static_cast<size_t>(c))}, {"score", std::get<0>(top)[i].item<double>()}});
+        const double score = std::get<0>(top)[i].item<double>();
+        classes.push_back({{"class", c}, {"name", names_.at(static_cast<size_t>(c))}, {"score", score}});
+        lines.push_back(std::to_string(c) + " " + fmt3(score));
       }
+      if (opt.save_images) {
+        plot::caption(img, classes[0]["name"].get<std::string>() + " " + fmt3(classes[0]["score"].get<double>()));
+        data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
+      }
+      if (opt.save_txt) write_label_lines(out_dir, file, lines);
       all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"classes", classes}});
+      bar.update(static_cast<int64_t>(all.size()));
     }
-    std::ofstream(out_dir / "predictions.json") << all.dump(2) << "\n";
+    bar.finish();
+    write_predictions(out_dir, all);
     log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
     return all;
   }
@@ -176,7 +201,35 @@ class ClassifyTask {
   int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
   const std::string& size() const { return size_; }
 
+  // Pictures (plots=true; the trainer calls these): validate() writes val_batch0_labels.jpg,
+  // val_batch0_pred.jpg (top class and score, green when right) and confusion_matrix.png under `dir`
+  // ("" = none); labels.png shows the training images per class.
+  void set_plot_dir(const std::filesystem::path& dir) { plot_dir_ = dir; }
+  void plot_labels(const std::filesystem::path& out) const {
+    if (!data_.train) return;
+    std::vector<double> count(names_.size(), 0);
+    for (size_t i = 0; i < data_.train->size(); ++i)
+      if (const auto l = data_.train->label(i); l >= 0 && static_cast<size_t>(l) < count.size()) count[static_cast<size_t>(l)] += 1;
+    plot::class_histogram_png(names_, count, out);
+  }
+
  protected:
+  void plot_batch(const Batch& batch, const torch::Tensor& pred, const torch::Tensor& score) const {
+    std::vector<data::Image> labelled, predicted;
+    for (int64_t i = 0; i < batch.images.size(0) && i < 16; ++i) {
+      const torch::Tensor images = batch.images;
+      auto img = plot::image_from_chw(images[i]);
+      auto pimg = img;
+      const torch::Tensor labels = batch.labels;
+      const int64_t truth = labels[i].item<int64_t>(), p = pred[i].item<int64_t>();
+      plot::caption(img, names_.at(static_cast<size_t>(truth)));
+      plot::caption(pimg, names_.at(static_cast<size_t>(p)) + " " + fmt3(score[i].item<double>()), p == truth);
+      labelled.push_back(std::move(img));
+      predicted.push_back(std::move(pimg));
+    }
+    plot::grid_jpeg(labelled, plot_dir_ / "val_batch0_labels.jpg", 160);
+    plot::grid_jpeg(predicted, plot_dir_ / "val_batch0_pred.jpg", 160);
+  }
   static std::string fmt3(double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", x);
@@ -185,6 +238,7 @@ class ClassifyTask {
   std::string size_;
   std::vector<std::string> names_;
   data::ClassifyData data_;
+  std::filesystem::path plot_dir_;
 };
 
 }  // namespace libreyolo::tasks

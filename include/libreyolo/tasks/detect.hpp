@@ -18,6 +18,7 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/progress.hpp>
 #include <libreyolo/data/augment.hpp>
 #include <libreyolo/data/detect.hpp>
 #include <libreyolo/data/detect_yaml.hpp>
@@ -26,6 +27,7 @@
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/eval/detection.hpp>
+#include <libreyolo/plot/charts.hpp>
 #include <libreyolo/tasks/task.hpp>
 
 #include <nlohmann/json.hpp>
@@ -62,16 +64,21 @@ namespace detect {
 // Undo a letterbox (data/augment.hpp's unletterbox): xyxy columns 0..3 back to the original image.
 using data::unletterbox;
 
-// The images a `source=` names: one image file, or every image under a folder (sorted).
-inline std::vector<std::filesystem::path> sources(const std::filesystem::path& source) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(source)) throw DataError("source=" + source.string() + ": no such file or folder");
-  if (fs::is_regular_file(source)) return {source};
-  std::vector<fs::path> out;
-  for (auto& e : fs::recursive_directory_iterator(source))
-    if (e.is_regular_file() && data::detail::is_image_file(e.path())) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  if (out.empty()) throw DataError("source=" + source.string() + ": the folder holds no .jpg/.jpeg/.png images");
+// The images a `source=` names: a file, a folder or a glob (tasks::sources, task.hpp).
+inline std::vector<std::filesystem::path> sources(const std::filesystem::path& source) { return tasks::sources(source); }
+
+// Rows of a [n, 6] prediction (x1 y1 x2 y2 score class) or, gt=true, a [n, 5] ground truth (class x1 y1
+// x2 y2) tensor as plot boxes.
+inline std::vector<plot::DetBox> boxes_of(const torch::Tensor& t_in, bool gt) {
+  std::vector<plot::DetBox> out;
+  if (!t_in.defined() || t_in.numel() == 0) return out;
+  const auto t = t_in.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  const auto* d = t.data_ptr<double>();
+  const int64_t cols = t.size(1);
+  for (int64_t i = 0; i < t.size(0); ++i, d += cols) {
+    if (gt) out.push_back({d[1], d[2], d[3], d[4], static_cast<int64_t>(d[0]), 1.0});
+    else out.push_back({d[0], d[1], d[2], d[3], static_cast<int64_t>(d[5]), d[4]});
+  }
   return out;
 }
 
@@ -167,11 +174,17 @@ class DetectTask {
     torch::NoGradGuard ng;
     eval::DetectionMetrics metrics;
     const auto opts = Derived::val_decode();
+    const bool plots = !plot_dir_.empty() && plot::available;
+    plot::ConfusionMatrix confusion(num_classes());
+    plot::PrCollector pr;
+    bool first_batch = true;
     loader.start_epoch(0);
     while (auto batch = loader.next()) {
       auto b = Derived::to_device(*batch, dev);
       auto preds = derived().decode(forward(Derived::input(b)), opts);
       const std::array<int64_t, 2> in_hw{b.images.size(2), b.images.size(3)};
+      if (plots && first_batch) plot_batch(*batch, preds);
+      first_batch = false;
       for (size_t i = 0; i < preds.size(); ++i) {
         const auto& lb = batch->letterbox[i];  // orig_h, orig_w, ratio, pad_x, pad_y
         const std::array<int64_t, 2> orig{static_cast<int64_t>(lb[0]), static_cast<int64_t>(lb[1])};
@@ -184,7 +197,16 @@ class DetectTask {
         if (g.size(0) > 0)
           g = torch::cat({g.narrow(1, 0, 1), detect::unletterbox(g.narrow(1, 1, 4), in_hw, orig, lb[2], {lb[3], lb[4]})}, 1);
         metrics.add(p, g);
+        if (plots) {
+          const auto pb = detect::boxes_of(p, /*gt=*/false), gb = detect::boxes_of(g, /*gt=*/true);
+          confusion.add_detections(pb, gb);
+          pr.add(pb, gb);
+        }
       }
+    }
+    if (plots) {
+      plot::confusion_png(confusion, names_, plot_dir_ / "confusion_matrix.png");
+      plot::pr_curve_png(pr.curves(), names_, plot_dir_ / "PR_curve.png");
     }
     auto r = metrics.compute();
     train::ValResult v;
@@ -199,12 +221,13 @@ class DetectTask {
   }
 
   // Predict on image files: letterbox, forward (from_pixels of the float [1,3,S,S] image), decode + NMS, boxes
-  // mapped back to the original pixels. Writes predictions.json and a copy of each image with its boxes.
+  // mapped back to the original pixels. Writes predictions.json, a copy of each image with its boxes,
+  // class names and scores, and with save_txt labels/<stem>.txt (`class cx cy w h conf`, normalised).
   template <class Forward>
   nlohmann::json predict(Forward&& forward, const std::filesystem::path& source, const PredictOptions& opt,
                          torch::Device dev, const std::filesystem::path& out_dir) const {
     namespace fs = std::filesystem;
-    const auto files = detect::sources(source);
+    const auto files = tasks::sources(source);
     fs::create_directories(out_dir);
     DecodeOptions dec;
     dec.conf = opt.conf;
@@ -212,6 +235,7 @@ class DetectTask {
     dec.max_det = opt.max_det;
     nlohmann::json all = nlohmann::json::array();
     torch::NoGradGuard ng;
+    progress::Bar bar("predict", static_cast<int64_t>(files.size()), 30, progress::choose_mode(30), "img");
     for (const auto& file : files) {
       data::Image img = data::read_image(file);
       data::DetBoxes none;
@@ -220,6 +244,8 @@ class DetectTask {
       auto x = Derived::from_pixels(data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32));
       torch::Tensor det = derived().decode(forward(x), dec)[0].to(torch::kCPU).to(torch::kFloat64);
       nlohmann::json boxes = nlohmann::json::array();
+      std::vector<plot::DetBox> drawn;
+      std::vector<std::string> lines;
       for (int64_t i = 0; i < det.size(0); ++i) {
         torch::Tensor d = det[i];
         // Letterboxed pixel -> original pixel: undo the padding, then the per-axis scale.
@@ -228,15 +254,28 @@ class DetectTask {
         double x2 = std::clamp((d[2].item<double>() - lb.pad_x) / lb.scale_x, 0.0, double(img.w));
         double y2 = std::clamp((d[3].item<double>() - lb.pad_y) / lb.scale_y, 0.0, double(img.h));
         int cls = static_cast<int>(d[5].item<double>());
+        const double score = d[4].item<double>();
         boxes.push_back({{"class", cls}, {"name", cls < static_cast<int>(names_.size()) ? names_[cls] : std::to_string(cls)},
-                         {"score", d[4].item<double>()}, {"box", {x1, y1, x2, y2}}});
-        if (opt.save_images) detect::draw_box(img, x1, y1, x2, y2, cls);
+                         {"score", score}, {"box", {x1, y1, x2, y2}}});
+        drawn.push_back({x1, y1, x2, y2, cls, score});
+        char line[160];
+        std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f %.6f", cls, (x1 + x2) / 2 / img.w, (y1 + y2) / 2 / img.h,
+                      (x2 - x1) / img.w, (y2 - y1) / img.h, score);
+        lines.emplace_back(line);
       }
-      if (opt.save_images) data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
+      if (opt.save_images) {
+        plot::annotate(img, drawn, names_, /*show_score=*/true);
+        data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
+      }
+      if (opt.save_txt) write_label_lines(out_dir, file, lines);
       all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"boxes", boxes}});
+      bar.update(static_cast<int64_t>(all.size()));
     }
-    std::ofstream(out_dir / "predictions.json") << all.dump(2) << "\n";
-    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
+    bar.finish();
+    write_predictions(out_dir, all);
+    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string(),
+              opt.save_images ? ", annotated images in " + out_dir.string() : std::string(),
+              opt.save_txt ? ", labels in " + (out_dir / "labels").string() : std::string());
     return all;
   }
   // One line per image for the command line.
@@ -257,12 +296,43 @@ class DetectTask {
   int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
   const std::string& size() const { return size_; }
 
+  // Pictures (plots=true; the trainer calls these): where validate() writes val_batch0_labels.jpg,
+  // val_batch0_pred.jpg, confusion_matrix.png and PR_curve.png ("" = none), and labels.png of the
+  // training split (boxes per class, centres, sizes).
+  void set_plot_dir(const std::filesystem::path& dir) { plot_dir_ = dir; }
+  void plot_labels(const std::filesystem::path& out) const {
+    if (!train_) return;
+    std::vector<std::array<float, 5>> boxes;
+    for (const auto& e : train_->index().entries) boxes.insert(boxes.end(), e.boxes.begin(), e.boxes.end());
+    plot::labels_png(names_, boxes, out);
+  }
+
  protected:
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
+
+  // The first validation batch (network-input pixels): its labels and the predictions above conf 0.25.
+  void plot_batch(const Batch& batch, const std::vector<torch::Tensor>& preds) const {
+    std::vector<data::Image> labelled, predicted;
+    const torch::Tensor images = batch.images;
+    for (int64_t i = 0; i < images.size(0) && i < 16; ++i) {
+      auto img = plot::image_from_chw(images[i]);
+      auto pimg = img;
+      plot::annotate(img, detect::boxes_of(batch.boxes[static_cast<size_t>(i)], /*gt=*/true), names_, false);
+      std::vector<plot::DetBox> p;
+      for (const auto& d : detect::boxes_of(preds[static_cast<size_t>(i)].to(torch::kCPU), false))
+        if (d.score >= 0.25) p.push_back(d);
+      plot::annotate(pimg, p, names_, true);
+      labelled.push_back(std::move(img));
+      predicted.push_back(std::move(pimg));
+    }
+    plot::grid_jpeg(labelled, plot_dir_ / "val_batch0_labels.jpg");
+    plot::grid_jpeg(predicted, plot_dir_ / "val_batch0_pred.jpg");
+  }
 
   std::string size_;
   std::vector<std::string> names_;
   std::shared_ptr<Dataset> train_, val_;
+  std::filesystem::path plot_dir_;
 };
 
 }  // namespace libreyolo::tasks

@@ -9,15 +9,22 @@
 // A task never includes a family header. The task contract below is what the trainer, the facade
 // (model.hpp) and the command line rely on; each task header states what its family must add.
 #include <libreyolo/core/config.hpp>
+#include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/data/detect_yaml.hpp>
+#include <libreyolo/data/image.hpp>
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/train/family.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <concepts>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,13 +32,73 @@
 namespace libreyolo::tasks {
 
 // What predict is asked for, whatever the task (each task reads the fields it needs).
+//
+// The predict contract, the same for every task (detect, classify here; point and semantic tasks
+// implement it the same way): `nlohmann::json predict(forward, source, PredictOptions, device, out_dir)`
+// reads the images sources(source) names, writes out_dir/predictions.json (one object per image:
+// file, width, height and the task's results) with write_predictions(), an annotated copy of each image
+// (class names and scores drawn: plot/charts.hpp) when save_images, and with save_txt one
+// out_dir/labels/<stem>.txt per image in the task's YOLO label format plus a confidence column.
 struct PredictOptions {
   int imgsz = 640;
   double conf = 0.25, iou = 0.7;  // detection: score threshold and NMS IoU
   int64_t max_det = 300;          // detection: boxes kept per image
   int64_t top_k = 5;              // classification: classes reported per image
-  bool save_images = true;        // detection: annotated copies of the images
+  bool save_images = true;        // annotated copies of the images
+  bool save_txt = false;          // labels/<stem>.txt: YOLO-format lines with a confidence column
 };
+
+// The images a `source=` names: one image file, every image under a folder (recursive, sorted), or a
+// glob pattern (*, ?, [...]; `*` also matches across folders), e.g. source='data/images/val/*.jpg'.
+inline std::vector<std::filesystem::path> sources(const std::filesystem::path& source) {
+  namespace fs = std::filesystem;
+  const std::string s = source.string();
+  std::vector<fs::path> out;
+  if (s.find_first_of("*?[") != std::string::npos && !fs::exists(source)) {
+    // The folder to walk: the components before the first one with a wildcard.
+    fs::path root;
+    for (const auto& part : source) {
+      if (part.string().find_first_of("*?[") != std::string::npos) break;
+      root /= part;
+    }
+    if (root.empty()) root = ".";
+    std::error_code ec;
+    if (fs::is_directory(root, ec))
+      for (auto& e : fs::recursive_directory_iterator(root, ec))
+        if (e.is_regular_file() && data::detail::is_image_file(e.path()) &&
+            ::fnmatch(s.c_str(), (root == "." && s.rfind("./", 0) != 0 ? e.path().lexically_relative(".") : e.path()).c_str(), 0) == 0)
+          out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    if (out.empty()) throw DataError("source=" + s + ": the pattern matches no .jpg/.jpeg/.png image");
+    return out;
+  }
+  if (!fs::exists(source)) throw DataError("source=" + s + ": no such file or folder (or glob pattern)");
+  if (fs::is_regular_file(source)) return {source};
+  for (auto& e : fs::recursive_directory_iterator(source))
+    if (e.is_regular_file() && data::detail::is_image_file(e.path())) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw DataError("source=" + s + ": the folder holds no .jpg/.jpeg/.png images");
+  return out;
+}
+
+// predictions.json under out_dir (written atomically enough for a reader: a temporary, then a rename).
+inline void write_predictions(const std::filesystem::path& out_dir, const nlohmann::json& all) {
+  const auto tmp = out_dir / "predictions.json.tmp";
+  {
+    std::ofstream f(tmp);
+    if (!(f << all.dump(2) << "\n")) throw SetupError("predict: cannot write " + tmp.string());
+  }
+  std::filesystem::rename(tmp, out_dir / "predictions.json");
+}
+
+// One labels/<stem>.txt (save_txt=true): the lines as given, created empty when there are none.
+inline void write_label_lines(const std::filesystem::path& out_dir, const std::filesystem::path& image,
+                              const std::vector<std::string>& lines) {
+  std::filesystem::create_directories(out_dir / "labels");
+  std::ofstream f(out_dir / "labels" / (image.stem().string() + ".txt"));
+  for (const auto& l : lines) f << l << "\n";
+  if (!f) throw SetupError("predict: cannot write " + (out_dir / "labels" / (image.stem().string() + ".txt")).string());
+}
 
 // Static facts of a task (one struct per task: DetectInfo, ClassifyInfo, ...).
 template <class I>

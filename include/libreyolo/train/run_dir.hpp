@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -74,8 +75,11 @@ class ResultsWriter {
 
  private:
   void write_csv() const {
+    // Every row's keys, first seen first: with eval_interval > 1 the first rows have no val/ columns.
     std::vector<std::string> cols;
-    for (auto& [k, v] : rows_.front().items()) cols.push_back(k);
+    for (auto& r : rows_)
+      for (auto& [k, v] : r.items())
+        if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
     std::string s;
     for (size_t i = 0; i < cols.size(); ++i) s += (i ? "," : "") + cols[i];
     s += "\n";

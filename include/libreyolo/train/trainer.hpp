@@ -16,10 +16,12 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/device.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/progress.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/dist/reducer.hpp>
 #include <libreyolo/precision/fp32.hpp>
+#include <libreyolo/plot/charts.hpp>
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/autobatch.hpp>
 #include <libreyolo/train/checkpoint.hpp>
@@ -151,6 +153,8 @@ class Trainer {
   nlohmann::json run_summary() const;
   nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
   void log_header() const;
+  bool capture_active() const;
+  std::string progress_tail() const;
   bool stop_now();
   bool stop_at_epoch_end();
   // Micro-batches whose gradients are accumulated but not yet stepped (0 on an optimizer-step boundary).

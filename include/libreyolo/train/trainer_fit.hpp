@@ -54,17 +54,16 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     loss_count_ = 0;
     const auto t0 = clock::now();
     const int64_t nb = static_cast<int64_t>(train_loader_->num_batches());
-    int64_t next_progress = std::max<int64_t>(nb / 10, 1);
+    // The epoch's live line (core/progress.hpp): rank 0 only; the rate counts this run's batches.
+    std::optional<progress::Bar> bar;
+    if (is_main())
+      bar.emplace("epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(cfg_.epochs), nb - resumed_at,
+                  cfg_.progress_interval);
     while (train_one_batch()) {
       StepInfo si{epoch_, ni_, opt_steps_, loss_sum_};
       (deliver<event::step_end>(callbacks, si), ...);
       events_.raise(event::step_end{}, si);
-      if (nb >= 200 && batch_in_epoch_ >= next_progress) {
-        double secs = std::chrono::duration<double>(clock::now() - t0).count();
-        log::info("  epoch ", epoch_ + 1, " batch ", batch_in_epoch_, "/", nb, "  ",
-                  trainer_detail::fmt(batch_in_epoch_ / secs, "%.2f"), " it/s");
-        next_progress += std::max<int64_t>(nb / 10, 1);
-      }
+      if (bar) bar->update(batch_in_epoch_ - resumed_at, [&] { return progress_tail(); });
       bool profiled = false;
       if constexpr (Profiler::enabled) profiled = cfg_.profile_stop && prof_.finished();
       if (draining || profiled || stop_now() || (cfg_.max_steps > 0 && opt_steps_ >= cfg_.max_steps)) {
@@ -82,6 +81,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
         draining = true;
       }
     }
+    if (bar) bar->finish();
     const bool epoch_complete = !stop || batch_in_epoch_ >= nb;
     const int64_t trained_batches = batch_in_epoch_ - resumed_at;
     const double secs = std::chrono::duration<double>(clock::now() - t0).count();
@@ -100,6 +100,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
       // rank 0 validates and writes; the others go on (the next all-reduce waits for it)
     } else if (epoch_complete) {
       results_->add_epoch(row, run_summary());
+      if (cfg_.plots) plot::results_png(results_->rows(), run_dir_ / "results.png");  // refreshed each epoch
       ++epoch_;  // the checkpoint records the next epoch to run
       batch_in_epoch_ = 0;
       save_checkpoint(is_best || (!v && best_fitness_ < 0 && last_epoch));
@@ -190,7 +191,7 @@ nlohmann::json LIBREYOLO_TRAINER::run_summary() const {
                          {"workers", cfg_.workers},
                          {"amp", precision_.used().amp},
                          {"amp_dtype", precision_.used().dtype},
-                         {"cuda_graph", Capture::graphs},
+                         {"cuda_graph", capture_active()},  // false after a fallback to eager (e.g. on a CPU)
                          {"accumulate", accumulate_},
                          {"torch", compat::torch_version()}};
   return {{"meta", meta},
@@ -210,7 +211,34 @@ void LIBREYOLO_TRAINER::log_header() const {
             family_.train_set()->size(), " train / ", family_.val_set()->size(), " val images, batch ", cfg_.batch,
             " x accumulate ", accumulate_, ", imgsz ", cfg_.imgsz, ", ", cfg_.optimizer, " lr0 ", cfg_.lr0, " ",
             cfg_.scheduler, ", precision ", u.amp ? "amp " + u.dtype : std::string("fp32"),
-            Capture::graphs ? ", cuda_graph" : "", "; run dir ", run_dir_.string());
+            capture_active() ? ", cuda_graph" : "", "; run dir ", run_dir_.string());
+}
+
+// Whether CUDA-graph capture can still happen in this run (the policy is CudaGraph and its setup did not
+// fall back to eager): what the run header states.
+LIBREYOLO_TRAINER_TEMPLATE
+bool LIBREYOLO_TRAINER::capture_active() const {
+  if constexpr (!Capture::graphs) return false;
+  else if constexpr (requires { capture_.enabled(); }) return capture_.enabled();
+  else return true;
+}
+
+// The end of the epoch's progress line: the running mean of each loss part and the device memory. Runs
+// only when a line is drawn (it reads the losses back from the device).
+LIBREYOLO_TRAINER_TEMPLATE
+std::string LIBREYOLO_TRAINER::progress_tail() const {
+  std::string s;
+  if (loss_sum_.defined() && loss_count_ > 0) {
+    const auto mean = (loss_sum_ / double(loss_count_)).to(torch::kCPU).to(torch::kFloat64);
+    const auto names = family_.loss_names();
+    for (size_t i = 0; i < names.size() && static_cast<int64_t>(i) < mean.numel(); ++i)
+      s += (s.empty() ? "" : "  ") + names[i] + " " + trainer_detail::fmt(mean[static_cast<int64_t>(i)].item<double>(), "%.4f");
+  }
+  if (device_.is_cuda()) {
+    const auto bytes = compat::cuda_reserved(compat::device_index(device_));
+    s += (s.empty() ? "" : "  ") + std::string("GPU ") + trainer_detail::fmt(double(bytes) / (1 << 30), "%.2f") + "G";
+  }
+  return s;
 }
 
 #undef LIBREYOLO_TRAINER

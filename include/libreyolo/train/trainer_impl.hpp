@@ -113,6 +113,9 @@ void LIBREYOLO_TRAINER::setup() {
       log::info("removed ", n, " temporary checkpoint file(s) left by an earlier run that was killed while saving");
     if (!results_) results_ = std::make_unique<train::ResultsWriter>(run_dir_);
     train::write_text_atomic(run_dir_ / "args.json", to_json(cfg_).dump(2) + "\n");
+    // labels.png: what the training split holds (the task draws it).
+    if constexpr (requires { family_.plot_labels(run_dir_); })
+      if (cfg_.plots && plot::usable()) family_.plot_labels(run_dir_ / "labels.png");
   }
   capture::resolve<F, C, M>::notice();
   if constexpr (Profiler::enabled) {
@@ -452,11 +455,19 @@ train::ValResult LIBREYOLO_TRAINER::validate() {
   auto* net = dynamic_cast<typename Network::ContainedType*>(&m);
   bool was_training = m.is_training();
   m.eval();
+  // The task calls forward once per validation batch: that drives the progress line.
+  progress::Bar bar("val", static_cast<int64_t>(val_loader_->num_batches()), cfg_.progress_interval);
+  int64_t batches = 0;
   auto forward = [&](const torch::Tensor& x) {
+    bar.update(batches++);
     [[maybe_unused]] auto guard = precision_.autocast();
     return net->forward(channels_last_ ? as_channels_last(x) : x);
   };
+  // The task's validation pictures (val_batch0_*.jpg, confusion_matrix.png, PR_curve.png) with plots=true.
+  if constexpr (requires { family_.set_plot_dir(run_dir_); })
+    family_.set_plot_dir(cfg_.plots ? run_dir_ : std::filesystem::path());
   auto r = family_.validate(forward, *val_loader_, device_);
+  bar.finish();
   m.train(was_training);
   return r;
 }
