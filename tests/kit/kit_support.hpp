@@ -51,7 +51,7 @@ std::vector<std::string> kit_args(const std::filesystem::path& project, const st
   return {"data=" + kit_data<P>().string(), "imgsz=64", "batch=24", "workers=0", "device=cpu", "epochs=8",
           "val=false", "ema=false", "warmup_epochs=0", "optimizer=AdamW", "lr0=0.001", "weight_decay=0",
           "mosaic=0", "mixup=0", "fliplr=0", "flipud=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "degrees=0", "translate=0",
-          "scale=0", "shear=0", "affine=false", "no_aug_epochs=0", "seed=4", "deterministic=true",
+          "scale=0", "shear=0", "affine=false", "no_aug_epochs=0", "multi_scale=false", "seed=4", "deterministic=true",
           "project=" + project.string(), "name=" + name, "exist_ok=true"};
 }
 

@@ -184,7 +184,11 @@ class SimOTALoss {
     auto prob = (cls.index_select(0, cidx).sigmoid() * obj.index_select(0, cidx).sigmoid()).sqrt();  // [n, nc]
     auto onehot = torch::zeros({G, nc_}, prob.options()).scatter_(1, gt_cls.unsqueeze(1), 1.0);
     auto pe = prob.unsqueeze(0).expand({G, n, nc_}), te = onehot.unsqueeze(1).expand({G, n, nc_});
-    auto cls_cost = torch::binary_cross_entropy(pe, te, {}, at::Reduction::None).sum(-1);  // [G, n]
+    // Binary cross-entropy written out (as torch's, logs clamped at -100): torch::binary_cross_entropy refuses
+    // to run under CUDA autocast, and this cost needs no gradient.
+    auto pf = pe.to(torch::kFloat32);
+    auto tf = te.to(torch::kFloat32);
+    auto cls_cost = -(tf * pf.log().clamp_min(-100.0) + (1 - tf) * (1 - pf).log().clamp_min(-100.0)).sum(-1);  // [G, n]
     auto cost = cls_cost + 3.0 * iou_cost + 1e6 * (~geometry).to(cls_cost.scalar_type());
 
     // Dynamic k per gt from its 10 best IoUs; each gt takes its k cheapest candidates.
