@@ -183,4 +183,40 @@ TEST_CASE("rtmdet forward under fp16 autocast + soft-label loss on CUDA: float32
     if (p.grad().defined()) CHECK(torch::isfinite(p.grad()).all().item<bool>());
 #endif
 }
+
+TEST_CASE("rtmdet under fp16 autocast: the shared convs' gradients do not depend on autocast's weight cache") {
+  // The capture policy records with the cache off, eager trains with it on: equal gradients here are what
+  // lets a graph run reproduce eager bit for bit (network.hpp, tower()).
+  LRY_REQUIRE_CUDA();
+  const torch::Device cuda(torch::kCUDA, 0);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  torch::manual_seed(1);
+  rt::Rtmdet net(rt::RtmdetOptions{"t", 3});
+  net->to(cuda);
+  net->train();
+  auto x = torch::randn({2, 3, 128, 128}, cuda);
+  auto grads = [&](bool cache) {
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+    const bool prev = libreyolo::compat::autocast_cache_enabled();
+    libreyolo::compat::set_autocast_cache_enabled(cache);
+    libreyolo::compat::set_cuda_autocast(true, torch::kHalf);
+    auto out = net->forward(x);
+    libreyolo::compat::set_cuda_autocast(false, torch::kHalf);
+    at::autocast::clear_cache();
+    libreyolo::compat::set_autocast_cache_enabled(prev);
+    torch::Tensor loss = torch::zeros({}, x.options());
+    for (auto& o : out) loss = loss + o.pow(2).mean();
+    loss.backward();
+    std::vector<torch::Tensor> g;
+    for (auto& p : net->head->parameters()) g.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    return g;
+  };
+  auto on = grads(true), off = grads(false);
+  REQUIRE(on.size() == off.size());
+  for (size_t i = 0; i < on.size(); ++i)
+    if (on[i].defined()) CHECK(on[i].equal(off[i]));
+  at::globalContext().setDeterministicCuDNN(false);
 }
+}
+

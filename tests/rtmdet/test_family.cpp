@@ -51,9 +51,12 @@ TEST_CASE("rtmdet trains with the original's recipe (AdamW 0.004, mosaic, mixup)
   auto cfg = ly::parse_args({"model=rtmdett", "data=" + data.string(), "imgsz=64", "batch=4", "workers=0", "device=cpu",
                              "epochs=3", "no_aug_epochs=1", "eval_interval=3", "project=" + dir.path.string(),
                              "name=run", "seed=2"});
-  CHECK(cfg.lr0 == doctest::Approx(0.004));
   ly::Trainer<ly::RtmdetFamily, ly::precision::Fp32> t(cfg, ly::RtmdetFamily("t"));
   auto r = t.fit();
+  // The family's recipe was applied (the user set none of these keys).
+  CHECK(t.config().lr0 == doctest::Approx(0.004));
+  CHECK(ly::config_detail::lower(t.config().optimizer) == "adamw");
+  CHECK(t.config().weight_decay == doctest::Approx(0.05));
   std::ifstream in(r.run_dir / "results.json");
   auto j = nlohmann::json::parse(in);
   REQUIRE(j["epochs"].size() == 3);

@@ -20,6 +20,7 @@
 // Initialisation: PyTorch defaults, then mmdet's RTMDetSepBNHead.init_weights (the original's port skips
 // it; the brief's stable training uses it): every head conv normal(0, 0.01), class-output bias
 // -log((1 - 0.01) / 0.01), regression-output bias 0.
+#include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/nn/batch_norm.hpp>
 #include <libreyolo/nn/blocks.hpp>
@@ -78,15 +79,12 @@ class ConvBNActImpl : public torch::nn::Cloneable<ConvBNActImpl> {
 };
 TORCH_MODULE(ConvBNAct);
 
-// ---- BNAct: the per-level BatchNorm of a shared head conv (the conv itself lives at level 0) ---------
+// ---- BNAct: the per-level BatchNorm of a shared head conv (the conv itself lives at level 0; the head's
+// tower() runs it and then this BN + SiLU) -----------------------------------------------------------------
 class BNActImpl : public torch::nn::Cloneable<BNActImpl> {
  public:
   explicit BNActImpl(int64_t c) : c_(c) { reset(); }
   void reset() override { bn = register_module("bn", detail::bn(c_)); }
-  // conv: level 0's convolution, applied here with this level's BatchNorm.
-  torch::Tensor forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
-    return torch::silu(bn->forward(nn::counted_conv(conv, x)));
-  }
   nn::BatchNorm2d bn{nullptr};
 
  private:
@@ -370,15 +368,27 @@ class RTMDetSepBNHeadImpl : public torch::nn::Cloneable<RTMDetSepBNHeadImpl> {
   }
   // The level's tower: level 0's convs (shared), this level's BatchNorms. Reached through the lists on
   // every call, never cached (clone() replaces the children).
+  // Under CUDA autocast each shared weight is cast to the autocast dtype once per forward, here, and all
+  // three levels use that one copy: the gradients of the levels then meet in one place (summed in the
+  // autocast dtype, then cast back) whether or not autocast's weight cache is on. With the cache (eager)
+  // PyTorch would do the same; without it (while a CUDA graph is recorded, precision/amp.hpp) each level
+  // would cast on its own and the sum would happen in float32 — a graph run would then differ from eager
+  // by ~1e-3 relative on these gradients.
   torch::Tensor tower(torch::nn::ModuleList& list, size_t lvl, torch::Tensor x) {
     auto& level0 = *list->ptr<torch::nn::ModuleListImpl>(0);
     auto& mine = *list->ptr<torch::nn::ModuleListImpl>(lvl);
     for (int64_t i = 0; i < stacked; ++i) {
-      auto& shared = *level0.ptr<ConvBNActImpl>(i)->conv;
-      if (lvl == 0) x = mine.ptr<ConvBNActImpl>(i)->forward(x);
-      else x = mine.ptr<BNActImpl>(i)->forward(shared, x);
+      auto& conv = *level0.ptr<ConvBNActImpl>(i)->conv;
+      auto y = torch::conv2d(x, shared_weight(conv.weight), {}, 1, 1);
+      if (auto* counter = nn::ConvMacCounter::active()) counter->macs += conv.weight.numel() * y.size(-2) * y.size(-1);
+      auto& bn = lvl == 0 ? mine.ptr<ConvBNActImpl>(i)->bn : mine.ptr<BNActImpl>(i)->bn;
+      x = torch::silu(bn->forward(y));
     }
     return x;
+  }
+  static torch::Tensor shared_weight(const torch::Tensor& w) {
+    if (w.is_cuda() && compat::cuda_autocast_enabled()) return w.to(compat::cuda_autocast_dtype());
+    return w;
   }
   const std::vector<int64_t>& strides() const { return strides_; }
   torch::nn::ModuleList cls_convs{nullptr}, reg_convs{nullptr}, rtm_cls{nullptr}, rtm_reg{nullptr};
