@@ -130,15 +130,15 @@ void check(const std::string& model, bool v2) {
     const auto result = fx::compare_all(f, ours, &report);
     CHECK_MESSAGE(result.ok, result.message << "\n" << report);
     MESSAGE(model << ": backbone + encoder: " << result.message);
-    for (const char* name : {"output.pred_logits", "output.pred_boxes"}) {
+    for (const std::string name : {"output.pred_logits", "output.pred_boxes"}) {
       const auto& r = f.ref(name);
-      auto t = std::string(name) == "output.pred_logits" ? full.result->pred_logits : full.result->pred_boxes;
+      auto t = name == "output.pred_logits" ? full.result->pred_logits : full.result->pred_boxes;
       CHECK(t.sizes() == torch::IntArrayRef(r.shape));
       const double abs_sum = t.abs().sum().item<double>(), sum = t.sum().item<double>();
       CAPTURE(name);
       CHECK(std::abs(abs_sum - r.abs_sum) <= 1e-2 * r.abs_sum);
       CHECK(std::abs(sum - r.sum) <= 1e-2 * r.abs_sum);
-      MESSAGE(model << ": " << std::string(name) << " (selection ties) sum " << sum << " vs " << r.sum << ", abs_sum " << abs_sum << " vs "
+      MESSAGE(model << ": " << name << " (selection ties) sum " << sum << " vs " << r.sum << ", abs_sum " << abs_sum << " vs "
                     << r.abs_sum);
     }
   }
@@ -163,8 +163,8 @@ void check(const std::string& model, bool v2) {
       FAIL_CHECK("the original's decoder did not run (" << cmd << "):\n" << text);
     } else {
       const auto theirs = load_dict(dir / "out.pt");
-      for (const char* k : {"logits", "boxes"}) {
-        const auto a = theirs.at(k), b = std::string(k) == "logits" ? dec.pred_logits : dec.pred_boxes;
+      for (const std::string k : {"logits", "boxes"}) {
+        const auto a = theirs.at(k), b = k == "logits" ? dec.pred_logits : dec.pred_boxes;
         REQUIRE(a.sizes() == b.sizes());
         const double rel = ((a - b).abs().max() / a.abs().mean().clamp_min(1e-30)).item<double>();
         CAPTURE(k);
