@@ -105,7 +105,8 @@ class PPYoloELoss {
 
     auto fg = a.fg_mask.to(torch::kFloat32);                                  // [B, A]
     auto weight = a.scores.sum(-1) * fg;                                      // [B, A]
-    auto unit = torch::tensor({0.0f, 0.0f, 1.0f, 1.0f}, logits.options()).expand({B, A, 4});
+    auto unit = torch::zeros({B, A, 4}, logits.options());  // (0, 0, 1, 1), made on the device (no host copy)
+    unit.narrow(-1, 2, 2).fill_(1.0);
     auto target_boxes = torch::where(a.fg_mask.unsqueeze(-1), a.bboxes / g.strides, unit);  // grid units
     auto iou_sum = (giou_loss(pred_boxes, target_boxes) * weight).sum();
     auto ltrb = torch::cat({points_s - target_boxes.narrow(-1, 0, 2), target_boxes.narrow(-1, 2, 2) - points_s}, -1)
