@@ -52,7 +52,9 @@ inline Panel axes(Canvas& c, double left, double top, double width, double heigh
     c.line(p.x, p.py(t), p.x + p.w, p.py(t), {0.92, 0.92, 0.92});
     c.text(tick_label(t), p.x - 4, p.py(t) + 3.5, {0.35, 0.35, 0.35}, 1);
   }
-  for (double t : xticks ? nice_ticks(p.x0, p.x1, 5) : std::vector<double>{}) {
+  std::vector<double> xt = xticks ? nice_ticks(p.x0, p.x1, 5) : std::vector<double>{};
+  if (xlabel == "epoch") std::erase_if(xt, [](double v) { return v != std::floor(v); });  // whole epochs only
+  for (double t : xt) {
     c.line(p.px(t), p.y, p.px(t), p.y + p.h, {0.92, 0.92, 0.92});
     c.text(tick_label(t), p.px(t), p.y + p.h + 13, {0.35, 0.35, 0.35}, 0.5);
   }
@@ -122,6 +124,11 @@ inline bool results_png(const nlohmann::json& rows, const std::filesystem::path&
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     }
     if (!std::isfinite(lo)) lo = 0, hi = 1;
+    if (hi - lo < 1e-12) {  // one value (or a flat line): a range around it that stays >= 0 for metrics
+      const double a = std::max(std::abs(hi) * 0.5, 0.05);
+      lo = lo >= 0 ? std::max(0.0, lo - a) : lo - a;
+      hi += a;
+    }
     const double pad = (hi - lo) * 0.08;
     const double x0 = xs.empty() ? 0 : xs.front(), x1 = xs.empty() ? 1 : xs.back();
     const auto panel = detail::axes(c, (i % cols) * pw, (i / cols) * ph, pw, ph, x0, std::max(x1, x0 + 1), lo - pad,
