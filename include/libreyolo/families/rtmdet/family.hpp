@@ -40,12 +40,6 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
         "warmup_epochs=1", "warmup_lr_start=4e-8", "no_aug_epochs=20", "eval_interval=10", "mixup=1.0",
         "translate=0",     "scale=0.9",  "hsv_mode=add", "hsv_h=5", "hsv_s=30", "hsv_v=30"};
     static constexpr std::string_view fixture_prefix = "rtmdet-";
-    // A graph run is not bit-equal to eager (SPEC §2.3: the head's convolutions are shared across the
-    // three levels, and the graphed backward sums their weight gradients in another order; ~3e-4 relative
-    // on those gradients). On the H200 (session 8, AMP, 10 steps of the kit's run) the eager runs were
-    // bit-reproducible and the graph run was not equal: this bounds the kit's loss-sum comparison (the
-    // GPU test prints the measured difference).
-    static constexpr double graph_eager_spread = 0.05;
   };
   using Network = families::rtmdet::Rtmdet;
 
