@@ -3,7 +3,7 @@
 #   buildtime  clean CLI build on 2 cores of the trees under .bt/<name> (carried) and of this tree, side by side
 #              (benchmarks/build_time/run.sh), while the CUDA build below uses the other cores
 #   build      the CUDA build of $TARGETS (default: the CLI, graph_speedup and the GPU test runners of $AREAS)
-#   gpu        the GPU suites of $AREAS (default: kit capture)
+#   gpu        the GPU suites of $AREAS (default: kit capture); gpubg: the same, alongside the train stage
 #   graphs     graph_speedup for $MODELS at $PRECISIONS (benchmarks/graph_speedup/run.sh)
 #   train      for each "name|args" line of $TRAIN_FILE (@DET@: the 400-image 640 px detection set;
 #              @SYNTH:task:imgsz:images@: a synthetic set of that task), `libreyolo train args`, $TRAIN_PAR
@@ -33,6 +33,8 @@ if has build; then
 fi
 if [ -n "$bt_pid" ]; then wait $bt_pid; cat $L/build_time.txt; pack; fi
 has gpu && gpu_tests 240 $AREAS
+# gpubg: the GPU suites alongside the training runs (correctness checks only: no timings in them).
+gpu_pid=; if has gpubg; then gpu_tests 300 $AREAS > $L/gpubg.txt 2>&1 & gpu_pid=$!; fi
 if has graphs; then
   MODELS=${MODELS:-resnet18 yolo9t} PRECISIONS=${PRECISIONS:-fp16 fp32} timeout 420 benchmarks/graph_speedup/run.sh $B $L/graph_speedup.jsonl > $L/graph_speedup.txt 2>&1
   echo "graph_speedup rc=$?"; tail -12 $L/graph_speedup.txt; pack
@@ -61,4 +63,5 @@ if has train; then
   done < "${TRAIN_FILE:-/dev/null}"
   wait; pack
 fi
+if [ -n "$gpu_pid" ]; then wait $gpu_pid; cat $L/gpubg.txt; fi
 pack
