@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every arm of the CUDA-graph benchmark in its own process and prints the table.
 #   [MODELS="resnet18 yolo9t"] [PRECISIONS="fp16 fp32"] benchmarks/graph_speedup/run.sh BUILD_DIR [OUT_JSONL]
-# MODELS: registered model names (graph_speedup --model), each optionally NAME:BATCH (e.g. rtdetr-r18:4).
+# MODELS: registered model names (graph_speedup --model), each optionally NAME:BATCH or NAME:BATCH:IMGSZ
+# (e.g. rtdetr-r18:4, fomos:16:96).
 set -euo pipefail
 build=${1:?usage: run.sh BUILD_DIR [OUT_JSONL]}
 out=${2:-graph_speedup.jsonl}
@@ -9,7 +10,8 @@ bin="$build/benchmarks/graph_speedup/graph_speedup"
 state_dir=$(mktemp -d)
 : > "$out"
 for entry in ${MODELS:-resnet18 yolo9t}; do
-  model=${entry%%:*}; batch=(); [[ "$entry" == *:* ]] && batch=(--batch "${entry#*:}")
+  IFS=: read -r model b sz <<< "$entry"; batch=()
+  [ -n "$b" ] && batch+=(--batch "$b"); [ -n "$sz" ] && batch+=(--imgsz "$sz")
   for precision in ${PRECISIONS:-fp16 fp32}; do
     for arm in eager graph; do
       "$bin" --arm "$arm" --model "$model" "${batch[@]}" --precision "$precision" --state "$state_dir/$entry.state" | tee -a "$out" || echo "graph_speedup: $entry $precision $arm failed" >&2
