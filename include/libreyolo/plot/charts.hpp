@@ -71,10 +71,7 @@ inline void polyline(Canvas& c, const Panel& p, const std::vector<double>& xs, c
   cairo_set_line_width(cr, width);
   bool open = false;
   for (size_t i = 0; i < xs.size(); ++i) {
-    if (!std::isfinite(ys[i])) {
-      open = false;
-      continue;
-    }
+    if (!std::isfinite(ys[i])) continue;  // sparse series (validation every N epochs): join the measured points
     if (open) cairo_line_to(cr, p.px(xs[i]), p.py(ys[i]));
     else cairo_move_to(cr, p.px(xs[i]), p.py(ys[i])), open = true;
   }
@@ -303,9 +300,10 @@ inline void annotate(data::Image& img, const std::vector<DetBox>& boxes, const s
     const std::string t = detail::name_of(names, b.cls) + (show_score ? " " + detail::fixed(b.score, 2) : "");
     const double tw = c.text_width(t) + 6, th = fs + 4;
     const double ty = b.y1 - th >= 0 ? b.y1 - th : b.y1;
-    c.rect(b.x1 - lw / 2, ty, tw, th, col);
+    const double tx = std::max(0.0, std::min(b.x1 - lw / 2, img.w - tw));  // the label stays inside the image
+    c.rect(tx, ty, tw, th, col);
     const bool light = col.r * 0.299 + col.g * 0.587 + col.b * 0.114 > 0.6;
-    c.text(t, b.x1 + 3 - lw / 2, ty + fs, light ? Color{0, 0, 0} : Color{1, 1, 1});
+    c.text(t, tx + 3, ty + fs, light ? Color{0, 0, 0} : Color{1, 1, 1});
   }
   img = c.to_image();
 #else
