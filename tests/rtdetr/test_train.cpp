@@ -177,6 +177,9 @@ TEST_CASE("rtdetrv2-r18: the v2 policy's names, its 640 px anchors and other inp
   for (auto& b : net->named_buffers()) points_scale += b.key().find("num_points_scale") != std::string::npos;
   CHECK(points_scale == 3);
   CHECK(net->decoder->anchors.sizes() == torch::IntArrayRef({1, 8400, 4}));
+  // Finite (checkpoints reject non-finite tensors): invalid cells hold a large value, not +inf.
+  CHECK(torch::isfinite(net->decoder->anchors).all().item<bool>());
+  CHECK(net->decoder->valid_mask.logical_not().sum().item<int64_t>() > 0);
   net->eval();
   torch::NoGradGuard ng;
   auto out = net->forward(torch::rand({1, 3, 96, 96}));  // not the eval size: anchors made for 96 px

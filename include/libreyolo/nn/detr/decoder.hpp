@@ -144,6 +144,10 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
     }
     if (o_.v2 && o_.eval_spatial_size > 0) {
       auto [a, m] = make_anchors(eval_shapes(), torch::kCPU);
+      // The stored copy holds a large finite value where the original holds +inf (invalid cells): a
+      // checkpoint may not hold non-finite values (train/checkpoint.hpp rejects them as divergence), and
+      // sigmoid(1e4 + x) is exactly 1 as sigmoid(inf) is, in float32 and float16 alike.
+      a = torch::where(m, a, torch::full_like(a, kInvalidAnchor));
       anchors = register_buffer("anchors", a);
       valid_mask = register_buffer("valid_mask", m);
     }
@@ -318,6 +322,7 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
     return r;
   }
 
+  static constexpr float kInvalidAnchor = 1e4f;
   DetrDecoderOptions o_;
   std::map<std::vector<int64_t>, std::pair<torch::Tensor, torch::Tensor>> anchor_cache_;
 };
