@@ -32,9 +32,11 @@ class SegformerFamily : public tasks::SemanticTask<SegformerFamily> {
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     // Stochastic depth (up to 0.1) and the head's dropout (0.1) inside the graph: replays draw their own
     // random stream, so the conformance suite's 10-step loss sums of a graph run may differ from eager by
-    // about what two eager runs with different streams differ by: 0.029 measured (CPU, fp32; the test
-    // "graph_eager_spread covers two eager runs ..." in tests/segformer), declared with margin for AMP.
-    static constexpr double graph_eager_spread = 0.1;
+    // about what two eager runs with different streams differ by: 0.029 and 0.113 measured (CPU, fp32, on
+    // two builds' synthetic sets; the test "graph_eager_spread covers two eager runs ..." in
+    // tests/segformer), declared with margin: ~2.5% of the 10-step loss sums (~10). On the H200 under AMP
+    // the graph run differed from eager by 0.017 (session 8).
+    static constexpr double graph_eager_spread = 0.25;
     static constexpr std::array<std::string_view, 17> overrides{
         "optimizer=AdamW", "momentum=0.9",     "lr0=6e-5",         "weight_decay=0.01",   "scheduler=linear",
         "warmup_epochs=5", "warmup_lr_start=1e-6", "min_lr_ratio=0", "mosaic=0",          "mixup=0",
