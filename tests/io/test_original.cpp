@@ -159,8 +159,8 @@ TEST_CASE("original .pt: another family, missing weights, a disallowed global or
   const auto sd = io::module_state_dict(*net);
   // A family we do not train: the model name it makes is refused, listing the available ones.
   const fs::path other = dir.path / "other.pt";
-  io::write_pt(other.string(), original_like(sd, "yolox", "t", 2));
-  CHECK_THROWS_WITH_AS(ly::Model(other.string()), doctest::Contains("model=yoloxt: unknown model"), ly::ConfigError);
+  io::write_pt(other.string(), original_like(sd, "damoyolo", "t", 2));
+  CHECK_THROWS_WITH_AS(ly::Model(other.string()), doctest::Contains("model=damoyolot: unknown model"), ly::ConfigError);
   // A state dict missing a tensor: the weights do not load, and the error names the tensor.
   io::StateDict partial(sd.begin() + 1, sd.end());
   const fs::path miss = dir.path / "missing.pt";
