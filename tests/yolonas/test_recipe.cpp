@@ -24,6 +24,16 @@ TEST_CASE("precision: YOLO-NAS defaults to float32, amp=true turns AMP on; YOLOv
   CHECK(used.scaler);
   auto off = ly::parse_args({"model=yolo7b", "amp=false"});
   CHECK_FALSE(ly::precision::resolve_precision(off, cuda, V7::amp_default).amp);
+  // The explicit override is announced once with the family's reason; nothing without it or for an AMP family.
+  const auto note = ly::precision::fp32_family_override(forced, ly::YoloNasFamily::name, Nas::amp_default,
+                                                        Nas::fp32_reason);
+  CHECK(note.find("amp=true: yolonas trains in float32 by default") == 0);
+  CHECK(note.find("YOLONASConfig.amp = False") != std::string::npos);
+  CHECK(ly::precision::fp32_family_override(cfg, "yolonas", Nas::amp_default, Nas::fp32_reason).empty());
+  CHECK(ly::precision::fp32_family_override(ly::parse_args({"model=yolonass", "amp=false"}), "yolonas",
+                                            Nas::amp_default, Nas::fp32_reason).empty());
+  CHECK(ly::precision::fp32_family_override(ly::parse_args({"model=yolo7b", "amp=true"}), "yolov7", V7::amp_default,
+                                            V7::fp32_reason).empty());
   // On a CPU every run is float32.
   CHECK_FALSE(ly::precision::resolve_precision(forced, torch::kCPU, Nas::amp_default).amp);
 }

@@ -38,6 +38,9 @@ struct family_defaults {
   // in float32 say false here: D-FINE (its decoder clamps activations at 65504, the largest finite
   // float16), DEIM, RT-DETRv4 (inherits DEIM's setting), YOLO-NAS (detect), FOMO.
   static constexpr bool amp_default = true;
+  // Why a family with amp_default = false trains in float32: the notice that an explicit amp=true
+  // prints names it (one line, e.g. "its original trains in float32 (YOLONASConfig.amp = False)").
+  static constexpr std::string_view fp32_reason = "its original trains in float32";
   // Capture: the region a CUDA graph wraps, and the tasks it applies to (empty = every task the
   // family trains). A task of the family outside captured_tasks trains eager, with one notice.
   static constexpr CaptureRegion capture_region = CaptureRegion::none;  // none = never captured

@@ -69,6 +69,15 @@ inline Used resolve_precision(const TrainConfig& cfg, torch::Device device, bool
   return Used{true, dtype, dtype == "float16"};
 }
 
+// The notice for an explicit amp=true over a family whose default is float32 (SPEC §2.2): it names the
+// reason the family defaults to float32. Empty when there is nothing to say.
+inline std::string fp32_family_override(const TrainConfig& cfg, std::string_view family, bool family_amp_default,
+                                        std::string_view fp32_reason) {
+  if (family_amp_default || !cfg.amp.value_or(false)) return {};
+  return "amp=true: " + std::string(family) + " trains in float32 by default (" + std::string(fp32_reason) +
+         "); AMP is on as asked";
+}
+
 // RAII: enables CUDA autocast with a dtype for its lifetime, then restores the previous autocast
 // state. The weight cache is switched off while a capture policy records graphs (cached casts would
 // be baked into the graph). A default-constructed guard does nothing.

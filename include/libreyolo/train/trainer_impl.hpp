@@ -186,6 +186,10 @@ void LIBREYOLO_TRAINER::build() {
   sched_->apply(*opt_, 0);
   if constexpr (requires { precision_.set_capture_active(true); }) precision_.set_capture_active(Capture::graphs);
   precision_.setup(cfg_, device_, family_traits<F>::amp_default);
+  // An explicit amp=true over a float32 family default: once, the reason the family defaults to float32.
+  if (const auto n = precision::fp32_family_override(cfg_, F::name, family_traits<F>::amp_default,
+                                                     family_traits<F>::fp32_reason); !n.empty())
+    log::notice_once("precision.family_fp32." + std::string(F::name), n);
   capture_.setup(cfg_, device_);
   if (dist_) {
     reducer_ = std::make_unique<dist::GradReducer>(*dist_, opt_->params());

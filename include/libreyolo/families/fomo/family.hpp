@@ -26,6 +26,7 @@ class FomoFamily : public tasks::PointTask<FomoFamily> {
   static constexpr int output_stride = 8;
   struct traits : family_defaults {
     static constexpr bool amp_default = false;  // FOMOConfig.amp = False
+    static constexpr std::string_view fp32_reason = "its original trains in float32: FOMOConfig.amp = False";
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     // FOMOConfig: optimizer "adam" (torch's Adam, betas 0.9 / 0.999, no weight decay = AdamW with
     // weight_decay 0), lr0 3e-4, scheduler cos, no warm-up, min_lr_ratio 0.05, no mosaic / mixup / HSV /

@@ -37,6 +37,7 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   struct traits : family_defaults {
     // The original trains YOLO-NAS in float32 (YOLONASConfig.amp = False).
     static constexpr bool amp_default = false;
+    static constexpr std::string_view fp32_reason = "its original trains in float32: YOLONASConfig.amp = False";
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
     static constexpr std::array<std::string_view, 20> overrides{
