@@ -2,9 +2,11 @@
 // batch replayed without the dataloader, fastest of --steps timed steps after --warmup steps (the graph
 // arm captures during warm-up), then the same steps again under Kineto for the GPU kernel busy time.
 //   graph_speedup --arm eager|graph --model NAME --precision fp16|fp32 --state FILE [--batch B --imgsz S --classes C]
+//                 [--detail N]  (where the time goes: GPU ms, kernels and CPU operators per phase, the N largest)
 // NAME is any registered model (yolo9t, resnet18, ...). The batch is real: the family's task writes its
 // synthetic set, the family's dataset loads and collates it (augmentation off), and the network is built
-// for C classes (default: 80 for detectors, 1000 for classifiers, as their COCO / ImageNet heads). The
+// for C classes (default: 80 for detectors and point detectors, 1000 for classifiers, 150 for semantic
+// segmenters, as their COCO / ImageNet / ADE20K heads). The
 // family's capture region is the one the trainer graphs; the loss is the family's own, eager.
 // Prints one JSON line. Peak VRAM covers warm-up (and so the capture) and the timed steps.
 #include <libreyolo/capture/cuda_graph.hpp>
@@ -31,9 +33,9 @@ namespace ly = libreyolo;
 namespace {
 struct Args {
   std::string arm = "eager", model = "yolo9t", precision = "fp16", state;
-  int warmup = 10, steps = 24;
-  int batch = 0, imgsz = 0, classes = 0;
-  std::string device = "cuda";  // cpu: a smoke test of the eager arm (no graphs, no kernel times)  // 0: the task's default (detect 8 / 640 / 80, classify 16 / 224 / 1000)
+  int warmup = 10, steps = 24, detail = 0;  // detail N: where a step's time goes, N largest entries per list
+  int batch = 0, imgsz = 0, classes = 0;  // 0: the task's default (detect 8 / 640 / 80, classify 16 / 224 / 1000, semantic 16 / 224 / 150, point 16 / 224 / 80)
+  std::string device = "cuda";  // cpu: a smoke test of the eager arm (no graphs, no kernel times)
   bool nhwc = false;  // --nhwc 1: channels-last weights and input, cuDNN autotuning (the trainer's CUDA defaults)
 };
 
@@ -51,6 +53,7 @@ Args parse(int argc, char** argv) {
       .add("--imgsz", &a.imgsz)
       .add("--classes", &a.classes)
       .add("--device", &a.device)
+      .add("--detail", &a.detail)
       .parse(argc, argv);
   if (a.arm != "eager" && a.arm != "graph") throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph");
   if (a.device != "cuda" && a.device != "cpu") throw std::invalid_argument("--device " + a.device + ": allowed cuda, cpu");
@@ -91,23 +94,28 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
   capture.setup(cfg, dev);
   ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), ly::train::OptimizerOptions{});
   const torch::Tensor input = a.nhwc ? ly::as_channels_last(x) : x;
-  auto step = [&] {
+  // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer.
+  auto step = [&](ly::profile::StepPhases& ph) {
     torch::Tensor loss;
     {
       [[maybe_unused]] auto g = prec.autocast();
+      ph.mark(ly::profile::Phase::forward);
       loss = loss_of(capture.forward(net, input, Region{}));
     }
+    ph.mark(ly::profile::Phase::backward);
     prec.scale(loss).backward();
+    ph.mark(ly::profile::Phase::optimizer);
     prec.step(opt);
     prec.update();
     opt.zero_grad();
   };
   ly::compat::cuda_synchronize(dev);
   if (dev.is_cuda()) ly::compat::cuda_reset_peak(0);
-  for (int i = 0; i < a.warmup; ++i) step();
+  ly::profile::StepPhases none;
+  for (int i = 0; i < a.warmup; ++i) step(none);
   ly::compat::cuda_synchronize(dev);
   const auto t = ly::profile::time_steps(step, a.steps, dev, static_cast<int>(x.size(0)));
-  return {{"arm", a.arm},
+  nlohmann::json out = {{"arm", a.arm},
           {"model", a.model},
           {"precision", a.precision},
           {"nhwc", a.nhwc},
@@ -121,6 +129,8 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
           {"step_over_busy", t.busy.gpu_busy_ms_per_step > 0 ? t.min_ms / t.busy.gpu_busy_ms_per_step : 0.0},
           {"capture", capture.report()},
           {"torch", ly::compat::torch_version()}};
+  if (a.detail > 0) out["breakdown"] = ly::profile::step_breakdown_json(t.busy, static_cast<size_t>(a.detail));
+  return out;
 }
 
 template <class Capture, class P>
@@ -128,7 +138,11 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   constexpr bool detect = P::task_info::task == ly::Task::detect;
   const int batch = a.batch > 0 ? a.batch : (detect ? 8 : 16);
   const int imgsz = a.imgsz > 0 ? a.imgsz : (detect ? 640 : 224);
-  const int classes = a.classes > 0 ? a.classes : (detect ? 80 : 1000);
+  // The usual benchmark heads: COCO's 80 (detect, point), ImageNet's 1000 (classify), ADE20K's 150 (semantic:
+  // the logits are upsampled to the full image before the loss, so the class count sets most of the memory).
+  constexpr ly::Task task = P::task_info::task;
+  const int classes = a.classes > 0 ? a.classes
+                                    : task == ly::Task::classify ? 1000 : task == ly::Task::semantic ? 150 : 80;
   // One real batch from the task's synthetic set (written once per state file, reused by every arm).
   const std::filesystem::path data_dir = a.state + ".data";
   ly::data::SynthOptions o;

@@ -1,6 +1,6 @@
 #pragma once
 // Explicit instantiation of a family's facade entry points (train_with: its five trainers; validate_with;
-// predict_with), so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
+// predict_with) and of its two profiler-less single-process trainers as whole classes, so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
 // one per line of families/list.hpp, including the family's header and this one) and a consumer that
 // includes extern.hpp compiles none of them.
 #include <libreyolo/facade.hpp>
@@ -11,6 +11,13 @@
   prefix nlohmann::json predict_with<P>(P, const train::Checkpoint&, const std::filesystem::path&, const TrainConfig&, \
                                         const std::filesystem::path&, double);
 
+// The two single-process trainers without the profiler, whole (every member): the ones tests and hand-composed
+// users name most (the conformance suite's EagerTrainer / GraphTrainer), so that a unit declaring them extern
+// compiles no training loop for the family.
+#define LIBREYOLO_FAMILY_TRAINERS_(prefix, P)                                            \
+  prefix class Trainer<P, precision::FamilyDefault, capture::Eager, profile::Off>;        \
+  prefix class Trainer<P, precision::FamilyDefault, capture::CudaGraph<>, profile::Off>;
+
 // For each trainer policy of family F (one per task), in namespace libreyolo.
-#define LIBREYOLO_INSTANTIATE_POLICY(P) LIBREYOLO_FAMILY_ENTRY_POINTS_(template, P)
-#define LIBREYOLO_EXTERN_POLICY(P) LIBREYOLO_FAMILY_ENTRY_POINTS_(extern template, P)
+#define LIBREYOLO_INSTANTIATE_POLICY(P) LIBREYOLO_FAMILY_ENTRY_POINTS_(template, P) LIBREYOLO_FAMILY_TRAINERS_(template, P)
+#define LIBREYOLO_EXTERN_POLICY(P) LIBREYOLO_FAMILY_ENTRY_POINTS_(extern template, P) LIBREYOLO_FAMILY_TRAINERS_(extern template, P)

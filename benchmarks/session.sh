@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 8's device calls (one script, stages chosen per call; logs come back as $OUT/logs.tgz):
+# The device calls of a session (one script, stages chosen per call; logs come back as $OUT/logs.tgz;
+# named session8.sh until session 9):
 #   buildtime  clean CLI build on 2 cores of the trees under .bt/<name> (carried) and of this tree, side by side
 #              (benchmarks/build_time/run.sh), while the CUDA build below uses the other cores
 #   build      the CUDA build of $TARGETS (default: the CLI, graph_speedup and the GPU test runners of $AREAS)
@@ -8,7 +9,9 @@
 #   train      for each "name|args" line of $TRAIN_FILE (@DET@: the 400-image 640 px detection set;
 #              @SYNTH:task:imgsz:images@: a synthetic set of that task), `libreyolo train args`, $TRAIN_PAR
 #              of them at once on the GPU; the last validation line, the wall time, results.json
-#   benchmarks/session8.sh STAGE...
+#   cmds       each line of $CMDS_FILE as a shell command (the CLI is $CLI, the build $B), under
+#              timeout ${CMD_TIMEOUT:-120}, its output in cmd_N.log and the last lines printed
+#   benchmarks/session.sh STAGE...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . benchmarks/fidelity/common.sh
@@ -60,6 +63,15 @@ if has train; then
   wait; pack
 fi
 if [ -n "$gpu_pid" ]; then wait $gpu_pid; cat $L/gpubg.txt; fi
+if has cmds; then
+  n=0
+  while IFS= read -r c; do
+    [ -z "$c" ] || [[ "$c" == \#* ]] && continue
+    n=$((n + 1)); t0=$(date +%s)
+    CLI=$CLI B=$B timeout ${CMD_TIMEOUT:-120} bash -c "$c" > $L/cmd_$n.log 2>&1
+    echo "cmd $n rc=$? $(( $(date +%s) - t0 ))s: $c"; tail -${CMD_TAIL:-8} $L/cmd_$n.log; pack
+  done < "${CMDS_FILE:-/dev/null}"
+fi
 if has graphs; then
   left=$(( ${CALL_BUDGET:-990} - SECONDS )); [ $left -gt 420 ] && left=420  # CALL_BUDGET: seconds this call may use
   MODELS=${MODELS:-resnet18 yolo9t} PRECISIONS=${PRECISIONS:-fp16 fp32} timeout $left benchmarks/graph_speedup/run.sh $B $L/graph_speedup.jsonl > $L/graph_speedup.txt 2>&1
