@@ -37,6 +37,7 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -263,13 +264,14 @@ class DFineCriterion {
       std::vector<DetrTarget> enc_t = t;
       if (in_.class_agnostic)
         for (auto& x : enc_t) x.labels = torch::zeros_like(x.labels);
+      // One matching call (one device-to-host copy); the original matches the encoder outputs against
+      // the unchanged targets too.
+      const size_t n_dec = outs.size();
+      for (auto& a : in_.enc_aux_outputs) outs.emplace_back(a.pred_logits, a.pred_boxes);
       auto m = c_.match(outs, t);
-      std::vector<DFineMatch> m_enc;
-      if (!in_.enc_aux_outputs.empty()) {
-        std::vector<std::pair<torch::Tensor, torch::Tensor>> e;
-        for (auto& a : in_.enc_aux_outputs) e.emplace_back(a.pred_logits, a.pred_boxes);
-        m_enc = c_.match(e, t);  // the original matches the encoder outputs against the unchanged targets
-      }
+      std::vector<DFineMatch> m_enc(std::make_move_iterator(m.begin() + static_cast<std::ptrdiff_t>(n_dec)),
+                                    std::make_move_iterator(m.end()));
+      m.resize(n_dec);
       std::vector<const DFineMatch*> all;
       for (auto& x : m) all.push_back(&x);
       for (auto& x : m_enc) all.push_back(&x);
