@@ -111,7 +111,7 @@ TEST_CASE("D-FINE-line training without boxes: no denoising part") {
 
 TEST_CASE("D-FINE-line eval output: [B, Q, C] logits and [B, Q, 4] boxes; fewer tokens than queries") {
   torch::NoGradGuard ng;
-  for (auto [size, variant] : {std::pair{"n", Variant::dfine}, std::pair{"s", Variant::rtdetrv4}}) {
+  for (auto [size, variant] : {std::pair{std::string("n"), Variant::dfine}, std::pair{std::string("s"), Variant::rtdetrv4}}) {
     CAPTURE(size);
     DFine net(DFineOptions{size, 5, variant, 640});
     net->eval();

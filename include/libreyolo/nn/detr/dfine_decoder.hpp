@@ -286,7 +286,7 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
 
     // Query selection (the original's _get_decoder_input / _select_topk).
     auto [anc, valid] = anchors_for(shapes, memory.device());
-    anc = anc.to(memory.scalar_type());
+    anc = anc.to(memory.scalar_type()).expand({memory.size(0), -1, -1});  // the original's anchors.repeat(B, 1, 1)
     auto output_memory = enc_output->forward(valid.to(memory.scalar_type()) * memory);
     auto enc_logits = enc_score_head->forward(output_memory);
     const int64_t k = std::min<int64_t>(o_.num_queries, memory.size(1));  // the original needs >= num_queries tokens
@@ -357,9 +357,12 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
       out.aux_outputs.push_back({match(out_logits[i]), match(out_boxes[i]), match(out_corners[i]), out.ref_points, out.pred_corners, out.pred_logits});
     out.pre_outputs = {match(pre_logits), match(pre_boxes)};
     if (dn) {
-      auto t_corners = dnpart(out_corners.back()), t_logits = dnpart(out_logits.back()), dn_ref = dnpart(ref_initial);
-      for (size_t i = 0; i < L; ++i)
-        out.dn_outputs.push_back({dnpart(out_logits[i]), dnpart(out_boxes[i]), dnpart(out_corners[i]), dn_ref, t_corners, t_logits});
+      auto dn_ref = dnpart(ref_initial);
+      for (size_t i = 0; i < L; ++i) out.dn_outputs.push_back({dnpart(out_logits[i]), dnpart(out_boxes[i]), dnpart(out_corners[i]), dn_ref, {}, {}});
+      for (auto& a : out.dn_outputs) {  // the teacher: the last layer's denoising part (the same tensors)
+        a.teacher_corners = out.dn_outputs.back().pred_corners;
+        a.teacher_logits = out.dn_outputs.back().pred_logits;
+      }
       out.dn_pre_outputs = {dnpart(pre_logits), dnpart(pre_boxes)};
       out.dn_meta = dn->meta;
     }
