@@ -40,6 +40,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -225,6 +226,7 @@ class DFineCriterion {
   // The matched pairs of one index set, resolved on the device for queries of one count.
   struct Resolved {
     torch::Tensor flat;           // [N] image * Q + query
+    torch::Tensor tidx;           // [N] the matched targets' indices in the batch's concatenated targets
     torch::Tensor boxes, labels;  // [N, 4], [N] the matched targets
     int64_t n = 0;
   };
@@ -261,9 +263,6 @@ class DFineCriterion {
       std::vector<std::pair<torch::Tensor, torch::Tensor>> outs{{in_.pred_logits, in_.pred_boxes}};
       for (auto& a : in_.aux_outputs) outs.emplace_back(a.pred_logits, a.pred_boxes);
       outs.emplace_back(in_.pre_outputs.pred_logits, in_.pre_outputs.pred_boxes);
-      std::vector<DetrTarget> enc_t = t;
-      if (in_.class_agnostic)
-        for (auto& x : enc_t) x.labels = torch::zeros_like(x.labels);
       // One matching call (one device-to-host copy); the original matches the encoder outputs against
       // the unchanged targets too.
       const size_t n_dec = outs.size();
@@ -280,17 +279,33 @@ class DFineCriterion {
       for (auto& [s, _] : go_) ng += s.size(0);
       num_go_ = std::max<double>(1.0, static_cast<double>(ng));
 
-      // Main output: class on its own match, boxes and FGL on the union (no teacher: no DDF).
-      head(main, t, m[0], "", false);
-      for (size_t i = 0; i < in_.aux_outputs.size(); ++i) head(Head::of(in_.aux_outputs[i]), t, m[i + 1], "_aux_" + std::to_string(i), false);
-      head(Head::of(in_.pre_outputs), t, m[in_.aux_outputs.size() + 1], "_pre", false);
-      for (size_t i = 0; i < in_.enc_aux_outputs.size(); ++i)
-        head(Head::of(in_.enc_aux_outputs[i]), in_.class_agnostic ? enc_t : t, m_enc[i], "_enc_" + std::to_string(i), false);
-      if (in_.dn_meta && !in_.dn_outputs.empty() && in_.dn_meta->num_group > 0) {
+      // The device side: the targets concatenated, every index set's indices in one copy.
+      std::vector<torch::Tensor> tb, tl;
+      for (auto& x : t) tb.push_back(x.boxes), tl.push_back(x.labels);
+      all_boxes_ = torch::cat(tb).to(dev_).to(torch::kFloat32);
+      all_labels_ = torch::cat(tl).to(dev_);
+      const bool has_dn = in_.dn_meta && !in_.dn_outputs.empty() && in_.dn_meta->num_group > 0;
+      std::vector<std::pair<const DFineMatch*, int64_t>> sets{{&go_, in_.pred_logits.size(1)}};
+      for (size_t o = 0; o < m.size(); ++o) sets.emplace_back(&m[o], outs[o].first.size(1));
+      for (size_t o = 0; o < m_enc.size(); ++o) sets.emplace_back(&m_enc[o], outs[n_dec + o].first.size(1));
+      for (auto& e : in_.enc_aux_outputs)
+        if (e.pred_logits.size(1) != in_.pred_logits.size(1)) sets.emplace_back(&go_, e.pred_logits.size(1));
+      if (has_dn) {
         dn_idx_ = denoising_indices(*in_.dn_meta, t);
+        sets.emplace_back(&dn_idx_, in_.dn_outputs.front().pred_logits.size(1));
+      }
+      prefetch(sets);
+
+      // Main output: class on its own match, boxes and FGL on the union (no teacher: no DDF).
+      head(main, false, m[0], "", false);
+      for (size_t i = 0; i < in_.aux_outputs.size(); ++i) head(Head::of(in_.aux_outputs[i]), false, m[i + 1], "_aux_" + std::to_string(i), false);
+      head(Head::of(in_.pre_outputs), false, m[in_.aux_outputs.size() + 1], "_pre", false);
+      for (size_t i = 0; i < in_.enc_aux_outputs.size(); ++i)
+        head(Head::of(in_.enc_aux_outputs[i]), in_.class_agnostic, m_enc[i], "_enc_" + std::to_string(i), false);
+      if (has_dn) {
         const double dn_boxes = std::max(1.0, num_boxes_ * static_cast<double>(in_.dn_meta->num_group));
-        for (size_t i = 0; i < in_.dn_outputs.size(); ++i) head(Head::of(in_.dn_outputs[i]), t, dn_idx_, "_dn_" + std::to_string(i), true, dn_boxes);
-        if (in_.dn_pre_outputs.defined()) head(Head::of(in_.dn_pre_outputs), t, dn_idx_, "_dn_pre", true, dn_boxes);
+        for (size_t i = 0; i < in_.dn_outputs.size(); ++i) head(Head::of(in_.dn_outputs[i]), false, dn_idx_, "_dn_" + std::to_string(i), true, dn_boxes);
+        if (in_.dn_pre_outputs.defined()) head(Head::of(in_.dn_pre_outputs), false, dn_idx_, "_dn_pre", true, dn_boxes);
       }
 
       DFineLoss out;
@@ -315,15 +330,16 @@ class DFineCriterion {
     // One output's terms: the class loss on its own match `own`, boxes and local losses on the union
     // (every output but the denoising ones, whose terms all use `own`, normalised by dn_boxes).
     // h.teacher_*: the output whose distributions DDF distils into this one (undefined: no DDF).
-    void head(const Head& h, const std::vector<DetrTarget>& t, const DFineMatch& own,
-              const std::string& suffix, bool dn, double dn_boxes = 1) {
+    void head(const Head& h, bool agnostic, const DFineMatch& own, const std::string& suffix, bool dn, double dn_boxes = 1) {
       auto logits = h.logits.to(torch::kFloat32), boxes = h.boxes.to(torch::kFloat32);
       const int64_t Q = logits.size(1);
       const DFineMatch& box_idx = dn ? own : go_;
       const double nb_class = dn ? dn_boxes : num_boxes_, nb_box = dn ? dn_boxes : num_go_;
-      const Resolved& rc = resolve(own, t, Q);
-      const Resolved& rb = resolve(box_idx, t, Q);
-      add("loss_" + std::string(o_.class_loss == DFineClassLoss::vfl ? "vfl" : "mal") + suffix, class_loss(logits, boxes, rc, nb_class) * o_.w_class);
+      const Resolved& rc = resolve(own, Q);
+      const Resolved& rb = resolve(box_idx, Q);
+      const auto labels = agnostic ? torch::zeros_like(rc.labels) : rc.labels;
+      add("loss_" + std::string(o_.class_loss == DFineClassLoss::vfl ? "vfl" : "mal") + suffix,
+          class_loss(logits, boxes, rc, labels, nb_class) * o_.w_class);
       auto src = boxes.flatten(0, 1).index_select(0, rb.flat);
       auto sx = dfine_detail::cxcywh_to_xyxy(src), tx = dfine_detail::cxcywh_to_xyxy(rb.boxes);
       add("loss_bbox" + suffix, (src - rb.boxes).abs().sum() / nb_box * o_.w_bbox);
@@ -379,7 +395,8 @@ class DFineCriterion {
       add("loss_ddf" + suffix, (l1 * num_pos_ + l2 * num_neg_) / (num_pos_ + num_neg_) * o_.w_ddf);
     }
 
-    torch::Tensor class_loss(const torch::Tensor& logits, const torch::Tensor& boxes, const Resolved& r, double nb) const {
+    torch::Tensor class_loss(const torch::Tensor& logits, const torch::Tensor& boxes, const Resolved& r, const torch::Tensor& labels,
+                             double nb) const {
       const int64_t B = logits.size(0), Q = logits.size(1), C = logits.size(2);
       torch::Tensor ious;
       {
@@ -390,8 +407,8 @@ class DFineCriterion {
       auto target = torch::zeros({B * Q, C}, logits.options());
       auto score = torch::zeros({B * Q, C}, logits.options());
       if (r.n > 0) {
-        target.index_put_({r.flat, r.labels}, torch::ones_like(ious));
-        score.index_put_({r.flat, r.labels}, ious);
+        target.index_put_({r.flat, labels}, torch::ones_like(ious));
+        score.index_put_({r.flat, labels}, ious);
       }
       target = target.view({B, Q, C});
       score = score.view({B, Q, C});
@@ -407,25 +424,52 @@ class DFineCriterion {
       return l.mean(1).sum() * (static_cast<double>(Q) / nb);
     }
 
-    const Resolved& resolve(const DFineMatch& idx, const std::vector<DetrTarget>& t, int64_t Q) {
-      const auto key = std::make_pair(static_cast<const void*>(&idx), Q);
-      for (auto& [k, v] : resolved_)
-        if (k == key) return v;
-      std::vector<torch::Tensor> fl, tb, tl;
-      Resolved r;
-      for (size_t i = 0; i < idx.size(); ++i) {
-        auto& [src, tgt] = idx[i];
-        r.n += src.size(0);
-        fl.push_back(src + static_cast<int64_t>(i) * Q);
-        auto ti = tgt.to(t[i].labels.device());
-        tb.push_back(t[i].boxes.index_select(0, ti));
-        tl.push_back(t[i].labels.index_select(0, ti));
+    // Every index set's device indices in one host-to-device copy (pinned, asynchronous on CUDA): the
+    // loss kernels then run without waiting on the host.
+    void prefetch(const std::vector<std::pair<const DFineMatch*, int64_t>>& sets) {
+      std::vector<int64_t> offsets{0};
+      for (auto& x : targets_) offsets.push_back(offsets.back() + x.labels.size(0));
+      std::vector<int64_t> host;
+      std::vector<int64_t> counts;
+      for (auto& [idx, Q] : sets) {
+        int64_t n = 0;
+        for (size_t i = 0; i < idx->size(); ++i) {
+          auto src = (*idx)[i].first.contiguous();
+          const int64_t* p = src.data_ptr<int64_t>();
+          for (int64_t k = 0; k < src.numel(); ++k) host.push_back(p[k] + static_cast<int64_t>(i) * Q);
+          n += src.numel();
+        }
+        for (size_t i = 0; i < idx->size(); ++i) {
+          auto tgt = (*idx)[i].second.contiguous();
+          const int64_t* p = tgt.data_ptr<int64_t>();
+          for (int64_t k = 0; k < tgt.numel(); ++k) host.push_back(p[k] + offsets[i]);
+        }
+        counts.push_back(n);
       }
-      r.flat = torch::cat(fl).to(dev_, /*non_blocking=*/true);
-      r.boxes = torch::cat(tb).to(dev_).to(torch::kFloat32);
-      r.labels = torch::cat(tl).to(dev_);
-      resolved_.emplace_back(key, std::move(r));
-      return resolved_.back().second;
+      auto cpu = torch::tensor(host, torch::kLong);
+      if (dev_.is_cuda()) cpu = cpu.pin_memory();
+      auto d = cpu.to(dev_, /*non_blocking=*/true);
+      int64_t at = 0;
+      for (size_t s = 0; s < sets.size(); ++s) {
+        Resolved r;
+        r.n = counts[s];
+        r.flat = d.narrow(0, at, r.n);
+        r.tidx = d.narrow(0, at + r.n, r.n);
+        at += 2 * r.n;
+        r.boxes = all_boxes_.index_select(0, r.tidx);
+        r.labels = all_labels_.index_select(0, r.tidx);
+        resolved_.emplace_back(std::make_pair(static_cast<const void*>(sets[s].first), sets[s].second), std::move(r));
+      }
+    }
+
+    const Resolved& resolve(const DFineMatch& idx, int64_t Q) {
+      const auto key = std::make_pair(static_cast<const void*>(&idx), Q);
+      for (int pass = 0; pass < 2; ++pass) {
+        for (auto& [k, v] : resolved_)
+          if (k == key) return v;
+        prefetch({{&idx, Q}});
+      }
+      throw std::logic_error("DFineCriterion: an index set was not resolved");
     }
 
     void add(std::string name, torch::Tensor v) { terms_.emplace_back(std::move(name), std::move(v)); }
@@ -440,6 +484,7 @@ class DFineCriterion {
     std::optional<std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>> fgl_, fgl_dn_;
     double num_pos_ = -1, num_neg_ = -1;
     std::deque<std::pair<std::pair<const void*, int64_t>, Resolved>> resolved_;  // deque: references stay valid
+    torch::Tensor all_boxes_, all_labels_;  // the batch's targets concatenated, on the device
     std::vector<std::pair<std::string, torch::Tensor>> terms_;
   };
 
