@@ -137,4 +137,31 @@ TEST_CASE("D-FINE-line eval output: [B, Q, C] logits and [B, Q, 4] boxes; fewer 
   CHECK(torch::isfinite(out.result->pred_boxes).all().item<bool>());
 }
 
+TEST_CASE("D-FINE network: a clone keeps decoder.decoder.up / reg_scale the decoder's own tensors and the stem frozen") {
+  DFine net(DFineOptions{"n", 4, Variant::dfine, 640});
+  {
+    torch::NoGradGuard ng;
+    net->decoder->enc_score_head->bias.fill_(0.25);
+  }
+  auto copy = std::dynamic_pointer_cast<libreyolo::families::dfine::DFineImpl>(net->clone());
+  REQUIRE(copy);
+  CHECK(torch::equal(copy->decoder->enc_score_head->bias, net->decoder->enc_score_head->bias));
+  CHECK_FALSE(copy->decoder->enc_score_head->bias.is_same(net->decoder->enc_score_head->bias));
+  CHECK(copy->named_parameters().size() == net->named_parameters().size());
+  CHECK(copy->named_buffers().size() == net->named_buffers().size());
+  int64_t trainable = 0, trainable_copy = 0;
+  for (auto& p : net->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+  for (auto& p : copy->parameters()) trainable_copy += p.requires_grad() ? p.numel() : 0;
+  CHECK(trainable_copy == trainable);
+  CHECK_FALSE(copy->backbone->stem->stem1->conv->weight.requires_grad());
+  // The chain the capture region reads is the copy's own backbone + encoder.
+  CHECK(copy->encoder().named_parameters().size() > 0);
+  CHECK(copy->encoder().named_parameters()["backbone.stem.stem1.conv.weight"].is_same(copy->backbone->stem->stem1->conv->weight));
+  CHECK(copy->decoder->decoder->up.is_same(copy->decoder->up));
+  CHECK(copy->decoder->decoder->reg_scale.is_same(copy->decoder->reg_scale));
+  CHECK_FALSE(copy->decoder->up.is_same(net->decoder->up));
+  CHECK(torch::equal(copy->decoder->reg_scale, net->decoder->reg_scale));
+  CHECK_FALSE(copy->decoder->up.requires_grad());
+}
+
 TEST_CASE("D-FINE network: unknown size") { CHECK_THROWS_AS(DFine(DFineOptions{"m", 80, Variant::dfine, 640}), libreyolo::ConfigError); }
