@@ -1,10 +1,14 @@
 // The D-FINE-line network in training mode (families/dfine/network.hpp): the pending decoder, the
 // output dict the losses read (nn/detr/dfine_output.hpp) with its shapes, gradients to the trainable
 // parameters only, and the eval-mode output shapes away from the fixture's size.
+#include "support.hpp"
+
 #include <libreyolo/families/dfine/network.hpp>
+#include <libreyolo/precision/amp.hpp>
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <vector>
 
 using libreyolo::families::dfine::DFine;
@@ -165,3 +169,52 @@ TEST_CASE("D-FINE network: a clone keeps decoder.decoder.up / reg_scale the deco
 }
 
 TEST_CASE("D-FINE network: unknown size") { CHECK_THROWS_AS(DFine(DFineOptions{"m", 80, Variant::dfine, 640}), libreyolo::ConfigError); }
+
+TEST_SUITE("gpu") {
+  TEST_CASE("D-FINE-line network on CUDA: eval matches the CPU's encoder maps; a training step under fp16 autocast stays finite") {
+    LRY_REQUIRE_CUDA();
+    torch::manual_seed(0);
+    for (auto [size, variant] : {std::pair{std::string("n"), Variant::dfine}, std::pair{std::string("n"), Variant::deim},
+                                 std::pair{std::string("s"), Variant::rtdetrv4}}) {
+      CAPTURE(size);
+      DFine net(DFineOptions{size, 8, variant, 640});
+      auto x = torch::rand({2, 3, 640, 640});
+      std::vector<torch::Tensor> cpu_maps;
+      {
+        torch::NoGradGuard ng;
+        net->eval();
+        cpu_maps = net->encode(x);
+      }
+      net->to(torch::kCUDA);
+      {
+        torch::NoGradGuard ng;
+        const auto gx = x.to(torch::kCUDA);
+        const auto maps = net->encode(gx);
+        REQUIRE(maps.size() == cpu_maps.size());
+        for (size_t i = 0; i < maps.size(); ++i) {
+          const double rel = ((maps[i].cpu() - cpu_maps[i]).abs().max() / cpu_maps[i].abs().mean()).item<double>();
+          CHECK(rel < 2e-2);  // TF32 convolutions allowed
+        }
+        const auto out = net->forward(gx);
+        CHECK(out.result->pred_logits.sizes() == torch::IntArrayRef({2, 300, 8}));
+        CHECK(torch::isfinite(out.result->pred_boxes).all().item<bool>());
+      }
+      net->train();
+      std::vector<detr::DetrTarget> targets = two_images();
+      for (auto& t : targets) t.labels = t.labels.to(torch::kCUDA), t.boxes = t.boxes.to(torch::kCUDA);
+      libreyolo::precision::AutocastGuard guard(torch::kHalf, true);
+      const auto out = net->forward(x.to(torch::kCUDA));
+      const auto& r = out.run(&targets);
+      auto total = r.pred_logits.to(torch::kFloat32).sum() + r.pred_boxes.to(torch::kFloat32).sum() + r.pred_corners.to(torch::kFloat32).sum();
+      for (const auto& a : r.aux_outputs) total = total + a.pred_boxes.to(torch::kFloat32).sum();
+      for (const auto& a : r.dn_outputs) total = total + a.pred_logits.to(torch::kFloat32).sum();
+      CHECK(std::isfinite(total.item<double>()));
+      total.backward();
+      for (const auto& p : net->named_parameters())
+        if (p.value().grad().defined()) {
+          CAPTURE(p.key());
+          CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+        }
+    }
+  }
+}
