@@ -198,6 +198,7 @@ class LQEImpl : public torch::nn::Cloneable<LQEImpl> {
 TORCH_MODULE(LQE);
 
 // The layer stack (`decoder.decoder` in the state dict): layers, lqe_layers, and the up / reg_scale aliases.
+// Cloned only through DFineDecoder::clone (a clone of the stack alone would alias the source's tensors).
 class DFineDecoderStackImpl : public torch::nn::Cloneable<DFineDecoderStackImpl> {
  public:
   DFineDecoderStackImpl(const DFineDecoderOptions& o, torch::Tensor up, torch::Tensor reg_scale) : o_(o), up_(std::move(up)), rs_(std::move(reg_scale)) {
