@@ -1,10 +1,14 @@
 // The D-FINE-line network in training mode (families/dfine/network.hpp): the pending decoder, the
 // output dict the losses read (nn/detr/dfine_output.hpp) with its shapes, gradients to the trainable
 // parameters only, and the eval-mode output shapes away from the fixture's size.
+#include "support.hpp"
+
 #include <libreyolo/families/dfine/network.hpp>
+#include <libreyolo/precision/amp.hpp>
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <vector>
 
 using libreyolo::families::dfine::DFine;
@@ -137,4 +141,80 @@ TEST_CASE("D-FINE-line eval output: [B, Q, C] logits and [B, Q, 4] boxes; fewer 
   CHECK(torch::isfinite(out.result->pred_boxes).all().item<bool>());
 }
 
+TEST_CASE("D-FINE network: a clone keeps decoder.decoder.up / reg_scale the decoder's own tensors and the stem frozen") {
+  DFine net(DFineOptions{"n", 4, Variant::dfine, 640});
+  {
+    torch::NoGradGuard ng;
+    net->decoder->enc_score_head->bias.fill_(0.25);
+  }
+  auto copy = std::dynamic_pointer_cast<libreyolo::families::dfine::DFineImpl>(net->clone());
+  REQUIRE(copy);
+  CHECK(torch::equal(copy->decoder->enc_score_head->bias, net->decoder->enc_score_head->bias));
+  CHECK_FALSE(copy->decoder->enc_score_head->bias.is_same(net->decoder->enc_score_head->bias));
+  CHECK(copy->named_parameters().size() == net->named_parameters().size());
+  CHECK(copy->named_buffers().size() == net->named_buffers().size());
+  int64_t trainable = 0, trainable_copy = 0;
+  for (auto& p : net->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+  for (auto& p : copy->parameters()) trainable_copy += p.requires_grad() ? p.numel() : 0;
+  CHECK(trainable_copy == trainable);
+  CHECK_FALSE(copy->backbone->stem->stem1->conv->weight.requires_grad());
+  // The chain the capture region reads is the copy's own backbone + encoder.
+  CHECK(copy->encoder().named_parameters().size() > 0);
+  CHECK(copy->encoder().named_parameters()["backbone.stem.stem1.conv.weight"].is_same(copy->backbone->stem->stem1->conv->weight));
+  CHECK(copy->decoder->decoder->up.is_same(copy->decoder->up));
+  CHECK(copy->decoder->decoder->reg_scale.is_same(copy->decoder->reg_scale));
+  CHECK_FALSE(copy->decoder->up.is_same(net->decoder->up));
+  CHECK(torch::equal(copy->decoder->reg_scale, net->decoder->reg_scale));
+  CHECK_FALSE(copy->decoder->up.requires_grad());
+}
+
 TEST_CASE("D-FINE network: unknown size") { CHECK_THROWS_AS(DFine(DFineOptions{"m", 80, Variant::dfine, 640}), libreyolo::ConfigError); }
+
+TEST_SUITE("gpu") {
+  TEST_CASE("D-FINE-line network on CUDA: eval matches the CPU's encoder maps; a training step under fp16 autocast stays finite") {
+    LRY_REQUIRE_CUDA();
+    torch::manual_seed(0);
+    for (auto [size, variant] : {std::pair{std::string("n"), Variant::dfine}, std::pair{std::string("n"), Variant::deim},
+                                 std::pair{std::string("s"), Variant::rtdetrv4}}) {
+      CAPTURE(size);
+      DFine net(DFineOptions{size, 8, variant, 640});
+      auto x = torch::rand({2, 3, 640, 640});
+      std::vector<torch::Tensor> cpu_maps;
+      {
+        torch::NoGradGuard ng;
+        net->eval();
+        cpu_maps = net->encode(x);
+      }
+      net->to(torch::kCUDA);
+      {
+        torch::NoGradGuard ng;
+        const auto gx = x.to(torch::kCUDA);
+        const auto maps = net->encode(gx);
+        REQUIRE(maps.size() == cpu_maps.size());
+        for (size_t i = 0; i < maps.size(); ++i) {
+          const double rel = ((maps[i].cpu() - cpu_maps[i]).abs().max() / cpu_maps[i].abs().mean()).item<double>();
+          CHECK(rel < 2e-2);  // TF32 convolutions allowed
+        }
+        const auto out = net->forward(gx);
+        CHECK(out.result->pred_logits.sizes() == torch::IntArrayRef({2, 300, 8}));
+        CHECK(torch::isfinite(out.result->pred_boxes).all().item<bool>());
+      }
+      net->train();
+      std::vector<detr::DetrTarget> targets = two_images();
+      for (auto& t : targets) t.labels = t.labels.to(torch::kCUDA), t.boxes = t.boxes.to(torch::kCUDA);
+      libreyolo::precision::AutocastGuard guard(torch::kHalf, true);
+      const auto out = net->forward(x.to(torch::kCUDA));
+      const auto& r = out.run(&targets);
+      auto total = r.pred_logits.to(torch::kFloat32).sum() + r.pred_boxes.to(torch::kFloat32).sum() + r.pred_corners.to(torch::kFloat32).sum();
+      for (const auto& a : r.aux_outputs) total = total + a.pred_boxes.to(torch::kFloat32).sum();
+      for (const auto& a : r.dn_outputs) total = total + a.pred_logits.to(torch::kFloat32).sum();
+      CHECK(std::isfinite(total.item<double>()));
+      total.backward();
+      for (const auto& p : net->named_parameters())
+        if (p.value().grad().defined()) {
+          CAPTURE(p.key());
+          CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+        }
+    }
+  }
+}

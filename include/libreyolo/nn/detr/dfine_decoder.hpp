@@ -198,6 +198,7 @@ class LQEImpl : public torch::nn::Cloneable<LQEImpl> {
 TORCH_MODULE(LQE);
 
 // The layer stack (`decoder.decoder` in the state dict): layers, lqe_layers, and the up / reg_scale aliases.
+// Cloned only through DFineDecoder::clone (a clone of the stack alone would alias the source's tensors).
 class DFineDecoderStackImpl : public torch::nn::Cloneable<DFineDecoderStackImpl> {
  public:
   DFineDecoderStackImpl(const DFineDecoderOptions& o, torch::Tensor up, torch::Tensor reg_scale) : o_(o), up_(std::move(up)), rs_(std::move(reg_scale)) {
@@ -272,6 +273,22 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
     reset_parameters();
   }
 
+  // A deep copy (on `device` when given) that keeps `decoder.decoder.up` / `.reg_scale` the copy's own
+  // `up` / `reg_scale`: Cloneable's member-wise clone would leave the copy's layer stack aliasing the
+  // source's tensors. Built fresh from the options, then every parameter and buffer copied by name.
+  std::shared_ptr<torch::nn::Module> clone(const torch::optional<torch::Device>& device = torch::nullopt) const override {
+    torch::NoGradGuard ng;
+    auto copy = std::make_shared<DFineDecoderImpl>(o_);
+    copy->train(is_training());
+    auto take = [&](const torch::Tensor& s) { return device && s.device() != *device ? s.to(*device) : s.clone(); };
+    const auto params = named_parameters(true);
+    for (auto& p : copy->named_parameters(true)) p.value().set_data(take(params[p.key()]));
+    const auto buffers = named_buffers(true);
+    for (auto& b : copy->named_buffers(true))
+      if (!b.value().is_same(copy->up) && !b.value().is_same(copy->reg_scale)) b.value().set_data(take(buffers[b.key()]));
+    return copy;
+  }
+
   int64_t eval_index() const { return o_.eval_idx >= 0 ? o_.eval_idx : o_.num_layers + o_.eval_idx; }
 
   // feats: the encoder's maps; targets: the batch's ground truth (training: denoising queries).
@@ -324,7 +341,7 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
       output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, shapes, attn_mask, pos);
       if (i == 0) {
         pre_boxes = torch::sigmoid(pre_bbox_head->forward(output) + inverse_sigmoid(ref_detach));
-        pre_logits = score_head(0)->forward(output);
+        if (training) pre_logits = score_head(0)->forward(output);  // pre_outputs: read by the loss only
         ref_initial = pre_boxes.detach();
       }
       auto corners = bbox_head(i)->forward(output_detach.defined() ? output + output_detach : output);

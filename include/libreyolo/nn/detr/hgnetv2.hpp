@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ class LearnableAffineImpl : public torch::nn::Cloneable<LearnableAffineImpl> {
     scale = register_parameter("scale", torch::ones({1}));
     bias = register_parameter("bias", torch::zeros({1}));
   }
+  // scale * x + bias as the original computes it (a fused addcmul rounds differently, and the decoder's
+  // query selection turns 1e-7 differences into other tokens); under autocast in x's dtype.
   torch::Tensor forward(const torch::Tensor& x) { return scale.to(x.scalar_type()) * x + bias.to(x.scalar_type()); }
   torch::Tensor scale, bias;
 };
@@ -210,6 +213,14 @@ class HGNetv2Impl : public torch::nn::Cloneable<HGNetv2Impl> {
     for (auto& c : st) stages->push_back(HGStage(c, o_.use_lab, o_.act));
     if (o_.freeze_stem)
       for (auto& p : stem->parameters()) p.set_requires_grad(false);
+  }
+  // A deep copy (the EMA's, a clone of the network) keeps the stem frozen: LibTorch's clone rebuilds the
+  // children through their own reset(), which knows nothing of the freeze.
+  std::shared_ptr<torch::nn::Module> clone(const torch::optional<torch::Device>& device = torch::nullopt) const override {
+    auto copy = torch::nn::Cloneable<HGNetv2Impl>::clone(device);
+    if (o_.freeze_stem)
+      for (auto& p : std::dynamic_pointer_cast<HGNetv2Impl>(copy)->stem->parameters()) p.set_requires_grad(false);
+    return copy;
   }
   std::vector<torch::Tensor> forward(const torch::Tensor& x0) {
     auto x = stem->forward(x0);
