@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,26 @@ TEST_CASE("deimn's loss falls when it overfits one synthetic image; decode gives
   MESSAGE("deimn overfit loss " << first << " -> " << last);
   CHECK(std::isfinite(last));
   CHECK(last < 0.75 * first);
+  {
+    // On the real decoder output: the layers have drifted apart (DDF > 0 for layer 0), the last denoising
+    // layer is its own teacher (DDF 0 there, found without comparing values), 38 terms as the original.
+    const auto targets = df::dfine_targets(b, torch::kCPU);
+    const auto out = net->forward(x);
+    const auto& res = out.run(&targets);
+    ly::nn::detr::DFineCriterionOptions co;
+    co.num_classes = 2;
+    co.class_loss = ly::nn::detr::DFineClassLoss::mal;
+    co.gamma = 1.5;
+    const auto l = ly::nn::detr::DFineCriterion(co)(res, targets);
+    std::map<std::string, double> terms;
+    for (auto& [k, v] : l.terms) terms[k] = v.item<double>();
+    CHECK(terms.size() == 38);
+    REQUIRE(terms.count("loss_ddf_aux_0"));
+    REQUIRE(terms.count("loss_ddf_dn_2"));
+    CHECK(terms["loss_ddf_aux_0"] > 0);
+    CHECK(terms["loss_ddf_dn_2"] == 0);
+    CHECK(terms["loss_ddf_dn_0"] > 0);
+  }
   net->eval();
   torch::NoGradGuard ng;
   auto out = net->forward(x);
