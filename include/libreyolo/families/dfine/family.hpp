@@ -21,6 +21,10 @@
 // (the pass-through dataset drops them). The detect task has no photometric-distort / zoom-out /
 // IoU-crop keys: here the same keys as the originals (mosaic 0, mixup 0, hsv_prob 0, fliplr 0.5) with
 // affine=false (a plain letterbox, so degrees / translate stay unread as in the originals).
+// multi_scale: the task draws each batch's size from [0.5, 1.5] x imgsz (multiples of 32) in every
+// epoch; the originals' collate draws from [0.75, 1.25] x imgsz (imgsz weighted 3x) until epochs x
+// aug_stop_epoch_ratio (0.85 D-FINE, 0.91 DEIM / RT-DETRv4), then imgsz. DEIM's Dense O2O (mosaic) is
+// not in the original LibreYOLO DEIM either (its mosaic_prob is 0).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
