@@ -48,6 +48,7 @@ struct TrainConfig {
   bool ema = true;
   double ema_decay = 0.9998;
   double ema_tau = 2000;
+  double ema_restart_decay = 0;     // > 0: a constant EMA decay from the first no-aug epoch on (D-FINE's "EMA restart")
   int workers = 4;
   std::string cache = "off";        // off | ram | disk
   int nbs = 0;                      // nominal batch: accumulate round(nbs / batch) micro-batches; 0 = off (the original's default)
@@ -276,6 +277,8 @@ inline const std::vector<Field>& fields() {
     v.push_back(flag("ema", &TrainConfig::ema, "keep an exponential moving average of the weights"));
     v.push_back(num("ema_decay", &TrainConfig::ema_decay, 0, 1, "EMA decay"));
     v.push_back(num("ema_tau", &TrainConfig::ema_tau, 1, inf, "EMA ramp: decay * (1 - exp(-updates / tau))"));
+    v.push_back(num("ema_restart_decay", &TrainConfig::ema_restart_decay, 0, 1,
+                    "constant EMA decay (no ramp) from the first of the last no_aug_epochs epochs on (0 = off)"));
     v.push_back(num("workers", &TrainConfig::workers, 0, 256, "data loader threads (0 = load on the training thread)"));
     v.push_back(num("nproc", &TrainConfig::nproc, 0, 1024, "data-parallel processes to launch on this host (>= 2; batch is global)"));
     v.push_back(flag("sync_bn", &TrainConfig::sync_bn, "data-parallel: BatchNorm statistics over the global batch of all ranks"));

@@ -17,4 +17,7 @@
   LIBREYOLO_FAMILY(fomo, FomoFamily)               \
   LIBREYOLO_FAMILY(mobilenetv4, MobileNetV4Family) \
   LIBREYOLO_FAMILY(segformer, SegformerFamily)     \
-  LIBREYOLO_FAMILY(lingbot, LingBotFamily)
+  LIBREYOLO_FAMILY(lingbot, LingBotFamily)         \
+  LIBREYOLO_FAMILY(dfine, DFineFamily)             \
+  LIBREYOLO_FAMILY(deim, DEIMFamily)               \
+  LIBREYOLO_FAMILY(rtdetrv4, RTDETRv4Family)

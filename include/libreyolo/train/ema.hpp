@@ -60,7 +60,17 @@ class ModelEMA {
   }
 
   // The decay the last update used (0 before any update).
-  double current_decay() const { return decay_ * (1 - std::exp(-static_cast<double>(updates_) / tau_)); }
+  double current_decay() const {
+    if (constant_ > 0) return constant_;
+    return decay_ * (1 - std::exp(-static_cast<double>(updates_) / tau_));
+  }
+  // From now on a constant decay d without the ramp (the original's ModelEMA.set_decay(d), D-FINE's
+  // "EMA restart" when the last no-aug epochs begin); 0 returns to the ramped decay.
+  void set_constant_decay(double d) {
+    if (!(d >= 0 && d <= 1)) throw ConfigError("ema restart decay = " + std::to_string(d) + ": allowed 0..1");
+    constant_ = d;
+  }
+  double constant_decay() const { return constant_; }
   int64_t updates() const { return updates_; }
   // Decided per update from where the EMA weights are now (the copy may be moved after construction).
   bool uses_foreach() const {
@@ -111,6 +121,7 @@ class ModelEMA {
   std::shared_ptr<torch::nn::Module> ema_;
   double decay_;
   double tau_;
+  double constant_ = 0;  // > 0: set_constant_decay's decay
   int64_t updates_ = 0;
   int foreach_mode_ = -1;
   const torch::nn::Module* cached_model_ = nullptr;

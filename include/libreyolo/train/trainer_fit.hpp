@@ -42,6 +42,13 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
   int completed = start_epoch_;
   for (epoch_ = start_epoch_; epoch_ < cfg_.epochs && !stop; ++epoch_) {
     EpochInfo info{epoch_, cfg_.epochs, {}};
+    // The original's EMA restart (ema_restart_decay): a constant decay from the first no-aug epoch on
+    // (decided by the epoch alone, so a resumed run gets it too).
+    if (ema_ && cfg_.ema_restart_decay > 0 && cfg_.no_aug_epochs > 0 && epoch_ >= cfg_.epochs - cfg_.no_aug_epochs &&
+        ema_->constant_decay() != cfg_.ema_restart_decay) {
+      ema_->set_constant_decay(cfg_.ema_restart_decay);
+      if (is_main()) log::info("EMA restart: constant decay ", cfg_.ema_restart_decay, " from epoch ", epoch_ + 1);
+    }
     family_hook_epoch_begin(info);
     (deliver<event::epoch_begin>(callbacks, info), ...);
     events_.raise(event::epoch_begin{}, info);

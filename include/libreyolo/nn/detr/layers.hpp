@@ -86,15 +86,16 @@ inline torch::Tensor paired_giou(const torch::Tensor& a, const torch::Tensor& b)
   return iou - (area - uni) / (area + 1e-6);
 }
 
-// ---- ConvNormLayer: Conv2d (padding (k-1)/2, no bias) + BatchNorm2d + activation ---------------
+// ---- ConvNormLayer: Conv2d (padding (k-1)/2, no bias, `groups` groups) + BatchNorm2d + activation --
 class ConvNormImpl : public torch::nn::Cloneable<ConvNormImpl> {
  public:
-  ConvNormImpl(int64_t in, int64_t out, int64_t k, int64_t stride, Act act = Act::none, int64_t padding = -1)
-      : in_(in), out_(out), k_(k), stride_(stride), padding_(padding < 0 ? (k - 1) / 2 : padding), act_(act) {
+  ConvNormImpl(int64_t in, int64_t out, int64_t k, int64_t stride, Act act = Act::none, int64_t padding = -1, int64_t groups = 1)
+      : in_(in), out_(out), k_(k), stride_(stride), padding_(padding < 0 ? (k - 1) / 2 : padding), groups_(groups), act_(act) {
     reset();
   }
   void reset() override {
-    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, out_, k_).stride(stride_).padding(padding_).bias(false)));
+    conv = register_module(
+        "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, out_, k_).stride(stride_).padding(padding_).groups(groups_).bias(false)));
     norm = register_module("norm", BatchNorm2d(out_));
   }
   torch::Tensor forward(const torch::Tensor& x) { return activate(norm->forward(conv->forward(x)), act_); }
@@ -102,15 +103,18 @@ class ConvNormImpl : public torch::nn::Cloneable<ConvNormImpl> {
   BatchNorm2d norm{nullptr};
 
  private:
-  int64_t in_, out_, k_, stride_, padding_;
+  int64_t in_, out_, k_, stride_, padding_, groups_;
   Act act_;
 };
 TORCH_MODULE(ConvNorm);
 
-// ---- MLP: num_layers Linear layers, ReLU between them (layers.0, layers.1, ...) -----------------
+// ---- MLP: num_layers Linear layers, ReLU (or `act`) between them (layers.0, layers.1, ...) -------
 class MLPImpl : public torch::nn::Cloneable<MLPImpl> {
  public:
-  MLPImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) : in_(in), hidden_(hidden), out_(out), n_(num_layers) { reset(); }
+  MLPImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers, Act act = Act::relu)
+      : in_(in), hidden_(hidden), out_(out), n_(num_layers), act_(act) {
+    reset();
+  }
   void reset() override {
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < n_; ++i)
@@ -119,7 +123,7 @@ class MLPImpl : public torch::nn::Cloneable<MLPImpl> {
   torch::Tensor forward(torch::Tensor x) {
     for (int64_t i = 0; i < n_; ++i) {
       x = layers[i]->as<torch::nn::Linear>()->forward(x);
-      if (i < n_ - 1) x = torch::relu(x);
+      if (i < n_ - 1) x = activate(x, act_);
     }
     return x;
   }
@@ -128,6 +132,7 @@ class MLPImpl : public torch::nn::Cloneable<MLPImpl> {
 
  private:
   int64_t in_, hidden_, out_, n_;
+  Act act_;
 };
 TORCH_MODULE(MLP);
 

@@ -1,0 +1,254 @@
+#pragma once
+// The D-FINE line: D-FINE (`dfinen`), DEIM (`deimn`, families/deim/) and RT-DETRv4 (`rtdetrv4s`,
+// families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
+// network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
+// backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
+// one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,
+// FGL, DDF), with VFL classification (D-FINE) or DEIM's MAL (DEIM, RT-DETRv4: the original's
+// RTDETRv4Trainer is a DEIMTrainer). NMS-free decode (top-k over queries x classes).
+//
+// Recipe: the originals' DFINEConfig / DEIMConfig / RTDETRv4Config (fixtures/libreyolo/<model>/
+// config.json trainer_defaults) and trainer.py: AdamW (betas 0.9, 0.999), weight decay except on
+// parameters whose name holds "norm", ".bn.", "bias" or "lab.scale", the backbone at lr x 0.5 (D-FINE;
+// DEIM and RT-DETRv4 by size: n/s 0.5, m 0.1, l 0.05, x 0.01), flat_cosine after a 2-epoch warm-up
+// from 1e-6, gradient clipping at 0.1, EMA 0.9999 with the "EMA restart" (a constant decay 0.9999 from
+// the first no-aug epoch on), no_aug_epochs 4 (D-FINE) / 12 (DEIM, RT-DETRv4), validation every 10
+// epochs, multi_scale on, float32 by default (amp_default = false).
+//
+// Data: the originals' train transform is RandomPhotometricDistort (p 0.5), RandomZoomOut, RandomIoUCrop
+// (p 0.8) until the no-aug epochs (or epochs x aug_stop_epoch_ratio), then horizontal flip (0.5) and a
+// resize; their mosaic_prob, mixup_prob and hsv_prob are 0 and their degrees / translate are never read
+// (the pass-through dataset drops them). The detect task has no photometric-distort / zoom-out /
+// IoU-crop keys: here the same keys as the originals (mosaic 0, mixup 0, hsv_prob 0, fliplr 0.5) with
+// affine=false (a plain letterbox, so degrees / translate stay unread as in the originals).
+// multi_scale: the task draws each batch's size from [0.5, 1.5] x imgsz (multiples of 32) in every
+// epoch; the originals' collate draws from [0.75, 1.25] x imgsz (imgsz weighted 3x) until epochs x
+// aug_stop_epoch_ratio (0.85 D-FINE, 0.91 DEIM / RT-DETRv4), then imgsz. DEIM's Dense O2O (mosaic) is
+// not in the original LibreYOLO DEIM either (its mosaic_prob is 0).
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/dfine/network.hpp>
+#include <libreyolo/nn/detr/dfine_criterion.hpp>
+#include <libreyolo/tasks/detect.hpp>
+#include <libreyolo/train/family.hpp>
+#include <libreyolo/train/optimizer.hpp>
+#include <libreyolo/train/param_groups.hpp>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace libreyolo {
+
+namespace families::dfine {
+
+// The three policies' differences.
+struct DFineV {
+  static constexpr std::string_view name = "dfine";
+  static constexpr std::string_view fixture_prefix = "dfine-";
+  static constexpr Variant variant = Variant::dfine;
+  static constexpr bool mal = false;
+  static constexpr std::array<std::string_view, 1> sizes{"n"};
+  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::string_view fp32_reason =
+      "its decoder clamps activations at 65504, the largest finite float16: DFINEConfig.amp = False";
+  static double backbone_lr_mult(const std::string&) { return 0.5; }  // DFINEConfig.backbone_lr_mult
+  static constexpr std::array<std::string_view, 24> overrides{
+      "optimizer=AdamW",    "lr0=0.0002",        "weight_decay=0.0001", "scheduler=flat_cosine", "warmup_epochs=2",
+      "warmup_lr_start=0.000001", "min_lr_ratio=0.05", "no_aug_epochs=4", "ema_decay=0.9999", "ema_restart_decay=0.9999",
+      "clip_grad_norm=0.1", "epochs=132",        "batch=16",            "eval_interval=10",      "mosaic=0",
+      "mixup=0",            "hsv_prob=0",        "fliplr=0.5",          "degrees=0",             "translate=0",
+      "shear=0",            "affine=false",      "multi_scale=true",    "imgsz=640"};
+};
+
+// DEIMTrainer's size table for backbone_lr_mult = None (the config's default).
+inline double deim_backbone_lr_mult(const std::string& size) {
+  if (size == "m") return 0.1;
+  if (size == "l") return 0.05;
+  if (size == "x") return 0.01;
+  return 0.5;  // n, s
+}
+
+struct DEIMV {
+  static constexpr std::string_view name = "deim";
+  static constexpr std::string_view fixture_prefix = "deim-";
+  static constexpr Variant variant = Variant::deim;
+  static constexpr bool mal = true;
+  static constexpr std::array<std::string_view, 1> sizes{"n"};
+  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::string_view fp32_reason =
+      "it shares D-FINE's decoder, which clamps activations at 65504, the largest finite float16: DEIMConfig.amp = False";
+  static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
+  static constexpr std::array<std::string_view, 24> overrides{
+      "optimizer=AdamW",    "lr0=0.0004",        "weight_decay=0.0001", "scheduler=flat_cosine", "warmup_epochs=2",
+      "warmup_lr_start=0.000001", "min_lr_ratio=0.5", "no_aug_epochs=12", "ema_decay=0.9999", "ema_restart_decay=0.9999",
+      "clip_grad_norm=0.1", "epochs=132",        "batch=16",            "eval_interval=10",      "mosaic=0",
+      "mixup=0",            "hsv_prob=0",        "fliplr=0.5",          "degrees=10",            "translate=0.1",
+      "shear=0",            "affine=false",      "multi_scale=true",    "imgsz=640"};
+};
+
+struct RTDETRv4V {
+  static constexpr std::string_view name = "rtdetrv4";
+  static constexpr std::string_view fixture_prefix = "rtdetrv4-";
+  static constexpr Variant variant = Variant::rtdetrv4;
+  static constexpr bool mal = true;  // RTDETRv4Trainer is a DEIMTrainer
+  static constexpr std::array<std::string_view, 1> sizes{"s"};
+  static constexpr std::array<std::string_view, 3> planned_sizes{"m", "l", "x"};
+  static constexpr std::string_view fp32_reason = "it inherits DEIM's float32 setting: RTDETRv4Config(DEIMConfig).amp = False";
+  static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
+  static constexpr std::array<std::string_view, 24> overrides{
+      "optimizer=AdamW",    "lr0=0.0005",        "weight_decay=0.000125", "scheduler=flat_cosine", "warmup_epochs=2",
+      "warmup_lr_start=0.000001", "min_lr_ratio=0.5", "no_aug_epochs=12", "ema_decay=0.9999", "ema_restart_decay=0.9999",
+      "clip_grad_norm=0.1", "epochs=58",         "batch=16",              "eval_interval=10",      "mosaic=0",
+      "mixup=0",            "hsv_prob=0",        "fliplr=0.5",            "degrees=10",            "translate=0.1",
+      "shear=0",            "affine=false",      "multi_scale=true",      "imgsz=640"};
+};
+
+// Targets of a detection batch in the DETR form (the original's on_forward): per image, labels and cx,
+// cy, w, h normalised by the network input's width and height and clamped to [0, 1]; rows without a
+// positive width and height dropped; on `dev`.
+inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& b, torch::Device dev) {
+  const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
+  std::vector<nn::detr::DetrTarget> out;
+  for (const auto& rows : b.boxes) {
+    auto r = rows.to(torch::kFloat32);
+    if (r.size(0) > 0) {
+      auto keep = ((r.select(1, 3) > r.select(1, 1)) & (r.select(1, 4) > r.select(1, 2))).nonzero().squeeze(1);
+      r = r.index_select(0, keep);
+    }
+    nn::detr::DetrTarget t;
+    t.labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
+    auto x1 = r.select(1, 1), y1 = r.select(1, 2), x2 = r.select(1, 3), y2 = r.select(1, 4);
+    auto cxcywh = torch::stack({(x1 + x2) / (2 * W), (y1 + y2) / (2 * H), (x2 - x1) / W, (y2 - y1) / H}, 1).clamp(0.0, 1.0);
+    t.boxes = cxcywh.to(dev, /*non_blocking=*/true);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// NMS-free decode (the original's postprocess/dfine.py): sigmoid scores, the top max_det over the
+// flattened queries x classes, boxes to xyxy (width and height clamped at 0) in input pixels, scores >
+// conf kept.
+inline std::vector<torch::Tensor> dfine_decode(const nn::detr::DFineOutput& out, int64_t in_h, int64_t in_w, double conf, int64_t max_det) {
+  std::vector<torch::Tensor> dets;
+  torch::NoGradGuard ng;
+  const int64_t B = out.pred_logits.size(0), C = out.pred_logits.size(2);
+  auto scores = torch::sigmoid(out.pred_logits.to(torch::kFloat32)).flatten(1);  // [B, Q*C]
+  const int64_t k = std::min<int64_t>(max_det, scores.size(1));
+  auto [top, ind] = scores.topk(k, 1);
+  auto q = torch::div(ind, C, "floor"), cls = ind.remainder(C);
+  auto boxes = out.pred_boxes.to(torch::kFloat32).gather(1, q.unsqueeze(-1).expand({B, k, 4}));
+  auto xyxy = nn::detr::dfine_detail::cxcywh_to_xyxy(boxes) *
+              torch::tensor({static_cast<float>(in_w), static_cast<float>(in_h), static_cast<float>(in_w), static_cast<float>(in_h)},
+                            boxes.options());
+  for (int64_t i = 0; i < B; ++i) {
+    auto d = torch::cat({xyxy[i], top[i].unsqueeze(1), cls[i].unsqueeze(1).to(torch::kFloat32)}, 1);
+    dets.push_back(d.index_select(0, (top[i] > conf).nonzero().squeeze(1)));
+  }
+  return dets;
+}
+
+template <class V>
+class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
+  using Base = tasks::DetectTask<DFineFamilyT<V>>;
+
+ public:
+  using Batch = typename Base::Batch;
+  static constexpr std::string_view name = V::name;
+  static constexpr auto sizes = V::sizes;
+  static constexpr auto planned_sizes = V::planned_sizes;
+  struct traits : family_defaults {
+    static constexpr bool amp_default = false;
+    static constexpr std::string_view fp32_reason = V::fp32_reason;
+    static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
+    static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    static constexpr bool multi_scale_default = true;
+    static constexpr auto overrides = V::overrides;
+    static constexpr std::string_view fixture_prefix = V::fixture_prefix;
+  };
+  using Network = DFine;
+
+  explicit DFineFamilyT(std::string size = std::string(V::sizes[0])) : Base(std::move(size)) {
+    const std::string n(V::name);
+    std::string available;
+    for (auto s : V::sizes) available += (available.empty() ? "" : ", ") + n + std::string(s);
+    for (auto s : V::sizes)
+      if (this->size_ == s) return;
+    for (auto s : V::planned_sizes)
+      if (this->size_ == s) throw ConfigError("model=" + n + this->size_ + ": not implemented yet; available: " + available);
+    throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + available);
+  }
+
+  Network make_network() const { return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640}); }
+
+  void setup(const TrainConfig& cfg) {
+    Base::setup(cfg);
+    if (cfg.cuda_graph && cfg.multi_scale)
+      log::notice_once(std::string("dfine.multi_scale.") + std::string(V::name),
+                       "multi_scale=true: shapes change every batch; pass multi_scale=false if speed is the goal");
+  }
+
+  // The set loss; in training the decoder runs here, with the batch's targets (denoising queries).
+  train::LossOutput loss(const nn::detr::DFineNetOutput& out, const Batch& b) {
+    if (!criterion_) {
+      nn::detr::DFineCriterionOptions co;
+      co.num_classes = this->num_classes();
+      if constexpr (V::mal) {
+        co.class_loss = nn::detr::DFineClassLoss::mal;
+        co.gamma = 1.5;
+      }
+      criterion_ = std::make_unique<nn::detr::DFineCriterion>(co);
+    }
+    const auto dev = out.features.front().device();
+    const auto targets = dfine_targets(b, dev);
+    const auto& res = out.run(&targets);
+    auto l = (*criterion_)(res, targets);
+    return {l.total, l.items};
+  }
+  static std::vector<std::string> loss_names() { return {V::mal ? "mal" : "vfl", "bbox", "giou", "fgl", "ddf"}; }
+
+  std::vector<torch::Tensor> decode(const nn::detr::DFineNetOutput& out, const tasks::DecodeOptions& o) const {
+    return dfine_decode(out.run(), out.input_hw[0], out.input_hw[1], o.conf, o.max_det);
+  }
+
+  // The original's four groups (_setup_optimizer): {head, backbone} x {decay, none}; no decay where the
+  // name holds "norm", ".bn.", "bias" or "lab.scale"; the backbone ("backbone." names) at lr x its
+  // multiplier. The full-LR groups first (the epoch line shows group 0's lr).
+  std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
+    const double bb = V::backbone_lr_mult(this->size_);
+    std::vector<train::ParamGroup> g{{"decay", {}, weight_decay, 0, 1.0},
+                                     {"norm_bias", {}, 0.0, 0, 1.0},
+                                     {"backbone", {}, weight_decay, 0, bb},
+                                     {"backbone_norm_bias", {}, 0.0, 0, bb}};
+    for (const auto& p : net.named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      const std::string& k = p.key();
+      const bool no_wd = k.find("norm") != std::string::npos || k.find(".bn.") != std::string::npos ||
+                         k.find("bias") != std::string::npos || k.find("lab.scale") != std::string::npos;
+      const bool backbone = k.rfind("backbone.", 0) == 0;
+      g[(backbone ? 2 : 0) + (no_wd ? 1 : 0)].params.push_back(p.value());
+    }
+    return g;
+  }
+  // AdamW with the original's betas (0.9, 0.999): `momentum` (0.937 in its config) is SGD's only.
+  static void optimizer_options(train::OptimizerOptions& o, const TrainConfig&) {
+    if (config_detail::lower(o.name) == "adamw") o.momentum = 0.9;
+  }
+
+  // Loading the original's .pt checkpoints: its state-dict names equal ours.
+  static std::string original_key(const std::string& ours) { return ours; }
+
+ private:
+  std::unique_ptr<nn::detr::DFineCriterion> criterion_;
+};
+
+}  // namespace families::dfine
+
+using DFineFamily = families::dfine::DFineFamilyT<families::dfine::DFineV>;
+
+}  // namespace libreyolo

@@ -1,0 +1,499 @@
+#pragma once
+// The D-FINE decoder (the original's models/dfine/decoder.py DFINETransformer; DEIM's DEIMTransformer and
+// RT-DETRv4 are the same network, differing in activations only): RT-DETR's query selection (anchors per
+// cell, the top-num_queries encoder tokens by their best class score, contrastive denoising queries in
+// training) and decoder layers with D-FINE's changes:
+//   * cross-attention samples the encoder memory itself (no value/output projections), with a point
+//     count per level (num_points, e.g. 6/6 for n, 3/6/3 for s), offsets scaled by a num_points_scale
+//     buffer (1 / that level's count);
+//   * a Gate (learned sigmoid mix of the self-attention and cross-attention streams, LayerNorm) replaces
+//     the residual + norm2 after cross-attention; the FFN output is clamped to +-65504 before norm3;
+//   * boxes by Fine-grained Distribution Refinement (nn/detr/fdr.hpp): each layer predicts per-edge bin
+//     logits (4 x (reg_max + 1)) added to the previous layer's, integrated against W(n) into edge
+//     distances from the reference box that layer 0's pre_bbox_head fixes (`ref_points`);
+//   * an LQE head per layer adds a localisation-quality term (from the top-4 bin probabilities per edge)
+//     to the class logits.
+// Module names equal the original's state dict (decoder.decoder.layers.0.gateway.gate.weight, ...);
+// `up` and `reg_scale` are parameters of this module without gradient, aliased as buffers of the layer
+// stack (the original's TransformerDecoder holds the same tensors: decoder.decoder.up / .reg_scale).
+//
+// No host syncs in the forward: fixed-shape ops throughout; the denoising group (training) is built on
+// the host from the targets' sizes, as RT-DETR's (nn/detr/denoising.hpp).
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/nn/detr/deformable_attention.hpp>
+#include <libreyolo/nn/detr/denoising.hpp>
+#include <libreyolo/nn/detr/dfine_output.hpp>
+#include <libreyolo/nn/detr/fdr.hpp>
+#include <libreyolo/nn/detr/layers.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+namespace libreyolo::nn::detr {
+
+struct DFineDecoderOptions {
+  int64_t num_classes = 80;
+  int64_t hidden_dim = 128;
+  int64_t num_queries = 300;
+  std::vector<int64_t> feat_channels{128, 128};
+  std::vector<int64_t> feat_strides{16, 32};
+  int64_t num_levels = 2;
+  std::vector<int64_t> num_points{6, 6};  // per level
+  int64_t nhead = 8;
+  int64_t num_layers = 3;
+  int64_t dim_feedforward = 512;
+  Act activation = Act::relu;  // decoder layers' FFN and the LQE heads
+  Act mlp_act = Act::relu;     // query_pos_head, enc_bbox_head, pre_bbox_head, dec_bbox_head (DEIM: silu)
+  int64_t num_denoising = 100;
+  double label_noise_ratio = 0.5;
+  double box_noise_scale = 1.0;
+  int64_t eval_spatial_size = 640;  // > 0: anchors for this square size kept as buffers
+  int64_t eval_idx = -1;
+  double eps = 1e-2;
+  int64_t reg_max = 32;
+  double reg_scale = 4.0;
+};
+
+// Deformable cross-attention over the memory itself (the original's MSDeformableAttention, v2 style).
+class DFineDeformableAttentionImpl : public torch::nn::Cloneable<DFineDeformableAttentionImpl> {
+ public:
+  DFineDeformableAttentionImpl(int64_t embed, int64_t heads, std::vector<int64_t> points)
+      : e_(embed), h_(heads), points_(std::move(points)) {
+    reset();
+  }
+  void reset() override {
+    if (e_ % h_ != 0) throw ConfigError("DFineDeformableAttention: embed_dim=" + std::to_string(e_) + " is not divisible by num_heads=" + std::to_string(h_));
+    P_ = std::accumulate(points_.begin(), points_.end(), int64_t{0});
+    std::vector<float> scale;
+    for (auto n : points_)
+      for (int64_t j = 0; j < n; ++j) scale.push_back(1.0f / static_cast<float>(n));
+    num_points_scale = register_buffer("num_points_scale", torch::tensor(scale));
+    sampling_offsets = register_module("sampling_offsets", torch::nn::Linear(e_, h_ * P_ * 2));
+    attention_weights = register_module("attention_weights", torch::nn::Linear(e_, h_ * P_));
+    torch::NoGradGuard ng;
+    torch::nn::init::zeros_(sampling_offsets->weight);
+    auto thetas = torch::arange(h_, torch::kFloat32) * (2.0 * std::numbers::pi / static_cast<double>(h_));
+    auto grid = torch::stack({thetas.cos(), thetas.sin()}, -1);
+    grid = grid / std::get<0>(grid.abs().max(-1, true));
+    grid = grid.reshape({h_, 1, 2}).repeat({1, P_, 1});
+    std::vector<torch::Tensor> sc;
+    for (auto n : points_) sc.push_back(torch::arange(1, n + 1, torch::kFloat32));
+    grid *= torch::cat(sc).reshape({1, -1, 1});
+    sampling_offsets->bias.copy_(grid.flatten());
+    torch::nn::init::zeros_(attention_weights->weight);
+    torch::nn::init::zeros_(attention_weights->bias);
+  }
+  // query [B, Lq, E]; ref [B, Lq, 1, 4] (cx, cy, w, h); value [B, Lv, H, E/H] (the memory split in heads).
+  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes) {
+    const int64_t B = query.size(0), Lq = query.size(1);
+    auto off = sampling_offsets->forward(query).reshape({B, Lq, h_, P_, 2});
+    auto aw = torch::softmax(attention_weights->forward(query).reshape({B, Lq, h_, P_}), -1);
+    auto r = ref.reshape({B, Lq, 1, 1, 4});
+    auto sc = num_points_scale.to(query.scalar_type()).unsqueeze(-1);  // [P, 1]
+    auto loc = r.narrow(-1, 0, 2) + off * sc * r.narrow(-1, 2, 2) * 0.5;
+    return ms_deform_attn_core(value, shapes, loc, aw, points_);
+  }
+  torch::nn::Linear sampling_offsets{nullptr}, attention_weights{nullptr};
+  torch::Tensor num_points_scale;
+
+ private:
+  int64_t e_, h_, P_ = 0;
+  std::vector<int64_t> points_;
+};
+TORCH_MODULE(DFineDeformableAttention);
+
+// Gate: sigmoid(Linear([x1, x2])) split in two gates g1, g2; LayerNorm(g1 * x1 + g2 * x2).
+class GateImpl : public torch::nn::Cloneable<GateImpl> {
+ public:
+  explicit GateImpl(int64_t d) : d_(d) { reset(); }
+  void reset() override {
+    gate = register_module("gate", torch::nn::Linear(2 * d_, 2 * d_));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_})));
+    torch::NoGradGuard ng;
+    gate->bias.fill_(bias_init_with_prob(0.5));
+    torch::nn::init::zeros_(gate->weight);
+  }
+  torch::Tensor forward(const torch::Tensor& x1, const torch::Tensor& x2) {
+    auto g = torch::sigmoid(gate->forward(torch::cat({x1, x2}, -1))).chunk(2, -1);
+    return norm->forward(g[0] * x1 + g[1] * x2);
+  }
+  torch::nn::Linear gate{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+
+ private:
+  int64_t d_;
+};
+TORCH_MODULE(Gate);
+
+class DFineDecoderLayerImpl : public torch::nn::Cloneable<DFineDecoderLayerImpl> {
+ public:
+  explicit DFineDecoderLayerImpl(const DFineDecoderOptions& o) : o_(o) { reset(); }
+  void reset() override {
+    const int64_t d = o_.hidden_dim;
+    self_attn = register_module("self_attn", MultiheadAttention(d, o_.nhead));
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    cross_attn = register_module("cross_attn", DFineDeformableAttention(d, o_.nhead, o_.num_points));
+    gateway = register_module("gateway", Gate(d));
+    linear1 = register_module("linear1", torch::nn::Linear(d, o_.dim_feedforward));
+    linear2 = register_module("linear2", torch::nn::Linear(o_.dim_feedforward, d));
+    norm3 = register_module("norm3", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    torch::NoGradGuard ng;
+    torch::nn::init::xavier_uniform_(linear1->weight);
+    torch::nn::init::xavier_uniform_(linear2->weight);
+  }
+  torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
+                        const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
+    auto q = tgt + pos;
+    tgt = norm1->forward(tgt + self_attn->forward(q, q, tgt, attn_mask));
+    tgt = gateway->forward(tgt, cross_attn->forward(tgt + pos, ref, value, shapes));
+    auto y = tgt + linear2->forward(activate(linear1->forward(tgt), o_.activation));
+    return norm3->forward(y.clamp(-65504, 65504));
+  }
+  MultiheadAttention self_attn{nullptr};
+  DFineDeformableAttention cross_attn{nullptr};
+  Gate gateway{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm3{nullptr};
+  torch::nn::Linear linear1{nullptr}, linear2{nullptr};
+
+ private:
+  DFineDecoderOptions o_;
+};
+TORCH_MODULE(DFineDecoderLayer);
+
+// Localisation Quality Estimation: the top-k (4) bin probabilities of each edge and their mean, through
+// a 2-layer MLP (zero-initialised output), added to the class logits.
+class LQEImpl : public torch::nn::Cloneable<LQEImpl> {
+ public:
+  LQEImpl(int64_t k, int64_t hidden, int64_t num_layers, int64_t reg_max, Act act) : k_(k), hidden_(hidden), n_(num_layers), reg_max_(reg_max), act_(act) {
+    reset();
+  }
+  void reset() override {
+    reg_conf = register_module("reg_conf", MLP(4 * (k_ + 1), hidden_, 1, n_, act_));
+    torch::NoGradGuard ng;
+    torch::nn::init::zeros_(reg_conf->layer(n_ - 1)->weight);
+    torch::nn::init::zeros_(reg_conf->layer(n_ - 1)->bias);
+  }
+  torch::Tensor forward(const torch::Tensor& scores, const torch::Tensor& corners) {
+    const int64_t B = corners.size(0), L = corners.size(1);
+    auto prob = torch::softmax(corners.reshape({B, L, 4, reg_max_ + 1}), -1);
+    auto top = std::get<0>(prob.topk(k_, -1));
+    auto stat = torch::cat({top, top.mean(-1, true)}, -1);
+    return scores + reg_conf->forward(stat.reshape({B, L, -1}));
+  }
+  MLP reg_conf{nullptr};
+
+ private:
+  int64_t k_, hidden_, n_, reg_max_;
+  Act act_;
+};
+TORCH_MODULE(LQE);
+
+// The layer stack (`decoder.decoder` in the state dict): layers, lqe_layers, and the up / reg_scale aliases.
+// Cloned only through DFineDecoder::clone (a clone of the stack alone would alias the source's tensors).
+class DFineDecoderStackImpl : public torch::nn::Cloneable<DFineDecoderStackImpl> {
+ public:
+  DFineDecoderStackImpl(const DFineDecoderOptions& o, torch::Tensor up, torch::Tensor reg_scale) : o_(o), up_(std::move(up)), rs_(std::move(reg_scale)) {
+    reset();
+  }
+  void reset() override {
+    // The same tensors as the parent's parameters: the original's TransformerDecoder keeps them as
+    // attributes, so its state dict lists them twice (decoder.up and decoder.decoder.up).
+    up = register_buffer("up", up_);
+    reg_scale = register_buffer("reg_scale", rs_);
+    layers = register_module("layers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < o_.num_layers; ++i) layers->push_back(DFineDecoderLayer(o_));
+    lqe_layers = register_module("lqe_layers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < o_.num_layers; ++i) lqe_layers->push_back(LQE(4, 64, 2, o_.reg_max, o_.activation));
+  }
+  DFineDecoderLayerImpl& layer(int64_t i) { return *layers[i]->as<DFineDecoderLayerImpl>(); }
+  LQEImpl& lqe(int64_t i) { return *lqe_layers[i]->as<LQEImpl>(); }
+  torch::nn::ModuleList layers{nullptr}, lqe_layers{nullptr};
+  torch::Tensor up, reg_scale;
+
+ private:
+  DFineDecoderOptions o_;
+  torch::Tensor up_, rs_;
+};
+TORCH_MODULE(DFineDecoderStack);
+
+class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
+ public:
+  explicit DFineDecoderImpl(DFineDecoderOptions o = {}) : o_(std::move(o)) {
+    if (o_.feat_channels.size() > static_cast<size_t>(o_.num_levels) || o_.feat_strides.size() != o_.feat_channels.size())
+      throw ConfigError("DFineDecoder: feat_channels (" + std::to_string(o_.feat_channels.size()) + ") must match feat_strides (" +
+                        std::to_string(o_.feat_strides.size()) + ") and not exceed num_levels (" + std::to_string(o_.num_levels) + ")");
+    if (static_cast<int64_t>(o_.num_points.size()) != o_.num_levels)
+      throw ConfigError("DFineDecoder: num_points has " + std::to_string(o_.num_points.size()) + " entries, num_levels is " + std::to_string(o_.num_levels));
+    reset();
+  }
+
+  void reset() override {
+    const int64_t d = o_.hidden_dim;
+    input_proj = register_module("input_proj", torch::nn::ModuleList());
+    for (auto c : o_.feat_channels) input_proj->push_back(proj_layer(c, 1, 1, 0));
+    int64_t in = o_.feat_channels.back();
+    for (int64_t i = static_cast<int64_t>(o_.feat_channels.size()); i < o_.num_levels; ++i) {
+      input_proj->push_back(proj_layer(in, 3, 2, 1));
+      in = d;
+    }
+    up = register_parameter("up", torch::full({1}, 0.5), /*requires_grad=*/false);
+    reg_scale = register_parameter("reg_scale", torch::full({1}, o_.reg_scale), /*requires_grad=*/false);
+    decoder = register_module("decoder", DFineDecoderStack(o_, up, reg_scale));
+    if (o_.num_denoising > 0)
+      denoising_class_embed = register_module(
+          "denoising_class_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o_.num_classes + 1, d).padding_idx(o_.num_classes)));
+    query_pos_head = register_module("query_pos_head", MLP(4, 2 * d, d, 2, o_.mlp_act));
+    enc_output = register_module("enc_output", torch::nn::Sequential());
+    enc_output->push_back("proj", torch::nn::Linear(d, d));
+    enc_output->push_back("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    enc_score_head = register_module("enc_score_head", torch::nn::Linear(d, o_.num_classes));
+    enc_bbox_head = register_module("enc_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
+    dec_score_head = register_module("dec_score_head", torch::nn::ModuleList());
+    for (int64_t i = 0; i < o_.num_layers; ++i) dec_score_head->push_back(torch::nn::Linear(d, o_.num_classes));
+    pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
+    dec_bbox_head = register_module("dec_bbox_head", torch::nn::ModuleList());
+    for (int64_t i = 0; i < o_.num_layers; ++i) dec_bbox_head->push_back(MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act));
+    if (o_.eval_spatial_size > 0) {
+      auto [a, m] = make_anchors(eval_shapes(), torch::kCPU);
+      // A large finite value where the original holds +inf (invalid cells), as RT-DETRv2's buffers:
+      // checkpoints may not hold non-finite values; sigmoid(1e4 + x) is 1 as sigmoid(inf) is.
+      a = torch::where(m, a, torch::full_like(a, kInvalidAnchor));
+      anchors = register_buffer("anchors", a);
+      valid_mask = register_buffer("valid_mask", m);
+    }
+    reset_parameters();
+  }
+
+  // A deep copy (on `device` when given) that keeps `decoder.decoder.up` / `.reg_scale` the copy's own
+  // `up` / `reg_scale`: Cloneable's member-wise clone would leave the copy's layer stack aliasing the
+  // source's tensors. Built fresh from the options, then every parameter and buffer copied by name.
+  std::shared_ptr<torch::nn::Module> clone(const torch::optional<torch::Device>& device = torch::nullopt) const override {
+    torch::NoGradGuard ng;
+    auto copy = std::make_shared<DFineDecoderImpl>(o_);
+    copy->train(is_training());
+    auto take = [&](const torch::Tensor& s) { return device && s.device() != *device ? s.to(*device) : s.clone(); };
+    const auto params = named_parameters(true);
+    for (auto& p : copy->named_parameters(true)) p.value().set_data(take(params[p.key()]));
+    const auto buffers = named_buffers(true);
+    for (auto& b : copy->named_buffers(true))
+      if (!b.value().is_same(copy->up) && !b.value().is_same(copy->reg_scale)) b.value().set_data(take(buffers[b.key()]));
+    return copy;
+  }
+
+  int64_t eval_index() const { return o_.eval_idx >= 0 ? o_.eval_idx : o_.num_layers + o_.eval_idx; }
+
+  // feats: the encoder's maps; targets: the batch's ground truth (training: denoising queries).
+  DFineOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets = nullptr) {
+    SpatialShapes shapes;
+    auto memory = encoder_input(feats, shapes);
+    const bool training = is_training();
+    std::optional<DenoisingGroup> dn;
+    if (training && o_.num_denoising > 0 && targets != nullptr)
+      dn = contrastive_denoising_group(*targets, o_.num_classes, o_.num_queries, denoising_class_embed, o_.num_denoising,
+                                       o_.label_noise_ratio, o_.box_noise_scale);
+
+    // Query selection (the original's _get_decoder_input / _select_topk).
+    auto [anc, valid] = anchors_for(shapes, memory.device());
+    anc = anc.to(memory.scalar_type()).expand({memory.size(0), -1, -1});  // the original's anchors.repeat(B, 1, 1)
+    auto output_memory = enc_output->forward(valid.to(memory.scalar_type()) * memory);
+    auto enc_logits = enc_score_head->forward(output_memory);
+    const int64_t k = std::min<int64_t>(o_.num_queries, memory.size(1));  // the original needs >= num_queries tokens
+    auto topk_ind = std::get<1>(std::get<0>(enc_logits.max(-1)).topk(k, 1));
+    auto gather = [&](const torch::Tensor& t) { return t.gather(1, topk_ind.unsqueeze(-1).expand({-1, -1, t.size(-1)})); };
+    auto topk_memory = gather(output_memory);
+    auto ref_unact = enc_bbox_head->forward(topk_memory) + gather(anc);
+    DFineOutput out;
+    out.training = training;
+    if (training) out.enc_aux_outputs.push_back({gather(enc_logits), torch::sigmoid(ref_unact)});
+    auto target = topk_memory.detach();
+    ref_unact = ref_unact.detach();
+    std::optional<torch::Tensor> attn_mask;
+    if (dn) {
+      // Type promotion as torch.concat (under autocast the float32 denoising boxes keep their precision).
+      const auto bt = torch::promote_types(dn->query_bbox.scalar_type(), ref_unact.scalar_type());
+      const auto ct = torch::promote_types(dn->query_class.scalar_type(), target.scalar_type());
+      ref_unact = torch::cat({dn->query_bbox.to(bt), ref_unact.to(bt)}, 1);
+      target = torch::cat({dn->query_class.to(ct), target.to(ct)}, 1);
+      attn_mask = dn->attn_mask;
+      if (k != o_.num_queries) attn_mask = denoising_attn_mask(dn->meta.max_gt, dn->meta.num_group, k, memory.device());
+    }
+
+    // The decoder layers with FDR (the original's TransformerDecoder.forward).
+    const int64_t eval_idx = eval_index();
+    const int64_t B = memory.size(0), H = o_.nhead;
+    auto value = memory.reshape({B, memory.size(1), H, o_.hidden_dim / H});
+    auto project = weighting_function(o_.reg_max, up, reg_scale);
+    std::vector<torch::Tensor> out_boxes, out_logits, out_corners;
+    torch::Tensor pre_boxes, pre_logits, ref_initial, output_detach, corners_undetach;
+    auto ref_detach = torch::sigmoid(ref_unact);
+    auto output = target;
+    for (int64_t i = 0; i < o_.num_layers; ++i) {
+      auto pos = query_pos_head->forward(ref_detach).clamp(-10, 10);
+      output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, shapes, attn_mask, pos);
+      if (i == 0) {
+        pre_boxes = torch::sigmoid(pre_bbox_head->forward(output) + inverse_sigmoid(ref_detach));
+        if (training) pre_logits = score_head(0)->forward(output);  // pre_outputs: read by the loss only
+        ref_initial = pre_boxes.detach();
+      }
+      auto corners = bbox_head(i)->forward(output_detach.defined() ? output + output_detach : output);
+      if (corners_undetach.defined()) corners = corners + corners_undetach;
+      auto inter = distance2bbox(ref_initial, integral(corners, project, o_.reg_max), reg_scale);
+      if (training || i == eval_idx) {
+        out_logits.push_back(decoder->lqe(i).forward(score_head(i)->forward(output), corners));
+        out_boxes.push_back(inter);
+        out_corners.push_back(corners);
+        if (!training) break;
+      }
+      corners_undetach = corners;
+      ref_detach = inter.detach();
+      output_detach = output.detach();
+    }
+
+    const int64_t ndn = dn ? dn->meta.num_denoising : 0;
+    auto match = [&](const torch::Tensor& t) { return t.narrow(1, ndn, t.size(1) - ndn); };
+    auto dnpart = [&](const torch::Tensor& t) { return t.narrow(1, 0, ndn); };
+    out.pred_logits = match(out_logits.back());
+    out.pred_boxes = match(out_boxes.back());
+    if (!training) return out;
+    out.reg_max = o_.reg_max;
+    out.up = up;
+    out.reg_scale = reg_scale;
+    out.pred_corners = match(out_corners.back());
+    out.ref_points = match(ref_initial);
+    const auto L = out_logits.size();
+    for (size_t i = 0; i + 1 < L; ++i)
+      out.aux_outputs.push_back({match(out_logits[i]), match(out_boxes[i]), match(out_corners[i]), out.ref_points, out.pred_corners, out.pred_logits});
+    out.pre_outputs = {match(pre_logits), match(pre_boxes)};
+    if (dn) {
+      auto dn_ref = dnpart(ref_initial);
+      for (size_t i = 0; i < L; ++i) out.dn_outputs.push_back({dnpart(out_logits[i]), dnpart(out_boxes[i]), dnpart(out_corners[i]), dn_ref, {}, {}});
+      for (auto& a : out.dn_outputs) {  // the teacher: the last layer's denoising part (the same tensors)
+        a.teacher_corners = out.dn_outputs.back().pred_corners;
+        a.teacher_logits = out.dn_outputs.back().pred_logits;
+      }
+      out.dn_pre_outputs = {dnpart(pre_logits), dnpart(pre_boxes)};
+      out.dn_meta = dn->meta;
+    }
+    return out;
+  }
+
+  const DFineDecoderOptions& options() const { return o_; }
+
+  torch::nn::ModuleList input_proj{nullptr}, dec_score_head{nullptr}, dec_bbox_head{nullptr};
+  torch::Tensor up, reg_scale;
+  DFineDecoderStack decoder{nullptr};
+  torch::nn::Embedding denoising_class_embed{nullptr};
+  MLP query_pos_head{nullptr}, enc_bbox_head{nullptr}, pre_bbox_head{nullptr};
+  torch::nn::Sequential enc_output{nullptr};
+  torch::nn::Linear enc_score_head{nullptr};
+  torch::Tensor anchors, valid_mask;  // with a fixed eval size: buffers
+
+ private:
+  torch::nn::LinearImpl* score_head(int64_t i) { return dec_score_head[i]->as<torch::nn::LinearImpl>(); }
+  MLPImpl* bbox_head(int64_t i) { return dec_bbox_head[i]->as<MLPImpl>(); }
+
+  // The original's _build_input_proj_layer: Identity where the channels already equal hidden_dim (for
+  // the extra strided levels too), else conv (1x1, or 3x3/2 for extra levels) + BatchNorm.
+  std::shared_ptr<torch::nn::Module> proj_layer(int64_t in, int64_t k, int64_t s, int64_t p) {
+    if (in == o_.hidden_dim) return torch::nn::Identity().ptr();
+    torch::nn::Sequential seq;
+    seq->push_back("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, o_.hidden_dim, k).stride(s).padding(p).bias(false)));
+    seq->push_back("norm", BatchNorm2d(o_.hidden_dim));
+    return seq.ptr();
+  }
+
+  void reset_parameters() {
+    torch::NoGradGuard ng;
+    const double bias = bias_init_with_prob(0.01);
+    enc_score_head->bias.fill_(bias);
+    torch::nn::init::zeros_(enc_bbox_head->layer(2)->weight);
+    torch::nn::init::zeros_(enc_bbox_head->layer(2)->bias);
+    torch::nn::init::zeros_(pre_bbox_head->layer(2)->weight);
+    torch::nn::init::zeros_(pre_bbox_head->layer(2)->bias);
+    for (int64_t i = 0; i < o_.num_layers; ++i) {
+      score_head(i)->bias.fill_(bias);
+      torch::nn::init::zeros_(bbox_head(i)->layer(2)->weight);
+      torch::nn::init::zeros_(bbox_head(i)->layer(2)->bias);
+    }
+    torch::nn::init::xavier_uniform_(enc_output[0]->as<torch::nn::LinearImpl>()->weight);
+    torch::nn::init::xavier_uniform_(query_pos_head->layer(0)->weight);
+    torch::nn::init::xavier_uniform_(query_pos_head->layer(1)->weight);
+    if (denoising_class_embed) {  // N(0, 1), the padding row zero (nn.Embedding's init)
+      torch::nn::init::normal_(denoising_class_embed->weight);
+      denoising_class_embed->weight[o_.num_classes].zero_();
+    }
+    for (size_t i = 0; i < input_proj->size(); ++i)
+      if (auto* s = input_proj[i]->as<torch::nn::SequentialImpl>())
+        if (i < o_.feat_channels.size()) torch::nn::init::xavier_uniform_(s->ptr(0)->as<torch::nn::Conv2dImpl>()->weight);
+  }
+
+  torch::Tensor project_level(size_t i, const torch::Tensor& x) {
+    if (auto* s = input_proj[i]->as<torch::nn::SequentialImpl>()) return s->forward(x);
+    return x;  // Identity
+  }
+
+  torch::Tensor encoder_input(const std::vector<torch::Tensor>& feats, SpatialShapes& shapes) {
+    std::vector<torch::Tensor> proj;
+    const auto nf = feats.size();
+    for (size_t i = 0; i < nf; ++i) proj.push_back(project_level(i, feats[i]));
+    for (auto i = static_cast<int64_t>(nf); i < o_.num_levels; ++i)
+      proj.push_back(project_level(static_cast<size_t>(i), i == static_cast<int64_t>(nf) ? feats.back() : proj.back()));
+    std::vector<torch::Tensor> flat;
+    for (auto& p : proj) {
+      shapes.push_back({p.size(2), p.size(3)});
+      flat.push_back(p.flatten(2).permute({0, 2, 1}));
+    }
+    return torch::cat(flat, 1);
+  }
+
+  SpatialShapes eval_shapes() const {
+    SpatialShapes s;
+    auto strides = o_.feat_strides;
+    while (static_cast<int64_t>(strides.size()) < o_.num_levels) strides.push_back(strides.back() * 2);
+    for (auto st : strides) s.push_back({o_.eval_spatial_size / st, o_.eval_spatial_size / st});
+    return s;
+  }
+
+  // Anchors (logit space, +inf where invalid) and the validity mask for the levels' shapes.
+  std::pair<torch::Tensor, torch::Tensor> make_anchors(const SpatialShapes& shapes, torch::Device dev) const {
+    std::vector<torch::Tensor> all;
+    for (size_t lvl = 0; lvl < shapes.size(); ++lvl) {
+      const int64_t h = shapes[lvl][0], w = shapes[lvl][1];
+      auto g = torch::meshgrid({torch::arange(h, torch::kFloat32), torch::arange(w, torch::kFloat32)}, "ij");
+      auto xy = (torch::stack({g[1], g[0]}, -1).unsqueeze(0) + 0.5) / torch::tensor({static_cast<float>(w), static_cast<float>(h)});
+      auto wh = torch::ones_like(xy) * 0.05 * std::pow(2.0, static_cast<double>(lvl));
+      all.push_back(torch::cat({xy, wh}, -1).reshape({-1, h * w, 4}));
+    }
+    auto a = torch::cat(all, 1);
+    auto valid = ((a > o_.eps) & (a < 1 - o_.eps)).all(-1, true);
+    a = torch::log(a / (1 - a));
+    a = torch::where(valid, a, torch::full_like(a, std::numeric_limits<float>::infinity()));
+    return {a.to(dev), valid.to(dev)};
+  }
+  std::pair<torch::Tensor, torch::Tensor> anchors_for(const SpatialShapes& shapes, torch::Device dev) {
+    if (!is_training() && anchors.defined() && shapes == eval_shapes()) return {anchors.to(dev), valid_mask.to(dev)};
+    std::vector<int64_t> key{static_cast<int64_t>(dev.type()), dev.index()};
+    for (auto& s : shapes) key.insert(key.end(), {s[0], s[1]});
+    auto it = anchor_cache_.find(key);
+    if (it != anchor_cache_.end()) return it->second;
+    auto r = make_anchors(shapes, dev);
+    anchor_cache_.emplace(key, r);
+    return r;
+  }
+
+  static constexpr float kInvalidAnchor = 1e4f;
+  DFineDecoderOptions o_;
+  std::map<std::vector<int64_t>, std::pair<torch::Tensor, torch::Tensor>> anchor_cache_;
+};
+TORCH_MODULE(DFineDecoder);
+
+}  // namespace libreyolo::nn::detr

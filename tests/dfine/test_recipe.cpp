@@ -1,0 +1,165 @@
+// The D-FINE line's recipes (D-FINE, DEIM, RT-DETRv4): float32 by default with the reason named when
+// amp=true overrides it, the originals' trainer settings after the overrides, the backbone learning
+// rate multiplier and decay groups of their _setup_optimizer, and the "EMA restart".
+#include <libreyolo/families/deim/family.hpp>
+#include <libreyolo/families/dfine/family.hpp>
+#include <libreyolo/families/rtdetrv4/family.hpp>
+#include <libreyolo/precision/amp.hpp>
+#include <libreyolo/train/ema.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+namespace ly = libreyolo;
+
+namespace {
+
+template <class F>
+void check_fp32_default(const char* model, const char* reason_part) {
+  using T = ly::family_traits<F>;
+  CAPTURE(model);
+  static_assert(!T::amp_default);
+  const torch::Device cuda(torch::kCUDA, 0);  // resolve_precision only looks at the device type here
+  auto cfg = ly::parse_args({std::string("model=") + model});
+  CHECK_FALSE(ly::precision::resolve_precision(cfg, cuda, T::amp_default).amp);
+  CHECK(ly::precision::fp32_family_override(cfg, F::name, T::amp_default, T::fp32_reason).empty());
+  auto forced = ly::parse_args({std::string("model=") + model, "amp=true"});
+  const auto used = ly::precision::resolve_precision(forced, cuda, T::amp_default);
+  CHECK(used.amp);
+  CHECK(used.dtype == "float16");
+  const auto note = ly::precision::fp32_family_override(forced, F::name, T::amp_default, T::fp32_reason);
+  CHECK(note.find("amp=true: " + std::string(F::name) + " trains in float32 by default") == 0);
+  CHECK(note.find(reason_part) != std::string::npos);
+  auto off = ly::parse_args({std::string("model=") + model, "amp=false"});
+  CHECK(ly::precision::fp32_family_override(off, F::name, T::amp_default, T::fp32_reason).empty());
+  CHECK_FALSE(ly::precision::resolve_precision(off, cuda, T::amp_default).amp);
+}
+
+template <class F>
+ly::TrainConfig recipe() {
+  ly::TrainConfig c;
+  ly::apply_overrides(c, ly::family_traits<F>::overrides);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("precision: D-FINE, DEIM and RT-DETRv4 default to float32; amp=true wins and names the reason") {
+  check_fp32_default<ly::DFineFamily>("dfinen", "clamps activations at 65504, the largest finite float16");
+  check_fp32_default<ly::DEIMFamily>("deimn", "DEIMConfig.amp = False");
+  check_fp32_default<ly::RTDETRv4Family>("rtdetrv4s", "inherits DEIM's float32 setting");
+}
+
+TEST_CASE("recipes: DFINEConfig, DEIMConfig and RTDETRv4Config after the overrides") {
+  const auto d = recipe<ly::DFineFamily>();
+  CHECK(ly::config_detail::lower(d.optimizer) == "adamw");
+  CHECK(d.lr0 == doctest::Approx(2e-4));
+  CHECK(d.weight_decay == doctest::Approx(1e-4));
+  CHECK(d.scheduler == "flat_cosine");
+  CHECK(d.warmup_epochs == 2);
+  CHECK(d.warmup_lr_start == doctest::Approx(1e-6));
+  CHECK(d.min_lr_ratio == doctest::Approx(0.05));
+  CHECK(d.no_aug_epochs == 4);
+  CHECK(d.ema_decay == doctest::Approx(0.9999));
+  CHECK(d.ema_restart_decay == doctest::Approx(0.9999));
+  CHECK(d.clip_grad_norm == doctest::Approx(0.1));
+  CHECK(d.epochs == 132);
+  CHECK(d.batch == 16);
+  CHECK(d.eval_interval == 10);
+  CHECK(d.multi_scale);
+  CHECK(d.mosaic == 0.0);
+  CHECK(d.mixup == 0.0);
+  CHECK(d.hsv_prob == 0.0);
+  CHECK(d.fliplr == doctest::Approx(0.5));
+  CHECK_FALSE(d.affine);
+
+  const auto e = recipe<ly::DEIMFamily>();
+  CHECK(e.lr0 == doctest::Approx(4e-4));
+  CHECK(e.no_aug_epochs == 12);
+  CHECK(e.min_lr_ratio == doctest::Approx(0.5));
+  CHECK(e.scheduler == "flat_cosine");
+  CHECK(e.ema_restart_decay == doctest::Approx(0.9999));
+  CHECK(e.clip_grad_norm == doctest::Approx(0.1));
+  CHECK_FALSE(e.affine);  // the original never reads its degrees = 10 / translate = 0.1
+
+  const auto v = recipe<ly::RTDETRv4Family>();
+  CHECK(v.lr0 == doctest::Approx(5e-4));
+  CHECK(v.weight_decay == doctest::Approx(1.25e-4));
+  CHECK(v.epochs == 58);
+  CHECK(v.no_aug_epochs == 12);
+  CHECK(v.min_lr_ratio == doctest::Approx(0.5));
+
+  // The losses each reports (the originals' get_loss_components).
+  CHECK(ly::DFineFamily::loss_names() == std::vector<std::string>{"vfl", "bbox", "giou", "fgl", "ddf"});
+  CHECK(ly::DEIMFamily::loss_names() == std::vector<std::string>{"mal", "bbox", "giou", "fgl", "ddf"});
+  CHECK(ly::RTDETRv4Family::loss_names() == std::vector<std::string>{"mal", "bbox", "giou", "fgl", "ddf"});
+  // Sizes: the ported ones construct, the original's others say "not implemented yet".
+  CHECK_NOTHROW(ly::DFineFamily("n"));
+  CHECK_NOTHROW(ly::RTDETRv4Family("s"));
+  CHECK_THROWS_WITH_AS(ly::DEIMFamily("m"), doctest::Contains("not implemented yet"), ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::DFineFamily("q"), doctest::Contains("unknown size; available: dfinen"), ly::ConfigError);
+}
+
+TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbone at its multiplier") {
+  auto check = [](auto fam, double mult) {
+    fam.restore({{"names", std::vector<std::string>{"a", "b"}}});
+    auto net = fam.make_network();
+    const auto g = fam.param_groups(*net, 1e-4);
+    REQUIRE(g.size() == 4);
+    CHECK(g[0].lr_mult == 1.0);
+    CHECK(g[1].lr_mult == 1.0);
+    CHECK(g[2].lr_mult == doctest::Approx(mult));
+    CHECK(g[3].lr_mult == doctest::Approx(mult));
+    CHECK(g[0].weight_decay == doctest::Approx(1e-4));
+    CHECK(g[1].weight_decay == 0.0);
+    CHECK(g[2].weight_decay == doctest::Approx(1e-4));
+    CHECK(g[3].weight_decay == 0.0);
+    size_t n = 0, trainable = 0;
+    for (auto& x : g) n += x.params.size();
+    for (auto& p : net->named_parameters()) trainable += p.value().requires_grad() ? 1 : 0;
+    CHECK(n == trainable);
+    // Every group is used; a backbone norm / lab.scale parameter is in the backbone's no-decay group.
+    for (auto& x : g) CHECK(!x.params.empty());
+    const auto named = net->named_parameters();
+    bool lab_found = false;
+    for (auto& p : named) {
+      if (p.key().find("lab.scale") == std::string::npos || !p.value().requires_grad() || p.key().rfind("backbone.", 0) != 0) continue;
+      lab_found = true;
+      bool in3 = false;
+      for (auto& t : g[3].params) in3 = in3 || t.is_same(p.value());
+      CHECK(in3);
+      break;
+    }
+    CHECK(lab_found);
+  };
+  check(ly::DFineFamily("n"), 0.5);
+  check(ly::DEIMFamily("n"), 0.5);
+  check(ly::RTDETRv4Family("s"), 0.5);
+  CHECK(ly::families::dfine::deim_backbone_lr_mult("m") == doctest::Approx(0.1));
+  CHECK(ly::families::dfine::deim_backbone_lr_mult("l") == doctest::Approx(0.05));
+  CHECK(ly::families::dfine::deim_backbone_lr_mult("x") == doctest::Approx(0.01));
+}
+
+TEST_CASE("EMA restart: after set_constant_decay the average uses that decay, without the ramp") {
+  auto model = torch::nn::Linear(2, 1);
+  auto copy = torch::nn::Linear(2, 1);
+  ly::train::ModelEMA ema(copy.ptr(), *model, 0.9999, 2000, 0);
+  {
+    torch::NoGradGuard ng;
+    model->weight.fill_(1.0);
+  }
+  ema.update(*model);
+  // The ramp: 0.9999 * (1 - exp(-1 / 2000)) ~ 5e-4 after one update.
+  CHECK(ema.current_decay() == doctest::Approx(0.9999 * (1 - std::exp(-1.0 / 2000))));
+  ema.set_constant_decay(0.9);
+  CHECK(ema.constant_decay() == doctest::Approx(0.9));
+  const auto before = copy->weight.clone();
+  ema.update(*model);
+  CHECK(ema.current_decay() == doctest::Approx(0.9));
+  CHECK(torch::allclose(copy->weight, before * 0.9 + 0.1));
+  CHECK_THROWS_AS(ema.set_constant_decay(1.5), ly::ConfigError);
+  // The key parses and is off by default.
+  CHECK(ly::TrainConfig{}.ema_restart_decay == 0.0);
+  CHECK(ly::parse_args({"ema_restart_decay=0.99"}).ema_restart_decay == doctest::Approx(0.99));
+}
