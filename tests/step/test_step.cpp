@@ -325,6 +325,7 @@ struct NoStepResNet : ly::ResNetFamily {
 
 static_assert(cap::step_capturable<ly::Yolo9Family>());
 static_assert(cap::step_capturable<ly::ResNetFamily>());  // a classification task: yes by default
+static_assert(cap::step_capturable<ly::MobileNetV4Family>());
 static_assert(!cap::step_capturable<NoStepResNet>());
 static_assert(!cap::step_capturable<ly::YoloxFamily>());  // SimOTA: not declared fixed-shape
 

@@ -220,6 +220,19 @@ class CudaGraph {
             {"fallback_reason", fallback_reason_ ? nlohmann::json(*fallback_reason_) : nlohmann::json(nullptr)},
             {"step", step_report()}};
   }
+  // cuda_graph=step: "cuda_graph=step: R of N steps replayed (shapes: MiB, replays; ...)"; empty
+  // when the whole step is not captured in this run.
+  std::string step_summary() const {
+    if (!step_mode_ || replayed_steps_ + eager_steps_ == 0) return {};
+    std::string graphs;
+#if defined(LIBREYOLO_WITH_CUDA)
+    for (const auto& [key, g] : step_graphs_)
+      graphs += (graphs.empty() ? "" : "; ") + key.shape_string() + ": " + trainer_mib(g->vram_bytes) + " MiB, " +
+                std::to_string(g->replays()) + " replays";
+#endif
+    return "cuda_graph=step: " + std::to_string(replayed_steps_) + " of " + std::to_string(replayed_steps_ + eager_steps_) +
+           " steps replayed" + (graphs.empty() ? std::string() : " (" + graphs + ")");
+  }
   // cuda_graph=step: the mode, and per cached graph its batch shapes, replays and VRAM.
   nlohmann::json step_report() const {
     nlohmann::json graphs = nlohmann::json::array();
