@@ -1,7 +1,10 @@
 // CUDA-graph speedup, one arm per process (SPEC §2.4 method): the same saved initial state, one real
 // batch replayed without the dataloader, fastest of --steps timed steps after --warmup steps (the graph
 // arm captures during warm-up), then the same steps again under Kineto for the GPU kernel busy time.
-//   graph_speedup --arm eager|graph --model NAME --precision fp16|fp32 --state FILE [--batch B --imgsz S --classes C]
+// The step arm is cuda_graph=step: forward, loss, backward, unscale, optimizer and scaler update in one
+// graph per batch shape (the trainer's train_whole_step without EMA and clipping, which the other arms
+// lack too); a family whose loss is not fixed-shape runs the graph arm's loop there (network only).
+//   graph_speedup --arm eager|graph|step --model NAME --precision fp16|fp32 --state FILE [--batch B --imgsz S --classes C]
 //                 [--detail N]  (where the time goes: GPU ms, kernels and CPU operators per phase, the N largest)
 // NAME is any registered model (yolo9t, resnet18, ...). The batch is real: the family's task writes its
 // synthetic set, the family's dataset loads and collates it (augmentation off), and the network is built
@@ -27,6 +30,7 @@
 #include <functional>
 #include <random>
 #include <iostream>
+#include <type_traits>
 
 namespace ly = libreyolo;
 
@@ -55,9 +59,11 @@ Args parse(int argc, char** argv) {
       .add("--device", &a.device)
       .add("--detail", &a.detail)
       .parse(argc, argv);
-  if (a.arm != "eager" && a.arm != "graph") throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph");
+  if (a.arm != "eager" && a.arm != "graph" && a.arm != "step")
+    throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph, step");
   if (a.device != "cuda" && a.device != "cpu") throw std::invalid_argument("--device " + a.device + ": allowed cuda, cpu");
   if (a.device == "cpu" && a.arm == "graph") throw std::invalid_argument("--arm graph needs --device cuda");
+  // --arm step on the CPU: the step path without a graph (a smoke test of the device-state step).
   if (a.precision != "fp16" && a.precision != "fp32") throw std::invalid_argument("--precision " + a.precision + ": allowed fp16, fp32");
   if (a.state.empty()) a.state = "graph_speedup_" + a.model + ".state";
   return a;
@@ -81,10 +87,11 @@ void same_state(torch::nn::Module& net, const std::string& path) {
 
 // The arm: `Capture` is Eager or CudaGraph<>; `loss_of(out)` is the family's eager loss; `Region` the
 // family's capture region.
-template <class Capture, class Region, class Net, class LossFn>
-nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev) {
+template <class Capture, class Region, class Net, class LossFn, class StepArm = std::nullptr_t>
+nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev,
+                       StepArm step_arm = nullptr) {
   auto cfg = ly::parse_args({"amp=" + std::string(a.precision == "fp32" ? "false" : "true"), "amp_dtype=float16",
-                             "cuda_graph=true", "device=" + a.device});
+                             std::string("cuda_graph=") + (a.arm == "step" ? "step" : "true"), "device=" + a.device});
   at::globalContext().setBenchmarkCuDNN(a.nhwc);
   if (a.nhwc) ly::to_channels_last(*net);
   ly::precision::FamilyDefault prec;
@@ -94,8 +101,9 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
   capture.setup(cfg, dev);
   ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), ly::train::OptimizerOptions{});
   const torch::Tensor input = a.nhwc ? ly::as_channels_last(x) : x;
-  // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer.
-  auto step = [&](ly::profile::StepPhases& ph) {
+  // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer
+  // (the step arm's whole-step graph is one phase).
+  std::function<void(ly::profile::StepPhases&)> step = [&](ly::profile::StepPhases& ph) {
     torch::Tensor loss;
     {
       [[maybe_unused]] auto g = prec.autocast();
@@ -109,6 +117,11 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
     prec.update();
     opt.zero_grad();
   };
+  if constexpr (!std::is_same_v<StepArm, std::nullptr_t>) {
+    if (a.arm == "step") {
+      step_arm(capture, prec, opt, net, step);  // replaces `step` when the family's step is capturable
+    }
+  }
   ly::compat::cuda_synchronize(dev);
   if (dev.is_cuda()) ly::compat::cuda_reset_peak(0);
   ly::profile::StepPhases none;
@@ -128,6 +141,7 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
           {"peak_vram_mb", t.peak_vram_mb},
           {"step_over_busy", t.busy.gpu_busy_ms_per_step > 0 ? t.min_ms / t.busy.gpu_busy_ms_per_step : 0.0},
           {"capture", capture.report()},
+          {"optimizer_fused", opt.device_fused()},
           {"torch", ly::compat::torch_version()}};
   if (a.detail > 0) out["breakdown"] = ly::profile::step_breakdown_json(t.busy, static_cast<size_t>(a.detail));
   return out;
@@ -167,8 +181,38 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   same_state(*net, a.state);
   auto family = std::make_shared<P>(std::move(p));
   using Region = ly::capture::region_t<ly::family_traits<P>::capture_region>;
+  // The step arm: the trainer's whole step on device state through the policy's run_whole_step.
+  auto step_arm = [&a, family, b](auto& capture, auto& prec, ly::train::Optimizer& opt, auto& net_ref,
+                                  std::function<void(ly::profile::StepPhases&)>& step) {
+    if constexpr (requires { capture.configure_step(true, std::string_view{}, 1); }) {
+      capture.configure_step(ly::capture::step_capturable<P>(), P::name, 1);
+      if (!capture.step_mode()) return;
+      opt.enable_device_state();
+      auto batch = std::make_shared<typename P::Batch>(b);
+      if constexpr (requires { P::pad_for_step_graph(*batch); })
+        if (capture.step_graphs_enabled()) *batch = P::pad_for_step_graph(*batch);
+      const bool nhwc = a.nhwc;
+      step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc](ly::profile::StepPhases&) mutable {
+        ly::precision::GradScaler* scaler = prec.mutable_scaler().enabled() ? &prec.mutable_scaler() : nullptr;
+        auto body = [&](const typename P::Batch& sb) -> torch::Tensor {
+          ly::train::LossOutput lo;
+          {
+            [[maybe_unused]] auto g = prec.autocast();
+            auto in = P::input(sb);
+            lo = family->loss(net->forward(nhwc ? ly::as_channels_last(in) : in), sb);
+          }
+          prec.scale(lo.total).backward();
+          const torch::Tensor found = scaler ? scaler->device_unscale_(opt.params()) : torch::Tensor();
+          opt.device_step(found);
+          if (scaler) scaler->device_update(found);
+          return lo.items;
+        };
+        capture.run_whole_step(*batch, body, [&] { opt.zero_grad(); });
+      };
+    }
+  };
   return run_arm<Capture, Region>(a, net, [family, b](const auto& out) { return family->loss(out, b).total; },
-                                  P::input(b), dev);
+                                  P::input(b), dev, step_arm);
 }
 
 template <class Capture>
@@ -184,7 +228,7 @@ int main(int argc, char** argv) try {
     return 2;
   }
   const torch::Device dev = a.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  auto out = a.arm == "graph" ? run_model<ly::capture::CudaGraph<>>(a, dev) : run_model<ly::capture::Eager>(a, dev);
+  auto out = a.arm != "eager" ? run_model<ly::capture::CudaGraph<>>(a, dev) : run_model<ly::capture::Eager>(a, dev);
   std::cout << out.dump() << std::endl;
   return 0;
 } catch (const std::exception& e) {

@@ -7,9 +7,16 @@
 // training for the rest of the run with one warning: a failed replay's step is undone (the region's
 // BatchNorm statistics restored, its partial gradients dropped) and run again eager, so the flag is
 // always safe.
+// With cuda_graph=step (configure_step) the trainer hands the whole step to run_whole_step instead:
+// one graph per shape key of the batch (images and padded targets), up to cuda_graph_max_graphs of
+// them in one shared memory pool, recorded on the threshold-th sighting of the key (that step runs
+// eager on a side stream first) and replayed from then on. A family whose loss is not fixed-shape, or
+// gradient accumulation, keeps the network-only capture with one notice; a failed capture or replay
+// turns the policy eager as above (a replay that failed before its first node ran is re-run eager).
 #include <libreyolo/capture/eager.hpp>
 #include <libreyolo/capture/graphed_callable.hpp>
 #include <libreyolo/capture/shape_counter.hpp>
+#include <libreyolo/capture/step_graph.hpp>
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/log.hpp>
@@ -17,11 +24,14 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #if defined(LIBREYOLO_WITH_CUDA)
 #include <c10/cuda/CUDAFunctions.h>
@@ -41,6 +51,11 @@ class CudaGraph {
   void setup(const TrainConfig& cfg, torch::Device device) {
     counter_.set_threshold(cfg.is_explicit("cuda_graph_warmup") ? cfg.cuda_graph_warmup : Threshold);
     warmup_iters_ = 3;
+    step_requested_ = cfg.cuda_graph && cfg.cuda_graph_step;
+    step_mode_ = false;
+    max_step_graphs_ = cfg.cuda_graph_max_graphs;
+    if (max_step_graphs_ < 1)
+      throw ConfigError("cuda_graph_max_graphs=" + std::to_string(max_step_graphs_) + ": allowed an integer >= 1");
     if (!cfg.cuda_graph)
       disable("cuda_graph=false");
     else if (!compat::with_cuda)
@@ -95,11 +110,93 @@ class CudaGraph {
 #endif
   }
 
+  // ---- cuda_graph=step ---------------------------------------------------------------------------
+  // After setup(): whether the trainer runs the whole step through run_whole_step. Without the family's
+  // fixed-shape loss (capture::step_capturable<F>) or with gradient accumulation, cuda_graph=step
+  // resolves to cuda_graph=true (the network only), with one notice.
+  void configure_step(bool family_step_capturable, std::string_view family, int accumulate) {
+    step_mode_ = false;
+    if (!step_requested_) return;
+    if (!family_step_capturable) {
+      log::notice_once("capture.step.not_fixed_shape." + std::string(family),
+                       "cuda_graph=step: the " + std::string(family) + " loss is not declared fixed-shape (traits "
+                       "step_capturable); capturing the network only, as cuda_graph=true");
+      return;
+    }
+    if (accumulate > 1) {
+      log::notice_once("capture.step.accumulate",
+                       "cuda_graph=step: gradient accumulation (" + std::to_string(accumulate) +
+                           " batches per optimizer step) is not captured whole; capturing the network only, as "
+                           "cuda_graph=true");
+      return;
+    }
+    step_mode_ = true;
+    if (enabled_)
+      log::info("cuda_graph=step: the whole training step is captured per batch shape (at most ", max_step_graphs_,
+                " graphs, after ", counter_.threshold(), " sightings of a shape)");
+  }
+  bool step_mode() const { return step_mode_; }
+  // Whether step graphs may still be recorded or replayed (CUDA, no fallback yet): the trainer pads the
+  // batch to its bucket only then.
+  bool step_graphs_enabled() const { return step_mode_ && enabled_; }
+  int max_step_graphs() const { return max_step_graphs_; }
+  size_t step_graph_count() const {
+#if defined(LIBREYOLO_WITH_CUDA)
+    return step_graphs_.size();
+#else
+    return 0;
+#endif
+  }
+
+  // One whole training step: body(batch) -> the step's loss items (forward, loss, backward, unscale,
+  // clip, optimizer, scaler, EMA on device state); reset_grads() sets every parameter's grad to none.
+  // Eager (reset_grads(), body(b)) until b's key is seen the threshold-th time; that step runs eager on a
+  // side stream and the graph is recorded; later steps with the key replay it. The returned items are
+  // valid until the next step.
+  template <class Batch, class Body, class Reset>
+  torch::Tensor run_whole_step(Batch& b, Body&& body, Reset&& reset_grads) {
+#if defined(LIBREYOLO_WITH_CUDA)
+    if (step_mode_ && enabled_) {
+      const StepKey key = StepKey::of(b);
+      if (auto it = step_graphs_.find(key); it != step_graphs_.end()) {
+        auto* g = static_cast<StepGraph<Batch>*>(it->second.get());
+        try {
+          g->load(b);
+          g->replay(std::exchange(pending_fault_, Fault::none) != Fault::none);
+          ++replayed_steps_;
+          return g->items();
+        } catch (const std::exception& e) {
+          bool ran = true;
+          try {
+            ran = g->ran_last_launch();
+          } catch (const std::exception&) {
+          }
+          fail(std::string("step replay failed at batch shapes ") + key.shape_string() + ": " + e.what(), false,
+               ran ? " (the failed replay had started: its step is kept)" : " (the step re-run eager)");
+          if (ran) return torch::zeros_like(g_items_shape_);
+        }
+      } else if (++step_seen_[key] == counter_.threshold()) {
+        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) return capture_whole_step(b, body, reset_grads, key);
+        log::notice_once("capture.step.cache_full",
+                         "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
+                         "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
+                         " and any further new ones train eager");
+      }
+    }
+#endif
+    reset_grads();
+    ++eager_steps_;
+    return body(b);
+  }
+
   // The family's captured computation changed: drop the graph, forget the counts, run eager until the
   // shape repeats again.
   void invalidate(std::string_view reason) {
     drop_graph();
     counter_.reset();
+#if defined(LIBREYOLO_WITH_CUDA)
+    step_seen_.clear();
+#endif
     ++invalidations_;
     if (enabled_) log::info("cuda_graph: capture invalidated (", reason, "); will re-capture");
   }
@@ -120,13 +217,39 @@ class CudaGraph {
             {"invalidations", invalidations_},
             {"threshold", counter_.threshold()},
             {"distinct_shapes", counter_.distinct()},
-            {"fallback_reason", fallback_reason_ ? nlohmann::json(*fallback_reason_) : nlohmann::json(nullptr)}};
+            {"fallback_reason", fallback_reason_ ? nlohmann::json(*fallback_reason_) : nlohmann::json(nullptr)},
+            {"step", step_report()}};
+  }
+  // cuda_graph=step: "cuda_graph=step: R of N steps replayed (shapes: MiB, replays; ...)"; empty
+  // when the whole step is not captured in this run.
+  std::string step_summary() const {
+    if (!step_mode_ || replayed_steps_ + eager_steps_ == 0) return {};
+    std::string graphs;
+#if defined(LIBREYOLO_WITH_CUDA)
+    for (const auto& [key, g] : step_graphs_)
+      graphs += (graphs.empty() ? "" : "; ") + key.shape_string() + ": " + trainer_mib(g->vram_bytes) + " MiB, " +
+                std::to_string(g->replays()) + " replays";
+#endif
+    return "cuda_graph=step: " + std::to_string(replayed_steps_) + " of " + std::to_string(replayed_steps_ + eager_steps_) +
+           " steps replayed" + (graphs.empty() ? std::string() : " (" + graphs + ")");
+  }
+  // cuda_graph=step: the mode, and per cached graph its batch shapes, replays and VRAM.
+  nlohmann::json step_report() const {
+    nlohmann::json graphs = nlohmann::json::array();
+#if defined(LIBREYOLO_WITH_CUDA)
+    for (const auto& [key, g] : step_graphs_)
+      graphs.push_back({{"shapes", key.shape_string()},
+                        {"replays", g->replays()},
+                        {"vram_mib", static_cast<double>(g->vram_bytes) / (1 << 20)}});
+#endif
+    return {{"requested", step_requested_}, {"whole_step", step_mode_}, {"max_graphs", max_step_graphs_},
+            {"graphs", graphs}, {"dropped_graphs", dropped_step_graphs_}};
   }
 
   bool enabled() const { return enabled_; }
   bool has_graph() const {
 #if defined(LIBREYOLO_WITH_CUDA)
-    return graphed_ != nullptr;
+    return graphed_ != nullptr || !step_graphs_.empty();
 #else
     return false;
 #endif
@@ -150,11 +273,11 @@ class CudaGraph {
   }
   void drop_graph() {
 #if defined(LIBREYOLO_WITH_CUDA)
-    if (graphed_) {
-      c10::cuda::device_synchronize();  // no replay may still be running when its graph is destroyed
-      graphed_.reset();
-    }
+    if (graphed_ || !step_graphs_.empty()) c10::cuda::device_synchronize();  // no replay may still be running
+    graphed_.reset();
     capture_key_.reset();
+    dropped_step_graphs_ += static_cast<int64_t>(step_graphs_.size());
+    step_graphs_.clear();
 #endif
   }
 
@@ -238,28 +361,93 @@ class CudaGraph {
   }
 
   // A failed capture or replay: drained errors, the graph dropped, eager for the rest of the run.
-  void fail(const std::string& reason, bool buffers_restored) {
+  void fail(const std::string& reason, bool buffers_restored, const std::string& step_note = "") {
     const std::string pending = drain_cuda_errors();
     try {
       drop_graph();
     } catch (const std::exception&) {
       (void)graphed_.release();  // a broken graph is leaked rather than destroyed on a failing device
       capture_key_.reset();
+      for (auto& [k, g] : step_graphs_) (void)g.release();
+      step_graphs_.clear();
     }
     eager_params_.clear();
     disable(pending.empty() ? reason : reason + " (pending CUDA errors: " + pending + ")",
             std::string("; training continues eager for the rest of the run") +
-                (buffers_restored ? " (this step's BatchNorm statistics restored, the step re-run eager)" : ""));
+                (buffers_restored ? " (this step's BatchNorm statistics restored, the step re-run eager)" : "") +
+                step_note);
+  }
+
+  // The threshold-th sighting of a key: this step runs eager on a side stream (the warm-up of the
+  // graph's kernels, cuDNN/cuBLAS set-up included), then the same body is recorded over static copies
+  // of the batch (its kernels do not run). A failed recording turns the policy eager.
+  template <class Batch, class Body, class Reset>
+  torch::Tensor capture_whole_step(Batch& b, Body& body, Reset& reset_grads, const StepKey& key) {
+    c10::DeviceIndex dev = 0;
+    b.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
+    auto ambient = c10::cuda::getCurrentCUDAStream(dev);
+    auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev);
+    at::cuda::CUDAEvent to_side;
+    to_side.record(ambient);
+    to_side.block(side);
+    torch::Tensor items;
+    std::unique_ptr<StepGraph<Batch>> g;
+    std::string error;
+    {
+      c10::cuda::CUDAStreamGuard on_side(side);
+      reset_grads();
+      items = body(b);  // this step, eager
+      ++eager_steps_;
+      side.synchronize();
+      reset_grads();  // the recorded backward allocates the grads in the pool
+      if (!step_pool_) step_pool_ = at::cuda::graph_pool_handle();
+      const int64_t before = compat::cuda_reserved(dev);
+      try {
+        g = std::make_unique<StepGraph<Batch>>(b, body, *step_pool_, key);
+        g->vram_bytes = compat::cuda_reserved(dev) - before;
+      } catch (const std::exception& e) {
+        error = e.what();
+        g.reset();
+      }
+      at::cuda::CUDAEvent to_ambient;
+      to_ambient.record(side);
+      to_ambient.block(ambient);
+    }
+    if (!g) {
+      reset_grads();  // none of the failed recording's tensors is kept
+      fail("capture of the whole training step failed at batch shapes " + key.shape_string() + ": " + error, false);
+      return items;
+    }
+    g_items_shape_ = torch::zeros_like(items);
+    ++captures_;
+    if (!capture_shape_) capture_shape_ = key.parts.front().shape;
+    log::info("cuda_graph=step: captured the training step at batch shapes ", key.shape_string(), " (graph ",
+              step_graphs_.size() + 1, " of at most ", max_step_graphs_, ", ",
+              trainer_mib(g->vram_bytes), " MiB of device memory)");
+    step_graphs_.emplace(key, std::move(g));
+    return items;
+  }
+  static std::string trainer_mib(int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1 << 20));
+    return buf;
   }
 
   RandomNotice random_notice_;
   std::unique_ptr<GraphedCallable> graphed_;
+  std::map<StepKey, std::unique_ptr<StepGraphBase>> step_graphs_;
+  std::map<StepKey, int64_t> step_seen_;
+  std::optional<StepGraphBase::PoolId> step_pool_;
+  torch::Tensor g_items_shape_;  // zeros shaped like a step's loss items (a failed replay that ran)
   std::optional<ShapeKey> capture_key_;
   std::vector<torch::Tensor> eager_params_;
 #endif
 
   ShapeCounter counter_{Threshold};
   bool enabled_ = false;
+  bool step_requested_ = false, step_mode_ = false;
+  int max_step_graphs_ = 4;
+  int64_t dropped_step_graphs_ = 0;
   Fault pending_fault_ = Fault::none;
   std::string_view region_name_ = "network";
   int warmup_iters_ = 3;

@@ -246,3 +246,57 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
 #endif
 }
 }  // namespace libreyolo::compat
+
+// ---- capture: the whole-step graph's optimizer (cuda_graph=step; train/optimizer.hpp, train/ema.hpp) --
+// foreach_mul_by_tensor: out of place, as foreach_mul_by_tensor_ above (2.1+ multi-tensor, else one op
+// per tensor). Fused SGD / AdamW taking the LR as a device tensor and skipping the update on the device
+// when found_inf is 1 (PyTorch's fused=True optimizers call the same ops): LibTorch >= 2.5 on CUDA; there
+// has_fused_optimizers is true. Elsewhere the callers use their generic path, and these throw.
+namespace libreyolo::compat {
+inline std::vector<at::Tensor> foreach_mul_by_tensor(at::TensorList tensors, const at::Tensor& factor) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  return at::_foreach_mul(tensors, factor);
+#else
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(t.mul(factor));
+  return out;
+#endif
+}
+
+inline constexpr bool has_fused_optimizers =
+    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5);
+
+// params -= lr * (momentum SGD direction), dampening 0, not maximising; momentum buffers defined.
+inline void fused_sgd_([[maybe_unused]] at::TensorList params, [[maybe_unused]] at::TensorList grads,
+                       [[maybe_unused]] at::TensorList momentum_buffers, [[maybe_unused]] double weight_decay,
+                       [[maybe_unused]] double momentum, [[maybe_unused]] const at::Tensor& lr,
+                       [[maybe_unused]] bool nesterov, [[maybe_unused]] const at::Tensor& found_inf) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  std::optional<at::Tensor> found;
+  if (found_inf.defined()) found = found_inf;
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, /*dampening=*/0.0, nesterov,
+                  /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::optional<at::Tensor>(), found);
+#else
+  throw std::runtime_error("compat::fused_sgd_: needs LibTorch >= 2.5");
+#endif
+}
+
+// AdamW (decoupled weight decay, not amsgrad); state_steps are float32 0-d tensors already advanced.
+inline void fused_adamw_([[maybe_unused]] at::TensorList params, [[maybe_unused]] at::TensorList grads,
+                         [[maybe_unused]] at::TensorList exp_avgs, [[maybe_unused]] at::TensorList exp_avg_sqs,
+                         [[maybe_unused]] at::TensorList state_steps, [[maybe_unused]] const at::Tensor& lr,
+                         [[maybe_unused]] double beta1, [[maybe_unused]] double beta2,
+                         [[maybe_unused]] double weight_decay, [[maybe_unused]] double eps,
+                         [[maybe_unused]] const at::Tensor& found_inf) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  std::optional<at::Tensor> found;
+  if (found_inf.defined()) found = found_inf;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/at::TensorList(), state_steps, lr, beta1,
+                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false,
+                    /*grad_scale=*/std::optional<at::Tensor>(), found);
+#else
+  throw std::runtime_error("compat::fused_adamw_: needs LibTorch >= 2.5");
+#endif
+}
+}  // namespace libreyolo::compat

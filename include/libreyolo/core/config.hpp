@@ -66,7 +66,9 @@ struct TrainConfig {
   // the three levers
   std::optional<bool> amp;          // unset = the family's default
   std::string amp_dtype = "float16";  // float16 | bfloat16 (fp16 / bf16 accepted)
-  bool cuda_graph = false;
+  bool cuda_graph = false;          // cuda_graph=true or step: capture in CUDA graphs
+  bool cuda_graph_step = false;     // cuda_graph=step: the whole training step, not only the network
+  int cuda_graph_max_graphs = 4;    // cuda_graph=step: step graphs cached at once (one per shape key)
   int nproc = 0;                    // >= 2: launch that many data-parallel processes on this host
   bool sync_bn = false;             // data-parallel: BatchNorm statistics over the global batch (SyncBatchNorm)
   int cuda_graph_warmup = 3;        // times a shape is seen before it is captured
@@ -313,7 +315,26 @@ inline const std::vector<Field>& fields() {
                       [](const TrainConfig& c) { return c.amp ? nlohmann::json(*c.amp) : nlohmann::json(); }});
     v.push_back(text("amp_dtype", &TrainConfig::amp_dtype, "autocast dtype",
                      {"float16", "bfloat16", "fp16", "bf16"}, canon_amp_dtype));
-    v.push_back(flag("cuda_graph", &TrainConfig::cuda_graph, "capture the network's forward/backward in CUDA graphs"));
+    // cuda_graph: false | true (the network's forward/backward) | step (the whole training step).
+    v.push_back(Field{"cuda_graph", "capture in CUDA graphs: true = the network's forward/backward, step = the whole "
+                      "training step (forward, loss, backward, clip, optimizer, scaler, EMA)", "true | false | step",
+                      [](TrainConfig& c, const std::string& w, const std::string& v) {
+                        const auto s = lower(trim(v));
+                        if (s == "step") {
+                          c.cuda_graph = c.cuda_graph_step = true;
+                          return;
+                        }
+                        if (s != "true" && s != "1" && s != "yes" && s != "on" && s != "false" && s != "0" &&
+                            s != "no" && s != "off")
+                          fail(w, "cuda_graph", v, "true | false | step");
+                        c.cuda_graph = parse_bool(w, "cuda_graph", v);
+                        c.cuda_graph_step = false;
+                      },
+                      [](const TrainConfig& c) {
+                        return c.cuda_graph_step ? nlohmann::json("step") : nlohmann::json(c.cuda_graph);
+                      }});
+    v.push_back(num("cuda_graph_max_graphs", &TrainConfig::cuda_graph_max_graphs, 1, 64,
+                    "cuda_graph=step: step graphs kept at once, one per shape key (multi_scale, last batch)"));
     v.push_back(num("cuda_graph_warmup", &TrainConfig::cuda_graph_warmup, 1, 1e6, "times a shape is seen before capture"));
     v.push_back(flag("channels_last", &TrainConfig::channels_last, "NHWC weights and images on CUDA"));
     v.push_back(flag("cudnn_benchmark", &TrainConfig::cudnn_benchmark, "cuDNN autotuning (ignored when deterministic=true)"));

@@ -508,6 +508,19 @@ class DetectDataset {
   int order_epoch_ = std::numeric_limits<int>::min();
 };
 
+// cuda_graph=step: targets [B, M, 5] padded with rows of class -1 to the smallest power of two >= M,
+// so that one step graph serves every batch whose largest box count falls into the same bucket (the
+// loss masks padding rows, so the padded targets give the same assignment and loss).
+inline torch::Tensor pad_targets_to_bucket(const torch::Tensor& targets) {
+  const int64_t m = targets.size(1);
+  int64_t rows = 1;
+  while (rows < m) rows <<= 1;
+  if (rows == m) return targets;
+  auto pad = torch::zeros({targets.size(0), rows - m, targets.size(2)}, targets.options());
+  pad.select(2, 0).fill_(-1);
+  return torch::cat({targets, pad}, 1);
+}
+
 // Stacks the images; targets are padded to M rows (max_boxes, or the batch's largest count, >= 1)
 // with cls = -1. With a fixed max_boxes, an image with more boxes keeps its M largest in `targets`
 // (all of them stay in `boxes`), with a warning.

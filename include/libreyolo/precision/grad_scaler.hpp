@@ -4,7 +4,9 @@
 // multiplied by 1/scale and checked for inf/NaN; a step with a non-finite grad is skipped and the
 // scale backed off, and after `growth_interval` clean steps in a row the scale grows.
 // Scale, growth tracker and found_inf stay device tensors; step() reads found_inf once (the only
-// host sync, as in PyTorch) to decide whether to call the optimizer.
+// host sync, as in PyTorch) to decide whether to call the optimizer. The device form for
+// cuda_graph=step (device_unscale_ / device_update) never reads back: the optimizer skips its own
+// update on the device (train::Optimizer::device_step(found_inf)).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/train/checkpoint.hpp>
@@ -132,6 +134,44 @@ class GradScaler {
     }
     per_opt_.clear();
   }
+
+  // ---- the device form (cuda_graph=step): nothing read back, recordable in a CUDA graph -------------
+  // Zeroes the persistent found_inf, unscales the grads of `params` and records inf/NaN in it; returns
+  // it (0-d float on the scale's device; pass it to Optimizer::device_step, then device_update). Call
+  // after scale() has created the state. The scaler's host-side stage bookkeeping is not used.
+  torch::Tensor device_unscale_(const std::vector<torch::Tensor>& params) {
+    if (!opt_.enabled) return {};
+    require_state("device_unscale_");
+    torch::NoGradGuard no_grad;
+    if (!found_.defined() || found_.device() != scale_.device()) found_ = torch::zeros({}, scale_.options());
+    found_.zero_();
+    const torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    if (grads.empty()) return found_;
+    for (const auto& g : grads)
+      if (g.scalar_type() != grads.front().scalar_type() || g.device() != scale_.device())
+        throw Error("GradScaler::device_unscale_: the grads must share one dtype and the scale's device");
+    if (scale_.is_cuda()) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_, inv_scale);
+    else detail::non_finite_check_and_unscale(grads, found_, inv_scale);
+    return found_;
+  }
+  // Backs the scale off when found_inf is 1, else counts a clean step (growth every growth_interval),
+  // on the device.
+  void device_update(const torch::Tensor& found_inf) {
+    if (!opt_.enabled) return;
+    require_state("device_update");
+    if (scale_.is_cuda()) {
+      at::_amp_update_scale_(scale_, growth_tracker_, found_inf, opt_.growth_factor, opt_.backoff_factor,
+                             opt_.growth_interval);
+    } else {
+      detail::update_scale(scale_, growth_tracker_, found_inf, opt_.growth_factor, opt_.backoff_factor,
+                           opt_.growth_interval);
+    }
+  }
+  // The last device_unscale_'s found_inf (undefined before one).
+  const torch::Tensor& found_inf_tensor() const { return found_; }
 
   // Current scale as a number (a host sync): the initial scale before the first scale(); 1 if disabled.
   double scale_value() const {
@@ -270,6 +310,7 @@ class GradScaler {
   torch::Tensor growth_tracker_;  // int32 0-d
   int64_t init_growth_tracker_ = 0;
   std::map<const void*, OptimizerState> per_opt_;
+  torch::Tensor found_;  // the device form's found_inf (float32 0-d, the scale's device)
 };
 
 }  // namespace libreyolo::precision

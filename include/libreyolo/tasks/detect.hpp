@@ -152,6 +152,12 @@ class DetectTask {
   std::shared_ptr<const Dataset> val_set() const { return val_; }
 
   static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
+  // cuda_graph=step: the batch with its targets padded to a power-of-two box count (one graph per bucket).
+  static Batch pad_for_step_graph(const Batch& b) {
+    Batch out = b;
+    out.targets = data::pad_targets_to_bucket(b.targets);
+    return out;
+  }
   static torch::Tensor from_pixels(const torch::Tensor& rgb255) { return rgb255.div(255.0); }
   static torch::Tensor input(const Batch& b) { return Derived::from_pixels(b.images.to(torch::kFloat32)); }
 

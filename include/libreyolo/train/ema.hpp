@@ -1,6 +1,11 @@
 #pragma once
 // Exponential moving average of a model's weights (ultralytics/YOLOX style): the decay ramps up as
 // d = decay * (1 - exp(-updates / tau)), so early averages follow the fast-changing model closely.
+// The device form for cuda_graph=step splits update() in two: begin_device_update() counts the update
+// on the host and writes d and 1 - d into device tensors (the ramp depends only on the count, which
+// every step advances: a skipped optimizer step still updates the EMA, as in update()); then
+// device_update() averages with them, host state untouched, so it can be recorded in a CUDA graph.
+#include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/train/checkpoint.hpp>
 
@@ -57,6 +62,52 @@ class ModelEMA {
     } else {
       for (size_t i = 0; i < ef.size(); ++i) ef[i].mul_(d).add_(mf[i], 1 - d);
     }
+  }
+
+  // ---- the device form (cuda_graph=step) ---------------------------------------------------------
+  void begin_device_update() {
+    ++updates_;
+    const double d = current_decay();
+    if (!decay_t_.defined()) {
+      auto ps = ema_->parameters();
+      const torch::Device dev = ps.empty() ? torch::Device(torch::kCPU) : ps.front().device();
+      const auto o = torch::TensorOptions().dtype(dev.is_cuda() ? torch::kFloat32 : torch::kFloat64).device(dev);
+      decay_t_ = torch::zeros({}, o);
+      keep_t_ = torch::zeros({}, o);
+    }
+    decay_t_.fill_(d);
+    keep_t_.fill_(1 - d);
+  }
+  // e = d*e + (1-d)*m with the d of the last begin_device_update(); integer buffers are copied. On the
+  // CPU the values are read back (nothing to wait for) into update()'s own kernels: the same bits.
+  void device_update(const torch::nn::Module& model) {
+    if (!decay_t_.defined()) throw Error("ModelEMA::device_update: call begin_device_update() first");
+    torch::NoGradGuard no_grad;
+    if (&model != cached_model_) {
+      cached_pairs_ = matched(model);
+      cached_model_ = &model;
+    }
+    std::vector<torch::Tensor> ef, mf;
+    for (const auto& [e, m] : cached_pairs_) {
+      if (e.is_floating_point()) {
+        ef.push_back(e);
+        mf.push_back(m.detach());
+      } else {
+        e.copy_(m);
+      }
+    }
+    if (!decay_t_.is_cuda()) {
+      const double d = decay_t_.item<double>(), k = keep_t_.item<double>();
+      if (uses_foreach()) {
+        at::_foreach_mul_(ef, at::Scalar(d));
+        at::_foreach_add_(ef, mf, at::Scalar(k));
+      } else {
+        for (size_t i = 0; i < ef.size(); ++i) ef[i].mul_(d).add_(mf[i], k);
+      }
+      return;
+    }
+    compat::foreach_mul_by_tensor_(ef, decay_t_);
+    at::_foreach_add_(ef, compat::foreach_mul_by_tensor(mf, keep_t_));
   }
 
   // The decay the last update used (0 before any update).
@@ -126,6 +177,7 @@ class ModelEMA {
   int foreach_mode_ = -1;
   const torch::nn::Module* cached_model_ = nullptr;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> cached_pairs_;
+  torch::Tensor decay_t_, keep_t_;  // the device form's d and 1 - d (0-d on the EMA's device)
 };
 
 }  // namespace libreyolo::train

@@ -3,6 +3,10 @@
 // schedule changes each group's lr and the momentum between steps, so both live here rather than in
 // torch::optim options. Two paths with the same maths: a per-tensor loop and multi-tensor
 // `_foreach_*` calls (fewer kernel launches on CUDA). No host syncs inside step().
+// A third form for cuda_graph=step (device_step): every value that changes between steps lives in a
+// device tensor (each group's lr, AdamW's step counts) and an inf/NaN step is skipped on the device, so
+// the whole step can be recorded in a CUDA graph; on the CPU it computes exactly what step() does.
+#include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/train/checkpoint.hpp>
 #include <libreyolo/train/param_groups.hpp>
@@ -86,6 +90,7 @@ class Optimizer {
   void set_lr(size_t i, double lr) {
     if (!(lr >= 0)) throw ConfigError("optimizer lr = " + std::to_string(lr) + ": must be >= 0");
     groups_[check_group(i)].lr = lr;
+    if (dev_.on) write_device_lr(i);  // a kernel launch, no sync: the graph reads the tensor
   }
   double lr(size_t i) const { return groups_[check_group(i)].lr; }
   void set_momentum(double m) {
@@ -110,6 +115,78 @@ class Optimizer {
     return false;
   }
 
+
+  // ---- the device-state step (cuda_graph=step) ----------------------------------------------------
+  // Creates the device tensors from the host state (call after a resume / load, before the first
+  // device_step): each group's lr (float64, and float32 for the fused kernels), AdamW's per-parameter
+  // step counts, and every parameter's state (SGD momentum buffers start at zero, which the first
+  // update turns into the gradient exactly as step() creates them). Afterwards set_lr writes the tensors.
+  void enable_device_state() {
+    torch::NoGradGuard no_grad;
+    const auto ps = params();
+    if (ps.empty()) throw Error("Optimizer::enable_device_state: no parameters");
+    const torch::Device device = ps.front().device();
+    dev_ = DeviceState{};
+    dev_.fused = prefer_fused_ && compat::has_fused_optimizers && device.is_cuda() && opt_.foreach != 0;
+    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      dev_.lr.push_back(torch::full({}, groups_[i].lr, f64));
+      dev_.lr32.push_back(torch::full({}, groups_[i].lr, f64.dtype(torch::kFloat32)));
+      dev_.steps.emplace_back();
+      for (size_t j = 0; j < groups_[i].params.size(); ++j) {
+        ParamState& s = state_[i][j];
+        const torch::Tensor& p = groups_[i].params[j];
+        if (kind_ == Kind::sgd) {
+          if (momentum_ != 0 && !s.a.defined()) s.a = torch::zeros_like(p, at::MemoryFormat::Preserve);
+        } else {
+          init_adam_state(s, p);
+        }
+        dev_.steps.back().push_back(torch::full({}, static_cast<double>(s.step),
+                                                f64.dtype(dev_.fused ? torch::kFloat32 : torch::kFloat64)));
+      }
+    }
+    dev_.on = true;
+  }
+  bool device_state() const { return dev_.on; }
+  // Whether device_step uses LibTorch's fused multi-tensor kernels (CUDA, LibTorch >= 2.5).
+  bool device_fused() const { return dev_.on && dev_.fused; }
+  // Why the fused kernels were given up for the generic device path (empty while they run).
+  const std::string& device_fused_error() const { return fused_error_; }
+  // false: the generic (per-tensor) device path on CUDA too (tests); before enable_device_state().
+  void set_device_fused(bool on) {
+    if (dev_.on) throw Error("Optimizer::set_device_fused: call it before enable_device_state()");
+    prefer_fused_ = on;
+  }
+
+  // One update of every parameter with a defined grad, reading lr and step counts from the device
+  // tensors; when found_inf (0-d float, scale's device) is defined and 1, nothing changes (parameters,
+  // state and step counts stay). Changes no host state, reads nothing back on CUDA: recordable.
+  void device_step(const torch::Tensor& found_inf = {}) {
+    if (!dev_.on) throw Error("Optimizer::device_step: call enable_device_state() first");
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      Batch b = collect(i);
+      if (b.params.empty()) continue;
+      std::vector<torch::Tensor*> steps;
+      for (size_t j = 0, k = 0; j < groups_[i].params.size() && k < b.params.size(); ++j)
+        if (b.params[k].is_same(groups_[i].params[j])) steps.push_back(&dev_.steps[i][j]), ++k;
+      const torch::Tensor found = found_inf.defined() ? found_inf.to(b.params.front().device(), torch::kFloat32) : found_inf;
+      if (dev_.fused && (kind_ == Kind::adamw || momentum_ != 0)) {
+        try {  // the fused kernels check their lists before launching anything
+          kind_ == Kind::sgd ? sgd_fused(groups_[i], i, b, steps, found) : adamw_fused(groups_[i], i, b, steps, found);
+          continue;
+        } catch (const c10::Error& e) {
+          dev_.fused = false;
+          fused_error_ = e.what_without_backtrace();
+        }
+      }
+      if (kind_ == Kind::sgd)
+        sgd_device(groups_[i], i, b, steps, found);
+      else
+        adamw_device(groups_[i], i, b, steps, found);
+    }
+  }
+
   // Tensors go to "<prefix>.<group>.<param>.<field>" (CPU copies); the rest to meta["<prefix>"]
   // (a trailing dot on the prefix is optional).
   void save(Checkpoint& ck, const std::string& prefix) const {
@@ -118,7 +195,8 @@ class Optimizer {
       nlohmann::json steps = nlohmann::json::array(), has_state = nlohmann::json::array();
       for (size_t j = 0; j < state_[i].size(); ++j) {
         const ParamState& s = state_[i][j];
-        steps.push_back(s.step);
+        // The device step counts are the true ones once the device path runs (a read-back at save).
+        steps.push_back(dev_.on ? static_cast<int64_t>(std::llround(dev_.steps[i][j].item<double>())) : s.step);
         has_state.push_back(s.a.defined());
         if (!s.a.defined()) continue;
         ck.tensors[state_key(prefix, i, j, field_a())] = cpu_copy(s.a);
@@ -148,6 +226,10 @@ class Optimizer {
     state_ = std::move(fresh);
     for (size_t i = 0; i < groups_.size(); ++i) groups_[i].lr = m["groups"][i]["lr"].get<double>();
     momentum_ = m["momentum"].get<double>();
+    if (dev_.on) {  // the device tensors follow the loaded state
+      dev_.on = false;
+      enable_device_state();
+    }
   }
 
  private:
@@ -292,6 +374,116 @@ class Optimizer {
     at::_foreach_addcdiv_(b.params, m, denom, at::ArrayRef<at::Scalar>(step_size));
   }
 
+  // The device-state path's tensors (enable_device_state()).
+  struct DeviceState {
+    bool on = false, fused = false;
+    std::vector<torch::Tensor> lr, lr32;            // per group, 0-d float64 / float32
+    std::vector<std::vector<torch::Tensor>> steps;  // per group and parameter, 0-d (AdamW's step counts)
+  };
+  void write_device_lr(size_t i) {
+    dev_.lr[i].fill_(groups_[i].lr);
+    dev_.lr32[i].fill_(groups_[i].lr);
+  }
+  // x + y * alpha, x * alpha, x / alpha, x + alpha * y / z for a 0-d alpha: on the CPU its value is read
+  // (there is no device to wait for) and given as the Scalar step() uses, so the arithmetic is step()'s
+  // to the bit; on CUDA it stays a tensor.
+  static torch::Tensor add_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& alpha) {
+    if (!alpha.is_cuda()) return x.add(y, alpha.item<double>());
+    return x.addcmul(y, alpha.to(x.scalar_type()));
+  }
+  static torch::Tensor mul_by(const torch::Tensor& x, const torch::Tensor& alpha) {
+    if (!alpha.is_cuda()) return x.mul(alpha.item<double>());
+    return x.mul(alpha.to(x.scalar_type()));
+  }
+  static torch::Tensor div_by(const torch::Tensor& x, const torch::Tensor& alpha) {
+    if (!alpha.is_cuda()) return x.div(alpha.item<double>());
+    return x.div(alpha.to(x.scalar_type()));
+  }
+  static torch::Tensor addcdiv_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
+                                      const torch::Tensor& alpha) {
+    if (!alpha.is_cuda()) return x.addcdiv(y, z, alpha.item<double>());
+    return x.addcmul(y.div(z), alpha.to(x.scalar_type()));
+  }
+  // live = keep ? fresh : live, where keep = (found == 0); without found_inf, live = fresh.
+  static void commit(torch::Tensor& live, const torch::Tensor& fresh, const torch::Tensor& keep) {
+    if (keep.defined()) live.copy_(torch::where(keep, fresh, live));
+    else live.copy_(fresh);
+  }
+
+  // step()'s SGD with the lr from the device and the update kept only when found_inf is 0.
+  void sgd_device(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
+                  const torch::Tensor& found) {
+    const double mu = momentum_;
+    const torch::Tensor neg_lr = -dev_.lr[gi];
+    const torch::Tensor keep = found.defined() ? found.eq(0) : found;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      torch::Tensor& p = b.params[k];
+      ParamState& s = *b.states[k];
+      torch::Tensor d = g.weight_decay != 0 ? b.grads[k].add(p, g.weight_decay) : b.grads[k];
+      if (mu != 0) {
+        torch::Tensor buf = s.a.mul(mu).add_(d);
+        d = opt_.nesterov ? d.add(buf, mu) : buf;
+        commit(s.a, buf, keep);
+      }
+      commit(p, add_scaled(p, d, neg_lr), keep);
+      torch::Tensor& step = *steps[k];
+      step.copy_(keep.defined() ? step + keep.to(step.scalar_type()) : step + 1);  // the count step() keeps
+    }
+  }
+  void sgd_fused(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
+                 const torch::Tensor& found) {
+    std::vector<torch::Tensor> bufs, st;
+    for (auto* s : b.states) bufs.push_back(s->a);
+    compat::fused_sgd_(b.params, b.grads, bufs, g.weight_decay, momentum_, dev_.lr32[gi], opt_.nesterov, found);
+    for (auto* t : steps) st.push_back(*t);
+    at::_foreach_add_(st, at::Scalar(1.0));
+    if (found.defined()) at::_foreach_sub_(st, std::vector<torch::Tensor>(st.size(), found));
+  }
+
+  // step()'s AdamW (the per-tensor form) with lr and step counts from the device; the counts do not
+  // advance on a skipped step.
+  void adamw_device(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
+                    const torch::Tensor& found) {
+    const double b1 = momentum_, b2 = opt_.beta2;
+    const torch::Tensor& lr = dev_.lr[gi];
+    const torch::Tensor keep = found.defined() ? found.eq(0) : found;
+    const torch::Tensor decay = 1 - lr * g.weight_decay;
+    const torch::Tensor neg_lr = -lr;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      torch::Tensor& p = b.params[k];
+      const torch::Tensor& grad = b.grads[k];
+      ParamState& s = *b.states[k];
+      torch::Tensor& step = *steps[k];
+      const torch::Tensor next = keep.defined() ? step + keep.to(step.scalar_type()) : step + 1;
+      const torch::Tensor bc1 = 1 - torch::pow(b1, next);
+      const torch::Tensor bc2 = 1 - torch::pow(b2, next);
+      torch::Tensor q = g.weight_decay != 0 ? mul_by(p, decay) : p;
+      torch::Tensor m = s.a.mul(b1).add_(grad, 1 - b1);
+      torch::Tensor v = s.b.mul(b2).addcmul_(grad, grad, 1 - b2);
+      torch::Tensor denom = div_by(v.sqrt(), bc2.sqrt()).add_(opt_.eps);
+      q = addcdiv_scaled(q, m, denom, neg_lr / bc1);
+      commit(s.a, m, keep);
+      commit(s.b, v, keep);
+      commit(p, q, keep);
+      step.copy_(next);
+    }
+  }
+  void adamw_fused(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
+                   const torch::Tensor& found) {
+    std::vector<torch::Tensor> m, v, st;
+    for (auto* s : b.states) m.push_back(s->a), v.push_back(s->b);
+    for (auto* t : steps) st.push_back(*t);
+    at::_foreach_add_(st, at::Scalar(1.0));
+    try {
+      compat::fused_adamw_(b.params, b.grads, m, v, st, dev_.lr32[gi], momentum_, opt_.beta2, g.weight_decay, opt_.eps,
+                           found);
+    } catch (...) {
+      at::_foreach_sub_(st, at::Scalar(1.0));  // the generic path counts the step itself
+      throw;
+    }
+    if (found.defined()) at::_foreach_sub_(st, std::vector<torch::Tensor>(st.size(), found));
+  }
+
   static void init_adam_state(ParamState& s, const torch::Tensor& p) {
     if (s.a.defined()) return;
     s.a = torch::zeros_like(p, at::MemoryFormat::Preserve);
@@ -343,6 +535,9 @@ class Optimizer {
   Kind kind_ = Kind::sgd;
   double momentum_ = 0;
   std::vector<std::vector<ParamState>> state_;
+  DeviceState dev_;
+  bool prefer_fused_ = true;
+  std::string fused_error_;
 };
 
 }  // namespace libreyolo::train

@@ -13,6 +13,7 @@
 // to fit() and subscribed with events().on(...), and the phase events (step_begin, phase_begin/_end,
 // step_done) for its two built-in clients, the profiler and the capture policy.
 #include <libreyolo/capture/eager.hpp>
+#include <libreyolo/capture/step_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/device.hpp>
 #include <libreyolo/core/log.hpp>
@@ -21,6 +22,7 @@
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/dist/reducer.hpp>
 #include <libreyolo/precision/fp32.hpp>
+#include <libreyolo/precision/grad_scaler.hpp>
 #include <libreyolo/plot/charts.hpp>
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/autobatch.hpp>
@@ -149,6 +151,8 @@ class Trainer {
   int auto_batch();  // batch=-1: the largest power of two whose step fits in 60% of the GPU (train/autobatch.hpp)
   void restore(const train::Checkpoint& ck, bool full);
   void clip_gradients();
+  // cuda_graph=step: the whole step on device state through the capture policy; the step's loss items.
+  torch::Tensor train_whole_step(Batch& b);
   void make_ema();
   nlohmann::json run_summary() const;
   nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
@@ -198,6 +202,7 @@ class Trainer {
   int64_t loss_count_ = 0;
   bool is_setup_ = false;
   bool channels_last_ = false;  // cfg.channels_last on a CUDA device
+  bool device_state_ = false;   // cuda_graph=step: the optimizer runs on its device state
 };
 
 }  // namespace libreyolo

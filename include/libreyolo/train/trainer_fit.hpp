@@ -149,6 +149,8 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
   res.epochs_done = completed;
   res.optimizer_steps = opt_steps_;
   res.interrupted = stop && (train::stop_requested() || stop_agreed_);  // a run that finished all epochs was not
+  if constexpr (requires { capture_.step_summary(); })  // cuda_graph=step: the share replayed, VRAM per graph
+    if (const auto line = capture_.step_summary(); !line.empty()) log::info(line);
   log::info("done: ", epochs_run, " epoch(s) in ", train::format_duration(
                 std::chrono::duration<double>(clock::now() - t_run).count()), "; best fitness ",
             trainer_detail::fmt(best_fitness_), "; results in ", run_dir_.string());

@@ -191,6 +191,8 @@ void LIBREYOLO_TRAINER::build() {
                                                      family_traits<F>::fp32_reason); !n.empty())
     log::notice_once("precision.family_fp32." + std::string(F::name), n);
   capture_.setup(cfg_, device_);
+  if constexpr (requires { capture_.configure_step(true, std::string_view{}, 1); })
+    capture_.configure_step(capture::step_capturable<F>(), F::name, accumulate_);
   if (dist_) {
     reducer_ = std::make_unique<dist::GradReducer>(*dist_, opt_->params());
     if (cfg_.sync_bn) sync_bn_ = std::make_unique<dist::SyncBatchNormGroup>(*dist_);
@@ -387,6 +389,40 @@ void LIBREYOLO_TRAINER::clip_gradients() {
   train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
 }
 
+// cuda_graph=step: what train_one_batch does from the forward to the EMA update, on device state (the
+// optimizer's lr / step tensors, the scaler's found_inf, the EMA's decay tensor), so the capture policy
+// can record it as one graph per batch shape. On a CPU, or before a shape is recorded, it runs eager and
+// computes exactly what the eager loop does.
+LIBREYOLO_TRAINER_TEMPLATE
+torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
+  if (!device_state_) {
+    opt_->enable_device_state();
+    device_state_ = true;
+  }
+  if constexpr (requires { F::pad_for_step_graph(b); })
+    if (capture_.step_graphs_enabled()) b = F::pad_for_step_graph(b);  // a power-of-two box count
+  if (ema_) ema_->begin_device_update();
+  precision::GradScaler* scaler = nullptr;
+  if constexpr (requires { precision_.mutable_scaler(); })
+    if (precision_.mutable_scaler().enabled()) scaler = &precision_.mutable_scaler();
+  auto body = [this, scaler](const Batch& sb) -> torch::Tensor {
+    train::LossOutput lo;
+    {
+      [[maybe_unused]] auto guard = precision_.autocast();
+      auto out = net_->forward(channels_last_ ? as_channels_last(F::input(sb)) : F::input(sb));
+      lo = family_.loss(out, sb);
+    }
+    precision_.scale(lo.total).backward();
+    const torch::Tensor found = scaler ? scaler->device_unscale_(opt_->params()) : torch::Tensor();
+    if (cfg_.clip_grad_norm > 0) train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
+    opt_->device_step(found);
+    if (scaler) scaler->device_update(found);
+    if (ema_) ema_->device_update(*net_);
+    return lo.items;
+  };
+  return capture_.run_whole_step(b, body, [this] { opt_->zero_grad(); });
+}
+
 // The phase events go to the loop's two built-in clients: the profiler and the capture policy.
 LIBREYOLO_TRAINER_TEMPLATE
 template <class E, class... A>
@@ -409,6 +445,23 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   phase_begin(Phase::to_device);
   Batch b = F::to_device(*host, device_);
   phase_end(Phase::to_device);
+  // cuda_graph=step: forward to EMA in one call of the capture policy (a graph replay once recorded).
+  if constexpr (requires { capture_.step_mode(); }) {
+    if (capture_.step_mode()) {
+      phase_begin(Phase::forward);
+      const torch::Tensor items = train_whole_step(b);
+      phase_end(Phase::forward);
+      ++opt_steps_;
+      last_opt_ni_ = ni_;
+      ++ni_;
+      ++batch_in_epoch_;
+      sched_->apply(*opt_, opt_steps_);  // writes the optimizer's device lr tensors
+      loss_sum_ = loss_sum_.defined() ? loss_sum_ + items : items.clone();
+      ++loss_count_;
+      raise_phase(event::step_done{}, static_cast<int>(b.images.size(0)));
+      return true;
+    }
+  }
   // Rank 0's BatchNorm statistics, as DDP does at each forward (SyncBatchNorm keeps them equal already).
   if (dist_ && !sync_bn_) dist_->broadcast_buffers(*net_);
   const bool boundary = ni_ - last_opt_ni_ >= accumulate_;

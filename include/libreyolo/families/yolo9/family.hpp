@@ -29,6 +29,9 @@ class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    // Its loss (BoxMatcher assignment on padded targets, masks instead of boolean indexing) has fixed
+    // shapes and reads nothing back: cuda_graph=step records the whole step.
+    static constexpr bool step_capturable = true;
     // The original's YOLO9Config: linear schedule with a 3-epoch warm-up from 1e-4 to 1% of lr0, EMA
     // 0.9999, 8 workers, validation every 10 epochs; no gradient clipping, no accumulation (nbs unset);
     // its YOLO9MosaicMixupDataset applies no random affine (the 2S mosaic is resized to S), no mixup, and

@@ -1,0 +1,162 @@
+#pragma once
+// The whole-step CUDA graph of cuda_graph=step (issue 25): forward under autocast, the loss with its
+// fixed-shape assigner, backward, unscale + clip, the optimizer step, the scaler update and the EMA
+// update, recorded once per shape key and replayed. What changes between steps lives in device tensors
+// written before the replay (train/optimizer.hpp, train/ema.hpp, precision/grad_scaler.hpp); a step
+// whose gradients hold inf/NaN is skipped on the device. This file holds the pieces the CudaGraph
+// policy (capture/cuda_graph.hpp) uses: the family trait, the key, and the recorded step (CUDA only).
+#include <libreyolo/capture/shape_counter.hpp>
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/core/traits.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#if defined(LIBREYOLO_WITH_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace libreyolo::capture {
+
+// Whether F's loss can run inside a step graph: fixed shapes for a given batch shape, no value read
+// back to the host, no data-dependent branch. A family declares it in its traits
+// (`static constexpr bool step_capturable = true;`); classification tasks (cross-entropy on fixed-size
+// logits) are by default; every other family is not (cuda_graph=step then captures the network only).
+template <class F>
+constexpr bool step_capturable() {
+  if constexpr (requires { F::traits::step_capturable; }) return F::traits::step_capturable;
+  else return family_traits<F>::task == Task::classify;
+}
+
+// The smallest power of two >= n (>= 1): the bucket of a batch's padded box count, so that one step
+// graph serves every batch whose largest box count falls into it.
+inline int64_t bucket_rows(int64_t n) {
+  int64_t b = 1;
+  while (b < n) b <<= 1;
+  return b;
+}
+
+// A step graph's key: the key of every tensor the batch carries (images, padded targets / labels).
+struct StepKey {
+  std::vector<ShapeKey> parts;
+  template <class Batch>
+  static StepKey of(Batch& b) {
+    StepKey k;
+    b.for_each_tensor([&](torch::Tensor& t) { k.parts.push_back(ShapeKey::of(t)); });
+    return k;
+  }
+  // "[8, 3, 640, 640] [8, 16, 5]"
+  std::string shape_string() const {
+    std::string s;
+    for (size_t i = 0; i < parts.size(); ++i) s += (i ? " " : "") + parts[i].shape_string();
+    return s;
+  }
+  friend bool operator<(const StepKey& a, const StepKey& b) { return a.parts < b.parts; }
+  friend bool operator==(const StepKey& a, const StepKey& b) { return !(a < b) && !(b < a); }
+};
+
+#if defined(LIBREYOLO_WITH_CUDA)
+
+// One recorded training step for one key: static copies of the batch's tensors (outside the graph's
+// pool, filled before each replay), the step's loss items (an output of the graph, valid until the
+// next replay of any graph of the pool), and a device counter the graph's first node advances (a
+// failed replay tells from it whether the step ran). StepGraph<Batch> adds the typed static batch.
+class StepGraphBase {
+ public:
+  using PoolId = decltype(at::cuda::graph_pool_handle());
+  virtual ~StepGraphBase() = default;
+
+  // fail_before_launch: the test hook of a failed replay (throws before the launch).
+  void replay(bool fail_before_launch = false) {
+    ++launches_;
+    if (fail_before_launch) throw Error("forced step replay failure (test hook)");
+    graph_->replay();
+    ++replays_;
+  }
+  // After a failed replay: whether its first node ran (reads the device counter back).
+  bool ran_last_launch() const { return sentinel_.item<int64_t>() >= launches_; }
+  const torch::Tensor& items() const { return items_; }
+  const StepKey& key() const { return key_; }
+  int64_t replays() const { return replays_; }
+  int64_t vram_bytes = 0;  // the device memory reserved while this graph was recorded
+
+ protected:
+  StepGraphBase(PoolId pool, StepKey key) : pool_(pool), key_(std::move(key)) {}
+  // Records body() -> loss items on the current (non-default) stream into the shared pool; the
+  // kernels do not run. The caller has set every parameter's grad to none (the backward then
+  // allocates them in the pool).
+  template <class Body>
+  void record(c10::DeviceIndex device, Body&& body) {
+    device_ = device;
+    sentinel_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA, device_));
+    graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    graph_->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+    try {
+      sentinel_.add_(1);
+      items_ = body();
+      graph_->capture_end();
+    } catch (...) {
+      // capture_end ends the stream capture and the pool routing; when it throws first (an invalidated
+      // capture), end the routing here. Either may legitimately throw.
+      try {
+        graph_->capture_end();
+      } catch (const std::exception&) {
+      }
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_);
+      } catch (const std::exception&) {
+      }
+      throw;
+    }
+  }
+
+ private:
+  PoolId pool_;
+  StepKey key_;
+  c10::DeviceIndex device_ = 0;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  torch::Tensor sentinel_, items_;
+  int64_t launches_ = 0, replays_ = 0;
+};
+
+template <class Batch>
+class StepGraph : public StepGraphBase {
+ public:
+  // body(const Batch&) -> loss items, recorded over a static copy of `sample`'s tensors.
+  template <class Body>
+  StepGraph(const Batch& sample, Body& body, PoolId pool, StepKey key) : StepGraphBase(pool, std::move(key)), static_(sample) {
+    static_.for_each_tensor([](torch::Tensor& t) { t = t.detach().clone(); });
+    c10::DeviceIndex dev = 0;
+    static_.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
+    record(dev, [&] { return body(static_); });
+  }
+  // Copies the batch's tensors into the static ones (device to device, on the current stream).
+  void load(Batch& b) {
+    std::vector<torch::Tensor*> dst;
+    static_.for_each_tensor([&](torch::Tensor& t) { dst.push_back(&t); });
+    size_t i = 0;
+    b.for_each_tensor([&](torch::Tensor& t) {
+      if (i >= dst.size() || !dst[i]->sizes().equals(t.sizes()))
+        throw Error("cuda_graph=step: a batch tensor does not match the graph's static one");
+      dst[i++]->copy_(t, /*non_blocking=*/true);
+    });
+  }
+
+ private:
+  Batch static_;
+};
+
+#endif  // LIBREYOLO_WITH_CUDA
+
+}  // namespace libreyolo::capture

@@ -1,0 +1,436 @@
+// cuda_graph=step (issue 25), the parts that run on the CPU: the optimizer's, scaler's and EMA's device
+// forms against their eager forms (bit for bit), a forced inf/NaN step skipped on the device, the
+// padded (bucketed) targets against the unpadded ones in the YOLOv9 assignment and loss, the config
+// key, the static fallback notice, and whole training runs with cuda_graph=step on the CPU (the step
+// path without a graph) equal to eager runs exactly.
+#include <libreyolo/assign/tal.hpp>
+#include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+#include "support_data.hpp"
+
+#undef CHECK
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ly = libreyolo;
+namespace cap = ly::capture;
+using ly::train::Optimizer;
+using ly::train::OptimizerOptions;
+
+namespace {
+
+struct LogCapture {
+  std::vector<std::string> lines;
+  std::function<void(ly::log::Level, std::string_view)> prev;
+  LogCapture() { prev = ly::log::set_sink([this](ly::log::Level, std::string_view m) { lines.emplace_back(m); }); }
+  ~LogCapture() { ly::log::set_sink(prev); }
+  int count(const std::string& needle) const {
+    int n = 0;
+    for (auto& l : lines) n += l.find(needle) != std::string::npos;
+    return n;
+  }
+};
+
+std::vector<torch::Tensor> make_params(int64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({3, 4}), torch::randn({5}), torch::randn({2, 2, 3}), torch::randn({7})};
+}
+std::vector<torch::Tensor> clone_params(const std::vector<torch::Tensor>& ps) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : ps) out.push_back(p.detach().clone().set_requires_grad(true));
+  return out;
+}
+std::vector<torch::Tensor> grads_for(const std::vector<torch::Tensor>& ps, int k) {
+  torch::manual_seed(2000 + k);
+  std::vector<torch::Tensor> gs;
+  for (const auto& p : ps) gs.push_back(torch::randn(p.sizes()));
+  return gs;
+}
+void set_grads(std::vector<torch::Tensor>& ps, const std::vector<torch::Tensor>& gs) {
+  for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = gs[i].clone();
+}
+bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+Optimizer make_opt(std::vector<torch::Tensor>& ps, const std::string& name, bool nesterov) {
+  OptimizerOptions oo;
+  oo.name = name;
+  oo.lr0 = name == "SGD" ? 0.05 : 0.01;
+  oo.momentum = 0.9;
+  oo.nesterov = nesterov;
+  oo.beta2 = 0.99;
+  return Optimizer({{"decay", {ps[0], ps[2]}, 0.05, 0}, {"bias", {ps[1], ps[3]}, 0, 0}}, oo);
+}
+
+}  // namespace
+
+// ---- the optimizer's device form ------------------------------------------------------------------
+TEST_CASE("Optimizer::device_step equals step() bit for bit (SGD nesterov/plain, AdamW; lr changes; with and without found_inf)") {
+  for (const char* name : {"SGD", "AdamW"})
+    for (bool nesterov : {true, false})
+      for (bool with_found : {false, true}) {
+        if (std::string(name) == "AdamW" && !nesterov) continue;
+        CAPTURE(name);
+        CAPTURE(nesterov);
+        CAPTURE(with_found);
+        auto base = make_params(5);
+        auto a = clone_params(base), b = clone_params(base);
+        Optimizer eager = make_opt(a, name, nesterov), dev = make_opt(b, name, nesterov);
+        dev.enable_device_state();
+        CHECK(dev.device_state());
+        CHECK_FALSE(dev.device_fused());  // CPU: the generic form
+        const torch::Tensor found = with_found ? torch::zeros({}) : torch::Tensor();
+        for (int k = 0; k < 10; ++k) {
+          const double lr = (std::string(name) == "SGD" ? 0.05 : 0.01) * (1.0 + 0.2 * k);  // a warm-up-like ramp
+          for (size_t g = 0; g < 2; ++g) eager.set_lr(g, lr * (g + 1)), dev.set_lr(g, lr * (g + 1));
+          auto gs = grads_for(base, k);
+          set_grads(a, gs);
+          set_grads(b, gs);
+          eager.step();
+          dev.device_step(found);
+        }
+        CHECK(all_equal(a, b));
+        CHECK_FALSE(torch::allclose(a[0], base[0]));  // the parameters really moved
+      }
+}
+
+TEST_CASE("Optimizer device state: checkpoints carry the device step counts; a loaded optimizer continues exactly") {
+  auto base = make_params(9);
+  auto a = clone_params(base), b = clone_params(base), c = clone_params(base);
+  Optimizer eager = make_opt(a, "AdamW", true), dev = make_opt(b, "AdamW", true);
+  dev.enable_device_state();
+  for (int k = 0; k < 4; ++k) {
+    auto gs = grads_for(base, k);
+    set_grads(a, gs);
+    set_grads(b, gs);
+    eager.step();
+    dev.device_step();
+  }
+  ly::train::Checkpoint ck_e, ck_d;
+  eager.save(ck_e, "optim.");
+  dev.save(ck_d, "optim.");
+  CHECK(ck_e.meta["optim"]["groups"] == ck_d.meta["optim"]["groups"]);  // steps 4, from the device counts
+  // Load the device optimizer's checkpoint into a fresh device optimizer at c (params copied from b).
+  for (size_t i = 0; i < c.size(); ++i) c[i].data().copy_(b[i].detach());
+  Optimizer resumed = make_opt(c, "AdamW", true);
+  resumed.enable_device_state();
+  resumed.load(ck_d, "optim.");
+  for (int k = 4; k < 7; ++k) {
+    auto gs = grads_for(base, k);
+    set_grads(a, gs);
+    set_grads(c, gs);
+    eager.step();
+    resumed.device_step();
+  }
+  CHECK(all_equal(a, c));
+}
+
+// ---- the scaler's device form: a forced inf step is skipped on the device --------------------------
+TEST_CASE("GradScaler device form: a forced inf step is skipped (parameters, state, step counts unchanged), the scale halved") {
+  for (const char* name : {"SGD", "AdamW"}) {
+    CAPTURE(name);
+    auto base = make_params(3);
+    auto a = clone_params(base), b = clone_params(base);
+    Optimizer eager = make_opt(a, name, true), dev = make_opt(b, name, true);
+    dev.enable_device_state();
+    ly::precision::GradScalerOptions so;
+    so.init_scale = 1024;
+    so.growth_interval = 3;
+    ly::precision::GradScaler se(so), sd(so);
+    const auto loss_like = torch::ones({});
+    se.scale(loss_like);
+    sd.scale(loss_like);
+    std::vector<double> scales_e, scales_d;
+    for (int k = 0; k < 8; ++k) {
+      auto gs = grads_for(base, k);
+      for (auto& g : gs) g.mul_(1024);  // "scaled" grads
+      if (k == 2 || k == 5) gs[1][0] = std::numeric_limits<float>::infinity();
+      if (k == 6) gs[2][0][1][2] = std::numeric_limits<float>::quiet_NaN();
+      set_grads(a, gs);
+      set_grads(b, gs);
+      std::vector<torch::Tensor> before;
+      for (auto& p : b) before.push_back(p.detach().clone());
+      const bool stepped = se.step(eager);
+      se.update();
+      torch::Tensor found = sd.device_unscale_(dev.params());
+      dev.device_step(found);
+      sd.device_update(found);
+      CHECK(stepped == (found.item<float>() == 0.0f));
+      if (k == 2 || k == 5 || k == 6) {
+        CHECK_FALSE(stepped);
+        CHECK(all_equal(before, [&] {
+          std::vector<torch::Tensor> v;
+          for (auto& p : b) v.push_back(p.detach());
+          return v;
+        }()));
+      }
+      scales_e.push_back(se.scale_value());
+      scales_d.push_back(sd.scale_value());
+    }
+    CHECK(scales_e == scales_d);
+    CHECK(scales_d[2] == scales_d[1] / 2);  // backed off at the inf step
+    CHECK(all_equal(a, b));
+    ly::train::Checkpoint ce, cd;
+    eager.save(ce, "o.");
+    dev.save(cd, "o.");
+    CHECK(ce.meta["o"]["groups"] == cd.meta["o"]["groups"]);  // skipped steps are not counted
+  }
+}
+
+// ---- the EMA's device form --------------------------------------------------------------------------
+TEST_CASE("ModelEMA device form equals update() bit for bit") {
+  torch::manual_seed(1);
+  torch::nn::Sequential model(torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3));
+  auto copy_a = std::make_shared<torch::nn::SequentialImpl>(torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3));
+  auto copy_b = std::make_shared<torch::nn::SequentialImpl>(torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3));
+  ly::train::ModelEMA ea(copy_a, *model, 0.999, 5), eb(copy_b, *model, 0.999, 5);
+  for (int k = 0; k < 6; ++k) {
+    {
+      torch::NoGradGuard ng;
+      for (auto& p : model->parameters()) p.add_(torch::randn(p.sizes()) * 0.1);
+      model->forward(torch::randn({5, 4}));  // BatchNorm statistics move
+    }
+    ea.update(*model);
+    eb.begin_device_update();
+    eb.device_update(*model);
+  }
+  CHECK(ea.updates() == eb.updates());
+  CHECK(ea.current_decay() == eb.current_decay());
+  for (size_t i = 0; i < copy_a->parameters().size(); ++i) CHECK(copy_a->parameters()[i].equal(copy_b->parameters()[i]));
+  for (size_t i = 0; i < copy_a->buffers().size(); ++i) CHECK(copy_a->buffers()[i].equal(copy_b->buffers()[i]));
+}
+
+// ---- bucketed targets ------------------------------------------------------------------------------
+TEST_CASE("pad_targets_to_bucket: powers of two, class -1 padding rows, the rows kept") {
+  auto t = torch::rand({2, 5, 5});
+  auto p = ly::data::pad_targets_to_bucket(t);
+  CHECK(p.sizes() == torch::IntArrayRef({2, 8, 5}));
+  CHECK(p.narrow(1, 0, 5).equal(t));
+  CHECK((p.narrow(1, 5, 3).select(2, 0) == -1).all().item<bool>());
+  CHECK((p.narrow(1, 5, 3).narrow(2, 1, 4) == 0).all().item<bool>());
+  CHECK(ly::data::pad_targets_to_bucket(torch::rand({2, 4, 5})).size(1) == 4);  // already a power of two
+  CHECK(ly::data::pad_targets_to_bucket(torch::rand({3, 1, 5})).size(1) == 1);
+  CHECK(cap::bucket_rows(0) == 1);
+  CHECK(cap::bucket_rows(9) == 16);
+  CHECK(cap::bucket_rows(16) == 16);
+}
+
+namespace {
+// Random targets [B, M, 5]: image b has n_b real boxes (random classes, boxes inside `size`), the rest
+// padding (class -1).
+torch::Tensor random_targets(int64_t B, int64_t M, int64_t nc, double size, uint64_t seed) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  auto t = torch::zeros({B, M, 5});
+  t.select(2, 0).fill_(-1);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = torch::randint(0, M + 1, {1}).item<int64_t>();
+    for (int64_t m = 0; m < n; ++m) {
+      auto xy = torch::rand({2}) * size * 0.7;
+      auto wh = torch::rand({2}) * size * 0.3 + 4;
+      t[b][m][0] = torch::randint(0, nc, {1}).item<int64_t>();
+      t[b][m][1] = xy[0];
+      t[b][m][2] = xy[1];
+      t[b][m][3] = (xy[0] + wh[0]).clamp_max(size - 1);
+      t[b][m][4] = (xy[1] + wh[1]).clamp_max(size - 1);
+    }
+  }
+  return t;
+}
+}  // namespace
+
+TEST_CASE("padded (bucketed) targets: the same YOLOv9 assignment and loss as the unpadded ones on random batches") {
+  const int64_t nc = 3, reg_max = 16, B = 3, S = 64;
+  ly::families::yolo9::DetectionLoss loss({8, 16, 32}, nc, reg_max);
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+    CAPTURE(seed);
+    const int64_t M = 3 + static_cast<int64_t>(seed) % 6;  // 4 .. 8: some already powers of two
+    auto targets = random_targets(B, M, nc, S, seed);
+    auto padded = ly::data::pad_targets_to_bucket(targets);
+    CHECK(padded.size(1) == cap::bucket_rows(M));
+    torch::manual_seed(100 + static_cast<int64_t>(seed));
+    std::vector<torch::Tensor> feats;
+    for (int64_t s : {8, 16, 32}) feats.push_back(torch::randn({B, 4 * reg_max + nc, S / s, S / s}));
+    auto a = loss(feats, targets), b = loss(feats, padded);
+    CHECK(torch::allclose(a.items, b.items, /*rtol=*/0, /*atol=*/1e-6));
+    CHECK(std::abs(a.total.item<double>() - b.total.item<double>()) <= 1e-6);
+    // The assignment itself (BoxMatcher, as the loss calls it).
+    auto [pred_dist, logits] = ly::families::yolo9::split_head_outputs(feats, reg_max);
+    auto anchors = ly::families::yolo9::make_anchors(feats, {8, 16, 32});
+    auto boxes = ly::families::yolo9::dist2bbox(ly::families::yolo9::dfl_decode(pred_dist, reg_max), anchors.points);
+    ly::assign::BoxMatcher matcher(nc, ly::assign::BoxMatcherOptions{10, 6.0, 0.5, reg_max});
+    auto match = [&](const torch::Tensor& t) {
+      auto lab = t.narrow(2, 0, 1), gb = t.narrow(2, 1, 4);
+      return matcher(logits.sigmoid(), boxes * anchors.strides, anchors.points * anchors.strides, anchors.strides, lab, gb,
+                     (lab >= 0).to(torch::kFloat32));
+    };
+    auto ma = match(targets), mb = match(padded);
+    CHECK(ma.fg_mask.equal(mb.fg_mask));
+    CHECK(ma.gt_index.equal(mb.gt_index));
+    CHECK(torch::allclose(ma.scores, mb.scores, 0, 1e-6));
+    CHECK(torch::allclose(ma.bboxes, mb.bboxes, 0, 1e-6));
+    // And the task-aligned assigner (assign/tal.hpp) on the same predictions.
+    ly::assign::TaskAlignedAssigner tal(nc);
+    auto ta = tal(logits.sigmoid(), boxes * anchors.strides, anchors.points * anchors.strides, targets.narrow(2, 0, 1),
+                  targets.narrow(2, 1, 4), (targets.narrow(2, 0, 1) >= 0).to(torch::kFloat32));
+    auto tb = tal(logits.sigmoid(), boxes * anchors.strides, anchors.points * anchors.strides, padded.narrow(2, 0, 1),
+                  padded.narrow(2, 1, 4), (padded.narrow(2, 0, 1) >= 0).to(torch::kFloat32));
+    CHECK(ta.fg_mask.equal(tb.fg_mask));
+    CHECK(ta.labels.equal(tb.labels));
+    CHECK(ta.gt_index.equal(tb.gt_index));
+    CHECK(torch::allclose(ta.scores, tb.scores, 0, 1e-6));
+  }
+}
+
+// ---- config and the static fallback ------------------------------------------------------------------
+TEST_CASE("cuda_graph accepts true | false | step; anything else is a clear error; step round-trips") {
+  auto s = ly::parse_args({"cuda_graph=step"});
+  CHECK(s.cuda_graph);
+  CHECK(s.cuda_graph_step);
+  CHECK(ly::to_json(s)["cuda_graph"] == "step");
+  auto back = ly::from_json(ly::to_json(s));
+  CHECK(back.cuda_graph);
+  CHECK(back.cuda_graph_step);
+  auto t = ly::parse_args({"cuda_graph=step", "cuda_graph=true"});
+  CHECK(t.cuda_graph);
+  CHECK_FALSE(t.cuda_graph_step);
+  CHECK(ly::to_json(t)["cuda_graph"] == true);
+  auto f = ly::parse_args({"cuda_graph=false"});
+  CHECK_FALSE(f.cuda_graph);
+  CHECK_FALSE(f.cuda_graph_step);
+  CHECK(ly::to_json(f)["cuda_graph"] == false);
+  CHECK(ly::parse_args({"cuda_graph=STEP"}).cuda_graph_step);
+  CHECK_THROWS_WITH_AS(ly::parse_args({"cuda_graph=maybe"}), doctest::Contains("true | false | step"), ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::parse_args({"cuda_graph=maybe"}), doctest::Contains("maybe"), ly::ConfigError);
+  CHECK(ly::parse_args({}).cuda_graph_max_graphs == 4);
+  CHECK(ly::parse_args({"cuda_graph_max_graphs=8"}).cuda_graph_max_graphs == 8);
+  CHECK_THROWS_AS(ly::parse_args({"cuda_graph_max_graphs=0"}), ly::ConfigError);
+}
+
+namespace {
+struct NoStepResNet : ly::ResNetFamily {
+  static constexpr std::string_view name = "nostep_resnet";
+  struct traits : ly::ResNetFamily::traits {
+    static constexpr bool step_capturable = false;
+  };
+};
+}  // namespace
+
+static_assert(cap::step_capturable<ly::Yolo9Family>());
+static_assert(cap::step_capturable<ly::ResNetFamily>());  // a classification task: yes by default
+static_assert(cap::step_capturable<ly::MobileNetV4Family>());
+static_assert(!cap::step_capturable<NoStepResNet>());
+static_assert(!cap::step_capturable<ly::YoloxFamily>());  // SimOTA: not declared fixed-shape
+
+TEST_CASE("cuda_graph=step with a family whose loss is not fixed-shape: the network only, one notice") {
+  LogCapture log;
+  for (int i = 0; i < 2; ++i) {
+    cap::CudaGraph<> c;
+    c.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
+    c.configure_step(cap::step_capturable<NoStepResNet>(), NoStepResNet::name, 1);
+    CHECK_FALSE(c.step_mode());
+    CHECK(c.report()["step"]["requested"] == true);
+    CHECK(c.report()["step"]["whole_step"] == false);
+  }
+  CHECK(log.count("cuda_graph=step: the nostep_resnet loss is not declared fixed-shape") == 1);
+  CHECK(log.count("capturing the network only, as cuda_graph=true") == 1);
+  cap::CudaGraph<> acc;
+  acc.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
+  acc.configure_step(true, "resnet", 4);
+  CHECK_FALSE(acc.step_mode());
+  CHECK(log.count("gradient accumulation (4 batches per optimizer step)") == 1);
+  cap::CudaGraph<> ok;
+  ok.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
+  ok.configure_step(true, "resnet", 1);
+  CHECK(ok.step_mode());
+  CHECK_FALSE(ok.step_graphs_enabled());  // a CPU: the step path runs eager
+  cap::CudaGraph<> net;
+  net.setup(ly::parse_args({"cuda_graph=true", "device=cpu"}), torch::kCPU);
+  net.configure_step(true, "resnet", 1);
+  CHECK_FALSE(net.step_mode());
+}
+
+// ---- whole runs on the CPU: cuda_graph=step equals eager exactly ------------------------------------
+namespace {
+struct Run {
+  std::vector<torch::Tensor> losses, params, buffers, ema;
+  nlohmann::json report;
+  int64_t steps = 0;
+};
+
+template <class Capture, class F>
+Run train_run(F family, std::vector<std::string> args) {
+  ly::Trainer<F, ly::precision::FamilyDefault, Capture> t(ly::parse_args(args), std::move(family));
+  Run r;
+  struct Losses {
+    std::vector<torch::Tensor>* out;
+    void operator()(ly::event::step_end, const ly::StepInfo& s) { out->push_back(s.loss_items.detach().clone()); }
+  } cb{&r.losses};
+  auto res = t.fit(cb);
+  r.steps = res.optimizer_steps;
+  for (auto& p : t.network()->parameters()) r.params.push_back(p.detach().clone());
+  for (auto& b : t.network()->buffers()) r.buffers.push_back(b.detach().clone());
+  if (t.ema())
+    for (auto& p : t.ema()->module().parameters()) r.ema.push_back(p.detach().clone());
+  r.report = t.capture().report();
+  return r;
+}
+
+void check_same(const Run& e, const Run& s) {
+  CHECK(e.steps == s.steps);
+  REQUIRE(e.losses.size() == s.losses.size());
+  bool losses_equal = true;
+  for (size_t i = 0; i < e.losses.size(); ++i) losses_equal = losses_equal && e.losses[i].equal(s.losses[i]);
+  CHECK(losses_equal);
+  CHECK(all_equal(e.params, s.params));
+  CHECK(all_equal(e.buffers, s.buffers));
+  CHECK(all_equal(e.ema, s.ema));
+  CHECK_FALSE(e.ema.empty());
+}
+}  // namespace
+
+TEST_CASE("cuda_graph=step on the CPU (the step path, no graph) equals eager exactly: ResNet-18, SGD / AdamW, clip, EMA, warm-up") {
+  lry_test::TempDir runs("lry_step_cpu");
+  for (const char* optimizer : {"SGD", "AdamW"}) {
+    CAPTURE(optimizer);
+    auto args = [&](const std::string& name, const std::string& graph) {
+      return std::vector<std::string>{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
+                                      "batch=8", "nbs=8", "workers=0", "device=cpu", "warmup_epochs=1",
+                                      "warmup_lr_start=0.001", "lr0=0.02", "optimizer=" + std::string(optimizer),
+                                      "clip_grad_norm=0.5", "ema=true", "ema_tau=3", "project=" + runs.path.string(),
+                                      "name=" + name, "seed=4", "val=false", "epochs=2", "max_steps=10",
+                                      "cuda_graph=" + graph};
+    };
+    auto e = train_run<cap::Eager>(ly::ResNetFamily("18"), args(std::string("eager_") + optimizer, "false"));
+    LogCapture log;
+    auto s = train_run<cap::CudaGraph<>>(ly::ResNetFamily("18"), args(std::string("step_") + optimizer, "step"));
+    CHECK(e.steps == 10);
+    check_same(e, s);
+    CHECK(s.report["step"]["whole_step"] == true);
+    CHECK(s.report["eager_steps"] == 10);
+    CHECK(s.report["replayed_steps"] == 0);
+    CHECK(log.count("cuda_graph training capture disabled, falling back to eager") == 1);  // no CUDA here
+  }
+}
+
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv9-t on a small detection set") {
+  lry_test::TempDir runs("lry_step_cpu_y9");
+  const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
+  auto args = [&](const std::string& name, const std::string& graph) {
+    return std::vector<std::string>{"model=yolo9t", "data=" + yaml.string(), "imgsz=64", "batch=4", "workers=0",
+                                    "device=cpu", "warmup_epochs=1", "ema=true", "clip_grad_norm=10",
+                                    "project=" + runs.path.string(), "name=" + name, "seed=2", "val=false", "epochs=2",
+                                    "max_steps=5", "cuda_graph=" + graph};
+  };
+  auto e = train_run<cap::Eager>(ly::Yolo9Family("t"), args("eager", "false"));
+  auto s = train_run<cap::CudaGraph<>>(ly::Yolo9Family("t"), args("step", "step"));
+  CHECK(e.steps == 5);
+  check_same(e, s);
+}

@@ -1,0 +1,242 @@
+// cuda_graph=step on a GPU (suite "gpu"; skipped without CUDA): 30 steps through the real trainer under
+// AMP fp16 with deterministic settings and one forced inf step (the loss times a device factor that is
+// inf on that step), for ResNet-18 (two batch shapes: the last partial batch gets its own graph) and
+// YOLOv9-t (bucketed targets):
+//   - the step graph run equals the same step path without graphs (cuda_graph_warmup beyond the run)
+//     bit for bit: loss trajectory, parameters, BatchNorm statistics, EMA, scale;
+//   - against cuda_graph=true (network-only graph, eager optimizer) and eager the spread is measured
+//     and printed (the fused optimizer kernels and the tensor-LR forms round differently), and bounded;
+//   - the forced inf step is skipped (parameters unchanged, scale halved) in every arm;
+//   - a failed replay (test hook, armed after the first capture) falls back to eager and re-runs the
+//     step: the run still equals the graph-less step path bit for bit.
+#include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+#include "support_data.hpp"
+
+#undef CHECK
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ly = libreyolo;
+namespace cap = ly::capture;
+
+namespace {
+
+constexpr int kSteps = 30;
+constexpr int kPoisonStep = 12;  // 0-based optimizer step whose loss is multiplied by inf
+
+// A family whose loss is multiplied by a device factor: 1, or inf on the poisoned step (the factor is
+// written between steps, so a graph replay reads it too).
+template <class Base>
+struct Poisoned : Base {
+  using Base::Base;
+  struct State {
+    torch::Tensor factor;  // 0-d float32 on the device
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
+  template <class Out>
+  ly::train::LossOutput loss(const Out& out, const typename Base::Batch& b) {
+    auto lo = Base::loss(out, b);
+    if (!state->factor.defined())
+      state->factor = torch::ones({}, torch::TensorOptions().dtype(torch::kFloat32).device(lo.total.device()));
+    lo.total = lo.total * state->factor;
+    return lo;
+  }
+};
+
+struct Run {
+  std::vector<torch::Tensor> losses, params, buffers, ema;
+  std::vector<double> scales, checksums;
+  nlohmann::json report;
+  bool fused = false;
+  std::string fused_error;
+};
+
+bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].equal(b[i])) return false;
+  return true;
+}
+double max_rel(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    auto d = (a[i].to(torch::kFloat64) - b[i].to(torch::kFloat64)).abs().max().item<double>();
+    auto s = b[i].to(torch::kFloat64).abs().max().item<double>();
+    m = std::max(m, d / std::max(s, 1e-12));
+  }
+  return m;
+}
+double max_abs(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, (a[i].to(torch::kFloat64) - b[i].to(torch::kFloat64)).abs().max().item<double>());
+  return m;
+}
+
+// The step_end client of a run: records the running loss sums, the scale and a parameter checksum after
+// each step, then prepares the next one (on_next).
+struct Hook {
+  Run* r;
+  std::function<void(int)> on_next;
+  std::function<double()> scale, checksum;
+  void operator()(ly::event::step_end, const ly::StepInfo& s) {
+    r->losses.push_back(s.loss_items.detach().cpu().clone());
+    r->scales.push_back(scale());
+    r->checksums.push_back(checksum());
+    on_next(static_cast<int>(s.optimizer_steps));  // the 0-based index of the next step
+  }
+};
+
+template <class T>
+void train_and_record(T& t, Run& r, const std::function<void(int)>& prepare, int fail_at, bool fused) {
+  t.setup();
+  if (!fused) t.optimizer().set_device_fused(false);
+  bool armed = false;
+  Hook hook{&r,
+            [&](int next) {
+              prepare(next);
+              // fail_at >= 0: arm the failure before that step; -2: once, after the first step graph exists.
+              if constexpr (requires { t.capture().fail_next_replay_for_testing(); })
+                if (next == fail_at || (fail_at == -2 && !armed && t.capture().step_graph_count() > 0)) {
+                  t.capture().fail_next_replay_for_testing();
+                  armed = true;
+                }
+            },
+            [&] { return t.precision().scaler().scale_value(); },
+            [&] {
+              double c = 0;
+              for (auto& p : t.network()->parameters()) c += p.detach().to(torch::kFloat64).sum().item().toDouble();
+              return c;
+            }};
+  t.fit(hook);
+  for (auto& p : t.network()->parameters()) r.params.push_back(p.detach().cpu());
+  for (auto& b : t.network()->buffers()) r.buffers.push_back(b.detach().cpu());
+  if (t.ema())
+    for (auto& p : t.ema()->module().parameters()) r.ema.push_back(p.detach().cpu());
+  r.report = t.capture().report();
+  r.fused = t.optimizer().device_fused();
+  r.fused_error = t.optimizer().device_fused_error();
+}
+
+// One run with `args`; through CudaGraph<> (graph_policy) or Eager; `fail_at` >= 0 arms the
+// replay-failure hook before that step; fused = false keeps the optimizer's generic device path.
+template <class F>
+Run run(F family, std::vector<std::string> args, bool graph_policy, int fail_at = -1, bool fused = true) {
+  Run r;
+  auto state = family.state;
+  const std::function<void(int)> prepare = [state](int next) {
+    if (state->factor.defined())
+      state->factor.fill_(next == kPoisonStep ? std::numeric_limits<float>::infinity() : 1.0f);
+  };
+  if (graph_policy) {
+    ly::Trainer<F, ly::precision::FamilyDefault, cap::CudaGraph<>> t(ly::parse_args(args), std::move(family));
+    train_and_record(t, r, prepare, fail_at, fused);
+  } else {
+    ly::Trainer<F, ly::precision::FamilyDefault, cap::Eager> t(ly::parse_args(args), std::move(family));
+    train_and_record(t, r, prepare, fail_at, fused);
+  }
+  return r;
+}
+
+void check_poison_skipped(const Run& r, const char* arm) {
+  CAPTURE(arm);
+  REQUIRE(r.scales.size() == static_cast<size_t>(kSteps));
+  CHECK(r.checksums[kPoisonStep] == r.checksums[kPoisonStep - 1]);  // parameters unchanged by the inf step
+  CHECK(r.scales[kPoisonStep] == r.scales[kPoisonStep - 1] / 2);     // the scale backed off
+}
+
+template <class F>
+void compare_arms(std::function<F()> make, std::vector<std::string> base, const char* what, int64_t min_replayed) {
+  CAPTURE(what);
+  auto with = [&](const std::string& name, std::vector<std::string> extra) {
+    auto a = base;
+    a.push_back("name=" + name);
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const Run step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
+  const Run nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+  const Run failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
+  const Run network = run<F>(make(), with("network", {"cuda_graph=true"}), true);
+  const Run eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
+  const Run generic = run<F>(make(), with("step_generic", {"cuda_graph=step"}), true, -1, /*fused=*/false);
+
+  // The graph replays what the graph-less step path computes: bit for bit.
+  CHECK(step.report["step"]["whole_step"] == true);
+  const auto replayed = step.report["replayed_steps"].get<int64_t>();
+  MESSAGE(what << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size()
+               << " step graphs");
+  CHECK(replayed >= min_replayed);
+  CHECK(nograph.report["replayed_steps"] == 0);
+  CHECK(all_equal(step.losses, nograph.losses));
+  CHECK(all_equal(step.params, nograph.params));
+  CHECK(all_equal(step.buffers, nograph.buffers));
+  CHECK(all_equal(step.ema, nograph.ema));
+  CHECK(step.scales == nograph.scales);
+  double vram = 0;
+  for (const auto& g : step.report["step"]["graphs"]) {
+    MESSAGE(what << ": step graph " << g["shapes"].get<std::string>() << ": " << g["vram_mib"].get<double>()
+                 << " MiB, " << g["replays"].get<int64_t>() << " replays");
+    CHECK(g["vram_mib"].get<double>() >= 0);  // a later graph may fit in memory the pool already holds
+    vram += g["vram_mib"].get<double>();
+  }
+  CHECK(vram > 0);
+  // A failed replay: eager from then on, the step re-run: still the same run.
+  if (failed.report["fallback_reason"].is_string())
+    CHECK(failed.report["fallback_reason"].get<std::string>().find("forced step replay failure") != std::string::npos);
+  else
+    MESSAGE(what << ": no replay after the first capture; the failure hook never fired");
+  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
+  CHECK(all_equal(failed.losses, nograph.losses));
+  CHECK(all_equal(failed.params, nograph.params));
+  // The forced inf step is skipped everywhere.
+  for (const auto* r : {&step, &nograph, &network, &eager, &generic}) check_poison_skipped(*r, what);
+  // Against the network-only graph and eager (which agree bit for bit): the spread of the device forms.
+  CHECK(all_equal(network.losses, eager.losses));
+  const double loss_rel = max_rel(step.losses, eager.losses), param_rel = max_rel(step.params, eager.params);
+  const double gen_loss_rel = max_rel(generic.losses, eager.losses), gen_param_rel = max_rel(generic.params, eager.params);
+  MESSAGE(what << ": cuda_graph=step vs eager over " << kSteps << " steps: loss sums max rel " << loss_rel
+               << ", parameters max rel " << param_rel << " (max abs " << max_abs(step.params, eager.params)
+               << "; optimizer kernels " << (step.fused ? "fused" : "generic " + step.fused_error)
+               << "); generic device path: loss " << gen_loss_rel << ", parameters " << gen_param_rel);
+  CHECK(loss_rel < 1e-2);
+  CHECK(param_rel < 1e-2);
+  CHECK(step.scales == eager.scales);
+}
+
+}  // namespace
+
+TEST_SUITE("gpu") {
+  TEST_CASE("cuda_graph=step, ResNet-18: 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_r18");
+    // 48 images at batch 10: 4 full batches and one of 8 per epoch, two step graphs.
+    std::vector<std::string> base{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
+                                  "batch=10", "nbs=10", "workers=0", "device=cuda", "amp=true", "amp_dtype=float16",
+                                  "deterministic=true", "warmup_epochs=1", "lr0=0.02", "clip_grad_norm=5",
+                                  "ema=true", "project=" + runs.path.string(), "seed=4", "val=false", "epochs=8",
+                                  "max_steps=" + std::to_string(kSteps)};
+    compare_arms<Poisoned<ly::ResNetFamily>>([] { return Poisoned<ly::ResNetFamily>("18"); }, base, "resnet18", kSteps / 2);
+  }
+
+  TEST_CASE("cuda_graph=step, YOLOv9-t: 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_y9");
+    const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
+    std::vector<std::string> base{"model=yolo9t", "data=" + yaml.string(), "imgsz=128", "batch=4", "workers=0",
+                                  "device=cuda", "amp=true", "amp_dtype=float16", "deterministic=true",
+                                  "warmup_epochs=1", "ema=true", "cuda_graph_max_graphs=8", "mosaic=0",
+                                  "project=" + runs.path.string(), "seed=2", "val=false", "epochs=10",
+                                  "max_steps=" + std::to_string(kSteps)};
+    compare_arms<Poisoned<ly::Yolo9Family>>([] { return Poisoned<ly::Yolo9Family>("t"); }, base, "yolo9t", 1);  // box-count buckets vary per batch
+  }
+}
