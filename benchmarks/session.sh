@@ -35,9 +35,9 @@ if has build; then
   fi
 fi
 if [ -n "$bt_pid" ]; then wait $bt_pid; cat $L/build_time.txt; pack; fi
-has gpu && gpu_tests 240 $AREAS
+has gpu && gpu_tests ${GPU_TIMEOUT:-240} $AREAS
 # gpubg: the GPU suites alongside the training runs (correctness checks only: no timings in them).
-gpu_pid=; if has gpubg; then gpu_tests 300 $AREAS > $L/gpubg.txt 2>&1 & gpu_pid=$!; fi
+gpu_pid=; if has gpubg; then gpu_tests ${GPU_TIMEOUT:-300} $AREAS > $L/gpubg.txt 2>&1 & gpu_pid=$!; fi
 if has train; then
   # TRAIN_PAR runs share the GPU at once (accuracy runs: their wall times are then not comparable).
   D=/tmp/s8_det; timeout 90 $CLI data synth --task detect --out $D --images 400 --imgsz 640 --classes 8 --seed 0 > $L/synth.log 2>&1

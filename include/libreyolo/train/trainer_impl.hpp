@@ -395,32 +395,39 @@ void LIBREYOLO_TRAINER::clip_gradients() {
 // computes exactly what the eager loop does.
 LIBREYOLO_TRAINER_TEMPLATE
 torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
-  if (!device_state_) {
-    opt_->enable_device_state();
-    device_state_ = true;
-  }
-  if constexpr (requires { F::pad_for_step_graph(b); })
-    if (capture_.step_graphs_enabled()) b = F::pad_for_step_graph(b);  // a power-of-two box count
-  if (ema_) ema_->begin_device_update();
-  precision::GradScaler* scaler = nullptr;
-  if constexpr (requires { precision_.mutable_scaler(); })
-    if (precision_.mutable_scaler().enabled()) scaler = &precision_.mutable_scaler();
-  auto body = [this, scaler](const Batch& sb) -> torch::Tensor {
-    train::LossOutput lo;
-    {
-      [[maybe_unused]] auto guard = precision_.autocast();
-      auto out = net_->forward(channels_last_ ? as_channels_last(F::input(sb)) : F::input(sb));
-      lo = family_.loss(out, sb);
+  // A capture policy without whole-step graphs (Eager, a resolved fallback) never calls this; the guard keeps
+  // the member compilable when the whole class is instantiated explicitly (families/instantiate.hpp).
+  if constexpr (!requires { capture_.step_mode(); }) {
+    (void)b;
+    throw Error("train_whole_step: this trainer's capture policy has no whole-step graphs");
+  } else {
+    if (!device_state_) {
+      opt_->enable_device_state();
+      device_state_ = true;
     }
-    precision_.scale(lo.total).backward();
-    const torch::Tensor found = scaler ? scaler->device_unscale_(opt_->params()) : torch::Tensor();
-    if (cfg_.clip_grad_norm > 0) train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
-    opt_->device_step(found);
-    if (scaler) scaler->device_update(found);
-    if (ema_) ema_->device_update(*net_);
-    return lo.items;
-  };
-  return capture_.run_whole_step(b, body, [this] { opt_->zero_grad(); });
+    if constexpr (requires { F::pad_for_step_graph(b); })
+      if (capture_.step_graphs_enabled()) b = F::pad_for_step_graph(b);  // a power-of-two box count
+    if (ema_) ema_->begin_device_update();
+    precision::GradScaler* scaler = nullptr;
+    if constexpr (requires { precision_.mutable_scaler(); })
+      if (precision_.mutable_scaler().enabled()) scaler = &precision_.mutable_scaler();
+    auto body = [this, scaler](const Batch& sb) -> torch::Tensor {
+      train::LossOutput lo;
+      {
+        [[maybe_unused]] auto guard = precision_.autocast();
+        auto out = net_->forward(channels_last_ ? as_channels_last(F::input(sb)) : F::input(sb));
+        lo = family_.loss(out, sb);
+      }
+      precision_.scale(lo.total).backward();
+      const torch::Tensor found = scaler ? scaler->device_unscale_(opt_->params()) : torch::Tensor();
+      if (cfg_.clip_grad_norm > 0) train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
+      opt_->device_step(found);
+      if (scaler) scaler->device_update(found);
+      if (ema_) ema_->device_update(*net_);
+      return lo.items;
+    };
+    return capture_.run_whole_step(b, body, [this] { opt_->zero_grad(); });
+  }
 }
 
 // The phase events go to the loop's two built-in clients: the profiler and the capture policy.
