@@ -7,6 +7,7 @@
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/libreyolo.hpp>
 
+#include "kit/region_family.hpp"
 #include "support.hpp"
 #include "support_data.hpp"
 
@@ -326,6 +327,7 @@ struct NoStepResNet : ly::ResNetFamily {
 static_assert(cap::step_capturable<ly::Yolo9Family>());
 static_assert(cap::step_capturable<ly::ResNetFamily>());  // a classification task: yes by default
 static_assert(cap::step_capturable<ly::MobileNetV4Family>());
+static_assert(!cap::step_capturable<lry_test::TokenFamily>());  // a classifier whose decoder stays eager
 static_assert(!cap::step_capturable<NoStepResNet>());
 static_assert(!cap::step_capturable<ly::YoloxFamily>());  // SimOTA: not declared fixed-shape
 

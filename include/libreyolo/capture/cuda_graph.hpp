@@ -221,9 +221,9 @@ class CudaGraph {
             {"step", step_report()}};
   }
   // cuda_graph=step: "cuda_graph=step: R of N steps replayed (shapes: MiB, replays; ...)"; empty
-  // when the whole step is not captured in this run.
+  // when the whole step is not captured in this run (or graphs never could be: a CPU).
   std::string step_summary() const {
-    if (!step_mode_ || replayed_steps_ + eager_steps_ == 0) return {};
+    if (!step_mode_ || replayed_steps_ + eager_steps_ == 0 || (!enabled_ && replayed_steps_ == 0)) return {};
     std::string graphs;
 #if defined(LIBREYOLO_WITH_CUDA)
     for (const auto& [key, g] : step_graphs_)

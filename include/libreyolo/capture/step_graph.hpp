@@ -31,12 +31,13 @@ namespace libreyolo::capture {
 
 // Whether F's loss can run inside a step graph: fixed shapes for a given batch shape, no value read
 // back to the host, no data-dependent branch. A family declares it in its traits
-// (`static constexpr bool step_capturable = true;`); classification tasks (cross-entropy on fixed-size
-// logits) are by default; every other family is not (cuda_graph=step then captures the network only).
+// (`static constexpr bool step_capturable = true;`); classification tasks whose whole network is the
+// capture region (cross-entropy on fixed-size logits) are by default; every other family is not
+// (cuda_graph=step then captures the network region only).
 template <class F>
 constexpr bool step_capturable() {
   if constexpr (requires { F::traits::step_capturable; }) return F::traits::step_capturable;
-  else return family_traits<F>::task == Task::classify;
+  else return family_traits<F>::task == Task::classify && family_traits<F>::capture_region == CaptureRegion::network;
 }
 
 // The smallest power of two >= n (>= 1): the bucket of a batch's padded box count, so that one step
