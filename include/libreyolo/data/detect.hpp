@@ -38,6 +38,8 @@
 
 namespace libreyolo::data {
 
+class DetectDataset;
+
 struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them from TrainConfig
   int imgsz = 640;
   bool train = true;
@@ -59,6 +61,10 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   // order (Ultralytics takes them from a buffer of recently loaded images): they are mostly still
   // decoded in the shared buffer, so a mosaic costs about one decode instead of four.
   int mosaic_window = 64;
+  // A family's own training pipeline (e.g. the original's YOLOX MosaicMixupDataset, families/yolox/
+  // augment.hpp) in place of the one below: (dataset, index, rng, epoch, output size, boxes out, index
+  // really used) -> uint8 [3, S, S]. Empty: the built-in pipeline.
+  std::function<torch::Tensor(const DetectDataset&, size_t, std::mt19937_64&, int, int, DetBoxes&, size_t&)> pipeline;
 };
 
 static_assert(sizeof(DetBox) == 5 * sizeof(float), "DetBox rows are copied into [n, 5] float tensors");
@@ -427,6 +433,7 @@ class DetectDataset {
 
   // Canvas -> random perspective (+ mixup) -> flips -> HSV, rendered in one warp per canvas.
   torch::Tensor build_train(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const {
+    if (aug_.pipeline) return aug_.pipeline(*this, i, rng, epoch, out, boxes, used);
     const Canvas c = make_canvas(i, rng, epoch);
     used = c.primary;
     Canvas c2;

@@ -146,6 +146,8 @@ class DetectTask {
     a.epochs = cfg.epochs;
     a.cache = cfg.cache;
     a.multi_scale = cfg.multi_scale;
+    // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg).
+    if constexpr (requires { Derived::adjust_augment(a, cfg); }) Derived::adjust_augment(a, cfg);
     return a;
   }
   std::shared_ptr<const Dataset> train_set() const { return train_; }

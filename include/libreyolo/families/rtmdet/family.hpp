@@ -8,8 +8,10 @@
 #include <libreyolo/families/rtmdet/loss.hpp>
 #include <libreyolo/families/rtmdet/network.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
+#include <libreyolo/families/yolox/augment.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
+#include <libreyolo/train/param_groups.hpp>
 
 #include <torch/torch.h>
 
@@ -30,11 +32,13 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
-    // The original's RTMDetConfig (mmdet's rtmdet recipe): AdamW lr0 0.004, weight decay 0.05 (none on
-    // BatchNorm and biases, our param groups' default, as mmdet's paramwise_cfg), cosine schedule after a
+    // The original's RTMDetConfig (mmdet's rtmdet recipe): AdamW lr0 0.004, weight decay 0.05 on conv
+    // weights (BatchNorm weights and biases: AdamW's default 0.01, as the original's groups get; see
+    // param_groups()), cosine schedule after a
     // 1-epoch linear warm-up from 4e-8, min_lr_ratio 0.05, no_aug_epochs 20, EMA 0.9998; validation every
-    // 10 epochs; its MosaicMixupDataset with no rotation / translation / shear, mosaic scale (0.1, 2.0)
-    // (here scale 0.9: 1 ± 0.9), mixup with probability 1, flips 0.5, YOLOX's additive HSV jitter.
+    // 10 epochs; its MosaicMixupDataset (yolox/augment.hpp) with no rotation / translation / shear, mosaic
+    // scale (0.1, 2.0) (drawn by that pipeline; scale= set by the user gives 1 ± scale), mixup with
+    // probability 1, flips 0.5, YOLOX's additive HSV jitter.
     static constexpr std::array<std::string_view, 16> overrides{
         "optimizer=AdamW", "lr0=0.004",  "momentum=0.9", "weight_decay=0.05", "scheduler=cos",
         "warmup_epochs=1", "warmup_lr_start=4e-8", "no_aug_epochs=20", "eval_interval=10", "mixup=1.0",
@@ -85,12 +89,32 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
   }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
 
+  void setup(const TrainConfig& cfg) {
+    adamw_ = config_detail::lower(cfg.optimizer) == "adamw";
+    DetectTask::setup(cfg);
+  }
+  // The original's groups (BaseTrainer._setup_optimizer): weight_decay on conv weights only, but its
+  // BatchNorm-weight and bias groups carry no weight_decay key, so torch.optim.AdamW gives them its default
+  // 0.01 (decoupled); under SGD (default 0) they stay undecayed.
+  std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
+    auto g = train::make_param_groups(net, weight_decay);
+    if (adamw_) g[1].weight_decay = g[2].weight_decay = 0.01;
+    return g;
+  }
+
+  // The original's RTMDet trainer uses YOLOX's MosaicMixupDataset + TrainTransform (families/yolox/augment.hpp):
+  // its affine and mixup, and no affine / mixup once mosaic closes.
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+    families::yolox::use_mosaic_mixup_pipeline(a, cfg);
+  }
+
   // The original's state-dict names equal ours; its 8 aliases of the shared head convs
   // (head.{cls,reg}_convs.{1,2}.{0,1}.conv.weight) have no counterpart here (level 0's conv is the one).
   static std::string original_key(const std::string& ours) { return ours; }
 
  private:
   std::unique_ptr<families::rtmdet::RtmdetLoss> loss_;
+  bool adamw_ = true;
 };
 
 }  // namespace libreyolo

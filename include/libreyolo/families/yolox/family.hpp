@@ -9,6 +9,7 @@
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
+#include <libreyolo/families/yolox/augment.hpp>
 #include <libreyolo/families/yolox/loss.hpp>
 #include <libreyolo/families/yolox/network.hpp>
 #include <libreyolo/tasks/detect.hpp>
@@ -35,10 +36,11 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
     // The original's YOLOXConfig over SPEC §3: SGD momentum 0.9 (nesterov, lr0 0.01, wd 5e-4 as the
     // defaults), yoloxwarmcos with 5 warm-up epochs from 0 and min_lr_ratio 0.05, no_aug_epochs 15, EMA
-    // 0.9998, 4 workers (defaults); validation every 10 epochs; its MosaicMixupDataset: random affine with
-    // degrees 10, translate 0.1, shear 2 and mosaic scale (0.1, 2.0) — here scale 0.9, the symmetric range
-    // 0.1 .. 1.9 our affine draws (1 ± scale) —, mixup with probability 1, flips 0.5, and YOLOX's
-    // additive HSV jitter (gains 5, 30, 30, each channel with probability 1/2).
+    // 0.9998, 4 workers (defaults); validation every 10 epochs; its MosaicMixupDataset (augment.hpp, the
+    // family's own pipeline): random affine with degrees 10, translate 0.1, shear 2 and mosaic scale
+    // (0.1, 2.0) — the pipeline draws that range itself; scale= set by the user gives 1 ± scale —, its
+    // mixup with probability 1, flips 0.5, and YOLOX's additive HSV jitter (gains 5, 30, 30, each channel
+    // with probability 1/2).
     static constexpr std::array<std::string_view, 10> overrides{
         "momentum=0.9", "eval_interval=10", "mixup=1.0", "degrees=10", "shear=2", "scale=0.9",
         "hsv_mode=add", "hsv_h=5", "hsv_s=30", "hsv_v=30"};
@@ -102,6 +104,20 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
     return families::yolo9::non_max_suppression(decode_predictions(feats), nms);
   }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
+
+  // The original's training pipeline (its MosaicMixupDataset + TrainTransform, families/yolox/augment.hpp):
+  // its affine and mixup, and no affine / mixup once mosaic closes.
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+    families::yolox::use_mosaic_mixup_pipeline(a, cfg);
+  }
+
+  // The original's YOLOX validation (postprocess/yolox.py through the trainer's ValidationConfig): the best
+  // class of each box (score obj · cls) above 0.001, class-aware NMS at 0.65, 300 per image.
+  static tasks::DecodeOptions val_decode() {
+    auto o = DetectTask::val_decode();
+    o.multi_label = false;
+    return o;
+  }
 
   // Loading the original's PyTorch .pt checkpoints (io/): the original's state-dict names equal ours.
   static std::string original_key(const std::string& ours) { return ours; }
