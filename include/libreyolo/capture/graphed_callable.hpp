@@ -210,11 +210,16 @@ class GraphedCallable {
         else static_grad_outputs_[i].zero_();
       }
       std::vector<torch::Tensor> to_zero;
+      prior_.clear();
       for (size_t i = 0; i < params_.size(); ++i) {
         const auto& buf = grad_bufs_[i];
         if (!buf.defined()) continue;
         const auto& g = params_[i].grad();
-        if (g.defined() && g.is_same(buf)) continue;
+        if (g.defined() && g.is_same(buf)) {  // mid accumulation window: the replay adds to what it holds
+          prior_.emplace_back(i, buf.clone());
+          continue;
+        }
+        prior_.emplace_back(i, g);  // none, or the eager code's tensor (left as it is)
         if (g.defined()) buf.copy_(g);
         else to_zero.push_back(buf);
         params_[i].mutable_grad() = buf;
@@ -228,7 +233,10 @@ class GraphedCallable {
         throw Error("forced backward replay failure (test hook)");
       }
     } catch (...) {
+      // The replay may have added into the buffers: every parameter gets back the gradient it had before.
       backward_failed_ = true;
+      for (auto& [i, g] : prior_) params_[i].mutable_grad() = g;
+      prior_.clear();
       throw;
     }
   }
@@ -282,6 +290,7 @@ class GraphedCallable {
   torch::Tensor static_input_;
   std::vector<torch::Tensor> static_outputs_, static_grad_outputs_;
   std::vector<torch::Tensor> grad_bufs_;  // per parameter: its persistent .grad (undefined: no gradient here)
+  std::vector<std::pair<size_t, torch::Tensor>> prior_;  // this replay's parameters and their .grad before it
   std::unique_ptr<at::cuda::CUDAGraph> fwd_, bwd_;
 };
 
