@@ -88,7 +88,9 @@ void LIBREYOLO_TRAINER::setup() {
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   } else if (device_.is_cuda()) {
-    at::globalContext().setBenchmarkCuDNN(cfg_.cudnn_benchmark);
+    std::string why;
+    at::globalContext().setBenchmarkCuDNN(cudnn_autotune(cfg_, &why));
+    if (!why.empty()) log::notice_once("trainer.cudnn_multi_scale", why);
   }
   channels_last_ = cfg_.channels_last && device_.is_cuda();
   if (resume_ck_) {
