@@ -6,6 +6,7 @@
 // iterative box refinement. DetrDecoderOptions::v2 switches to the v2 differences (state-dict names
 // enc_output.proj/norm, the num_points_scale buffer, no clamp before norm3, anchors stored as buffers
 // for the fixed eval size, xavier-initialised FFN and input projections).
+#include <libreyolo/nn/detr/anchors.hpp>
 #include <libreyolo/nn/detr/deformable_attention.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
@@ -279,52 +280,21 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
     for (int64_t i = 0; i < nf; ++i) proj.push_back(input_proj[i]->as<torch::nn::Sequential>()->forward(feats[i]));
     for (int64_t i = nf; i < o_.num_levels; ++i)
       proj.push_back(input_proj[i]->as<torch::nn::Sequential>()->forward(i == nf ? feats.back() : proj.back()));
-    std::vector<torch::Tensor> flat;
-    for (auto& p : proj) {
-      shapes.push_back({p.size(2), p.size(3)});
-      flat.push_back(p.flatten(2).permute({0, 2, 1}));
-    }
-    return torch::cat(flat, 1);
+    return flatten_levels(proj, shapes);
   }
 
-  SpatialShapes eval_shapes() const {
-    SpatialShapes s;
-    auto strides = o_.feat_strides;
-    while (static_cast<int64_t>(strides.size()) < o_.num_levels) strides.push_back(strides.back() * 2);
-    for (auto st : strides) s.push_back({o_.eval_spatial_size / st, o_.eval_spatial_size / st});
-    return s;
-  }
-
-  // Anchors (logit space, +inf where invalid) and the validity mask for the levels' shapes.
+  SpatialShapes eval_shapes() const { return square_level_shapes(o_.feat_strides, o_.num_levels, o_.eval_spatial_size); }
   std::pair<torch::Tensor, torch::Tensor> make_anchors(const SpatialShapes& shapes, torch::Device dev) const {
-    std::vector<torch::Tensor> all;
-    for (size_t lvl = 0; lvl < shapes.size(); ++lvl) {
-      const int64_t h = shapes[lvl][0], w = shapes[lvl][1];
-      auto g = torch::meshgrid({torch::arange(h, torch::kFloat32), torch::arange(w, torch::kFloat32)}, "ij");
-      auto xy = (torch::stack({g[1], g[0]}, -1).unsqueeze(0) + 0.5) / torch::tensor({static_cast<float>(w), static_cast<float>(h)});
-      auto wh = torch::ones_like(xy) * 0.05 * std::pow(2.0, static_cast<double>(lvl));
-      all.push_back(torch::cat({xy, wh}, -1).reshape({-1, h * w, 4}));
-    }
-    auto a = torch::cat(all, 1);
-    auto valid = ((a > o_.eps) & (a < 1 - o_.eps)).all(-1, true);
-    a = torch::log(a / (1 - a));
-    a = torch::where(valid, a, torch::full_like(a, std::numeric_limits<float>::infinity()));
-    return {a.to(dev), valid.to(dev)};
+    return query_anchors(shapes, o_.eps, dev);
   }
   std::pair<torch::Tensor, torch::Tensor> anchors_for(const SpatialShapes& shapes, torch::Device dev) {
     if (!is_training() && anchors.defined() && shapes == eval_shapes()) return {anchors.to(dev), valid_mask.to(dev)};
-    std::vector<int64_t> key{static_cast<int64_t>(dev.type()), dev.index()};
-    for (auto& s : shapes) key.insert(key.end(), {s[0], s[1]});
-    auto it = anchor_cache_.find(key);
-    if (it != anchor_cache_.end()) return it->second;
-    auto r = make_anchors(shapes, dev);
-    anchor_cache_.emplace(key, r);
-    return r;
+    return anchor_cache_.get(shapes, o_.eps, dev);
   }
 
   static constexpr float kInvalidAnchor = 1e4f;
   DetrDecoderOptions o_;
-  std::map<std::vector<int64_t>, std::pair<torch::Tensor, torch::Tensor>> anchor_cache_;
+  AnchorCache anchor_cache_;
 };
 TORCH_MODULE(DetrDecoder);
 
