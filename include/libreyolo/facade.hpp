@@ -32,7 +32,7 @@ TrainResult train_with(F family, const TrainConfig& cfg) {
     using precision_t = precision::FamilyDefault;
     constexpr auto D = capture::Mode::distributed;
     if (dist::env_from_environment().rank != 0) log::set_level(log::Level::warn);  // only rank 0 logs
-    if (cfg.cuda_graph) capture::resolve<F, capture::CudaGraph<>, D>::notice();
+    if (cfg.cuda_graph) capture::resolve<F, capture::CudaGraph<>, D>::notice(cfg);
     if (cfg.profile) profile::resolve<profile::Window<>, D>::notice();
     Trainer<F, precision_t, capture::resolve_t<F, capture::Eager, D>, profile::Off, D> t(cfg, std::move(family));
     return t.fit();

@@ -97,6 +97,23 @@ TEST_CASE("a static downgrade of CudaGraph prints its notice exactly once per co
   CHECK(log.lines[1] == "cuda_graph=true ignored (distillation); training runs eager.");
 }
 
+TEST_CASE("a static downgrade names what was asked: cuda_graph=step, once per combination") {
+  LogCapture log;
+  const auto step = ly::parse_args({"cuda_graph=step"});
+  using R = cap::resolve<NotCapturable, cap::CudaGraph<5>>;
+  R::notice(step);
+  R::notice(step);
+  R::notice(ly::parse_args({"cuda_graph=true"}));  // another request: its own notice
+  cap::resolve<ly::Yolo9Family, cap::CudaGraph<5>, cap::Mode::distributed>::notice(step);
+  cap::resolve<ly::ResNetFamily, cap::CudaGraph<5>>::notice(step);  // not downgraded: silent
+  REQUIRE(log.lines.size() == 3);
+  CHECK(log.lines[0] == "cuda_graph=step ignored (family not capturable); training runs eager.");
+  CHECK(log.lines[1] == "cuda_graph=true ignored (family not capturable); training runs eager.");
+  CHECK(log.lines[2] == "cuda_graph=step ignored (distributed); training runs eager.");
+  CHECK(cap::requested_graphs(step) == "cuda_graph=step");
+  CHECK(cap::requested_graphs(ly::parse_args({"cuda_graph=true"})) == "cuda_graph=true");
+}
+
 // ---- shape counting ----------------------------------------------------------------------------
 TEST_CASE("ShapeCounter fires on the threshold-th sighting of a key, per key") {
   cap::ShapeCounter c(3);

@@ -1,10 +1,14 @@
 // cuda_graph=step (issue 25), the parts that run on the CPU: the optimizer's, scaler's and EMA's device
 // forms against their eager forms (bit for bit), a forced inf/NaN step skipped on the device, the
-// padded (bucketed) targets against the unpadded ones in the YOLOv9 assignment and loss, the config
-// key, the static fallback notice, and whole training runs with cuda_graph=step on the CPU (the step
-// path without a graph) equal to eager runs exactly.
+// padded (bucketed) targets against the unpadded ones in the YOLOv9, YOLOX (SimOTA) and RTMDet
+// (soft-label) assignments and losses, the per-shape cache of YOLOX's grids and RTMDet's priors, the
+// config key, the static fallback notice, and whole training runs with cuda_graph=step on the CPU (the
+// step path without a graph) equal to eager runs exactly.
+#include <libreyolo/assign/simota.hpp>
+#include <libreyolo/assign/soft_label.hpp>
 #include <libreyolo/assign/tal.hpp>
 #include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/libreyolo.hpp>
 
 #include "kit/region_family.hpp"
@@ -290,6 +294,135 @@ TEST_CASE("padded (bucketed) targets: the same YOLOv9 assignment and loss as the
   }
 }
 
+namespace {
+// Random head maps [B, channels, S/s, S/s] at strides 8, 16, 32; the first `positive` channels drawn from
+// [2, 18) instead (RTMDet's box distances in pixels, so that the predictions overlap the ground truths).
+std::vector<torch::Tensor> random_maps(int64_t B, int64_t channels, int64_t S, uint64_t seed, int64_t positive = 0) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  std::vector<torch::Tensor> feats;
+  for (int64_t s : {8, 16, 32}) {
+    auto f = torch::randn({B, channels, S / s, S / s});
+    if (positive > 0) f.narrow(1, 0, positive).uniform_(2, 18);
+    feats.push_back(f);
+  }
+  return feats;
+}
+// Box counts of the random batches: 1, 4 and 8 are powers of two already (no padding added).
+const std::vector<int64_t> kBoxCounts{1, 3, 4, 5, 7, 8, 9};
+bool has_real_box(const torch::Tensor& targets) { return (targets.select(2, 0) >= 0).any().item<bool>(); }
+// The padded rows of a [B, M', ...] (dim 1) or [B, A, M'] (dim 2) assignment tensor beyond the first M.
+torch::Tensor beyond(const torch::Tensor& t, int64_t dim, int64_t M) { return t.narrow(dim, M, t.size(dim) - M); }
+}  // namespace
+
+TEST_CASE("padded (bucketed) targets: the same SimOTA assignment and YOLOX loss (L1 off and on) as the unpadded ones") {
+  const int64_t nc = 3, B = 3, S = 64;
+  const std::vector<int64_t> strides{8, 16, 32};
+  int64_t fg_total = 0;
+  for (bool l1 : {false, true})
+    for (size_t i = 0; i < kBoxCounts.size(); ++i) {
+      const int64_t M = kBoxCounts[i];
+      const uint64_t seed = 10 + i;
+      CAPTURE(M);
+      CAPTURE(l1);
+      auto targets = random_targets(B, M, nc, S, seed);
+      auto padded = ly::data::pad_targets_to_bucket(targets);
+      REQUIRE(padded.size(1) == cap::bucket_rows(M));
+      auto feats = random_maps(B, 5 + nc, S, 200 + seed);
+      ly::families::yolox::YoloxLoss loss(strides, nc);
+      loss.use_l1 = l1;
+      auto a = loss(feats, targets), b = loss(feats, padded);
+      CHECK(torch::allclose(a.items, b.items, /*rtol=*/0, /*atol=*/1e-6));
+      CHECK(std::abs(a.total.item<double>() - b.total.item<double>()) <= 1e-6);
+      CHECK(a.num_fg.equal(b.num_fg));
+      if (has_real_box(targets)) {
+        CHECK(a.num_fg.item<double>() > 0);  // the comparison is not vacuous
+        CHECK((a.items[3].item<double>() > 0) == l1);
+      }
+      fg_total += static_cast<int64_t>(a.num_fg.item<double>());
+      // The assignment itself, on the inputs the loss gives it.
+      auto rows = ly::families::yolox::flatten_levels(feats);
+      auto [grid, stride] = ly::families::yolox::grids_of(feats, strides);
+      auto boxes = ly::families::yolox::decode_boxes(rows, grid, stride);
+      ly::assign::SimOta simota(nc);
+      auto match = [&](const torch::Tensor& t) {
+        auto x1y1 = t.narrow(-1, 1, 2), x2y2 = t.narrow(-1, 3, 2);
+        auto gt = torch::cat({(x1y1 + x2y2) / 2, x2y2 - x1y1}, -1);
+        auto labels = t.select(-1, 0);
+        return simota(boxes, rows.narrow(-1, 5, nc), rows.narrow(-1, 4, 1), grid, stride, gt, labels,
+                      (labels >= 0).to(torch::kFloat32));
+      };
+      auto ma = match(targets), mb = match(padded);
+      CHECK(ma.fg_mask.equal(mb.fg_mask));
+      CHECK(ma.gt_index.equal(mb.gt_index));
+      CHECK(torch::allclose(ma.iou, mb.iou, 0, 1e-6));
+      CHECK(ma.num_fg.equal(mb.num_fg));
+      CHECK(ma.dynamic_k.equal(mb.dynamic_k.narrow(1, 0, M)));
+      CHECK(ma.matching.equal(mb.matching.narrow(1, 0, M)));
+      CHECK(beyond(mb.dynamic_k, 1, M).sum().item<int64_t>() == 0);  // padding rows match nothing
+      CHECK(beyond(mb.matching, 1, M).sum().item<double>() == 0);
+    }
+  CHECK(fg_total > 0);
+}
+
+TEST_CASE("padded (bucketed) targets: the same soft-label assignment and RTMDet loss as the unpadded ones") {
+  const int64_t nc = 3, B = 3, S = 64;
+  const std::vector<int64_t> strides{8, 16, 32};
+  for (size_t i = 0; i < kBoxCounts.size(); ++i) {
+    const int64_t M = kBoxCounts[i];
+    const uint64_t seed = 30 + i;
+    CAPTURE(M);
+    auto targets = random_targets(B, M, nc, S, seed);
+    auto padded = ly::data::pad_targets_to_bucket(targets);
+    REQUIRE(padded.size(1) == cap::bucket_rows(M));
+    auto feats = random_maps(B, 4 + nc, S, 400 + seed, /*positive=*/4);
+    ly::families::rtmdet::RtmdetLoss loss(strides, nc);
+    auto a = loss(feats, targets), b = loss(feats, padded);
+    CHECK(torch::allclose(a.items, b.items, /*rtol=*/0, /*atol=*/1e-6));
+    CHECK(std::abs(a.total.item<double>() - b.total.item<double>()) <= 1e-6);
+    CHECK(a.num_fg.equal(b.num_fg));
+    if (has_real_box(targets)) CHECK(a.num_fg.item<double>() > 0);
+    // The assignment itself, on the inputs the loss gives it.
+    auto rows = ly::families::rtmdet::flatten_levels(feats);
+    auto priors = ly::families::rtmdet::make_priors(feats, strides);
+    auto boxes = ly::families::rtmdet::distance2bbox(priors.narrow(1, 0, 2), rows.narrow(-1, 0, 4));
+    ly::assign::SoftLabelAssigner assigner(nc);
+    auto match = [&](const torch::Tensor& t) {
+      auto labels = t.select(-1, 0), gt = t.narrow(-1, 1, 4);
+      auto valid = (labels >= 0) & (gt.select(-1, 2) > gt.select(-1, 0)) & (gt.select(-1, 3) > gt.select(-1, 1));
+      return assigner(boxes, rows.narrow(-1, 4, nc), priors, gt, labels, valid.to(torch::kFloat32));
+    };
+    auto ma = match(targets), mb = match(padded);
+    CHECK(ma.fg_mask.equal(mb.fg_mask));
+    CHECK(ma.gt_index.equal(mb.gt_index));
+    CHECK(torch::allclose(ma.metrics, mb.metrics, 0, 1e-6));
+    CHECK(ma.dynamic_k.equal(mb.dynamic_k.narrow(1, 0, M)));
+    CHECK(ma.matching.equal(mb.matching.narrow(2, 0, M)));
+    CHECK(beyond(mb.dynamic_k, 1, M).sum().item<int64_t>() == 0);  // padding columns match nothing
+    CHECK(beyond(mb.matching, 2, M).sum().item<double>() == 0);
+  }
+}
+
+TEST_CASE("LevelCache (YOLOX grids, RTMDet priors): one value per map sizes and device, reused; nothing captures on a CPU") {
+  cap::LevelCache<torch::Tensor> cache;
+  int built = 0;
+  auto make = [&] {
+    ++built;
+    return torch::full({2}, static_cast<double>(built));
+  };
+  const std::vector<torch::Tensor> a{torch::zeros({1, 2, 8, 8}), torch::zeros({1, 2, 4, 4})};
+  const std::vector<torch::Tensor> same_sizes{torch::zeros({3, 7, 8, 8}), torch::zeros({3, 7, 4, 4})};
+  const std::vector<torch::Tensor> other{torch::zeros({1, 2, 16, 16}), torch::zeros({1, 2, 8, 8})};
+  auto x = cache.get(a, make);
+  auto y = cache.get(same_sizes, make);  // batch and channels do not matter
+  CHECK(built == 1);
+  CHECK(x.is_same(y));
+  auto z = cache.get(other, make);
+  CHECK(built == 2);
+  CHECK(z[0].item<double>() == 2);
+  CHECK(cache.size() == 2);
+  CHECK_FALSE(ly::compat::cuda_stream_capturing(torch::kCPU));
+}
+
 // ---- config and the static fallback ------------------------------------------------------------------
 TEST_CASE("cuda_graph accepts true | false | step; anything else is a clear error; step round-trips") {
   auto s = ly::parse_args({"cuda_graph=step"});
@@ -329,7 +462,10 @@ static_assert(cap::step_capturable<ly::ResNetFamily>());  // a classification ta
 static_assert(cap::step_capturable<ly::MobileNetV4Family>());
 static_assert(!cap::step_capturable<lry_test::TokenFamily>());  // a classifier whose decoder stays eager
 static_assert(!cap::step_capturable<NoStepResNet>());
-static_assert(!cap::step_capturable<ly::YoloxFamily>());  // SimOTA: not declared fixed-shape
+static_assert(cap::step_capturable<ly::YoloxFamily>());   // SimOTA on padded targets
+static_assert(cap::step_capturable<ly::RtmdetFamily>());  // the soft-label assigner on padded targets
+static_assert(!cap::step_capturable<ly::Yolov7Family>());  // detection losses not declared fixed-shape
+static_assert(!cap::step_capturable<ly::RTDETRFamily>());
 
 TEST_CASE("cuda_graph=step with a family whose loss is not fixed-shape: the network only, one notice") {
   LogCapture log;
@@ -343,6 +479,12 @@ TEST_CASE("cuda_graph=step with a family whose loss is not fixed-shape: the netw
   }
   CHECK(log.count("cuda_graph=step: the nostep_resnet loss is not declared fixed-shape") == 1);
   CHECK(log.count("capturing the network only, as cuda_graph=true") == 1);
+  // A registered family without the declaration.
+  cap::CudaGraph<> y7;
+  y7.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
+  y7.configure_step(cap::step_capturable<ly::Yolov7Family>(), ly::Yolov7Family::name, 1);
+  CHECK_FALSE(y7.step_mode());
+  CHECK(log.count("cuda_graph=step: the yolo7 loss is not declared fixed-shape") == 1);
   cap::CudaGraph<> acc;
   acc.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
   acc.configure_step(true, "resnet", 4);
@@ -422,17 +564,54 @@ TEST_CASE("cuda_graph=step on the CPU (the step path, no graph) equals eager exa
   }
 }
 
+namespace {
+// A 5-step CPU detection run on 12 small synthetic images (10 train: 3 steps an epoch), EMA and clipping on;
+// `graph` is the cuda_graph value, `extra` more keys.
+std::vector<std::string> detect_run_args(const std::string& model, const std::filesystem::path& yaml,
+                                         const lry_test::TempDir& runs, const std::string& name,
+                                         const std::string& graph, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a{"model=" + model, "data=" + yaml.string(), "imgsz=64", "batch=4", "workers=0",
+                             "device=cpu", "warmup_epochs=1", "ema=true", "clip_grad_norm=10",
+                             "project=" + runs.path.string(), "name=" + name, "seed=2", "val=false", "epochs=2",
+                             "max_steps=5", "cuda_graph=" + graph};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+}  // namespace
+
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv9-t on a small detection set") {
   lry_test::TempDir runs("lry_step_cpu_y9");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
-  auto args = [&](const std::string& name, const std::string& graph) {
-    return std::vector<std::string>{"model=yolo9t", "data=" + yaml.string(), "imgsz=64", "batch=4", "workers=0",
-                                    "device=cpu", "warmup_epochs=1", "ema=true", "clip_grad_norm=10",
-                                    "project=" + runs.path.string(), "name=" + name, "seed=2", "val=false", "epochs=2",
-                                    "max_steps=5", "cuda_graph=" + graph};
-  };
-  auto e = train_run<cap::Eager>(ly::Yolo9Family("t"), args("eager", "false"));
-  auto s = train_run<cap::CudaGraph<>>(ly::Yolo9Family("t"), args("step", "step"));
+  auto e = train_run<cap::Eager>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "eager", "false"));
+  auto s = train_run<cap::CudaGraph<>>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "step", "step"));
   CHECK(e.steps == 5);
   check_same(e, s);
+}
+
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss turning on mid-run") {
+  lry_test::TempDir runs("lry_step_cpu_yx");
+  const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
+  // Epoch 1 (steps 4 and 5) is the last no_aug epoch: the L1 loss is on there.
+  const std::vector<std::string> l1{"no_aug_epochs=1"};
+  auto e = train_run<cap::Eager>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "eager", "false", l1));
+  auto s = train_run<cap::CudaGraph<>>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "step", "step", l1));
+  CHECK(e.steps == 5);
+  check_same(e, s);
+  CHECK(s.report["step"]["whole_step"] == true);
+  CHECK(s.report["invalidations"] == 1);  // the L1 switch told the policy
+  REQUIRE(s.losses.size() == 5);
+  for (size_t i = 0; i < s.losses.size(); ++i) {
+    CAPTURE(i);
+    CHECK((s.losses[i][3].item<double>() > 0) == (i >= 3));  // the l1 column: 0 in epoch 0, > 0 in epoch 1
+  }
+}
+
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: RTMDet-t on a small detection set") {
+  lry_test::TempDir runs("lry_step_cpu_rtm");
+  const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
+  auto e = train_run<cap::Eager>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "eager", "false"));
+  auto s = train_run<cap::CudaGraph<>>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "step", "step"));
+  CHECK(e.steps == 5);
+  check_same(e, s);
+  CHECK(s.report["step"]["whole_step"] == true);
 }

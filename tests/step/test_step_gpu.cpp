@@ -1,7 +1,8 @@
 // cuda_graph=step on a GPU (suite "gpu"; skipped without CUDA): 30 steps through the real trainer under
 // AMP fp16 with deterministic settings and one forced inf step (the loss times a device factor that is
-// inf on that step), for ResNet-18 (two batch shapes: the last partial batch gets its own graph) and
-// YOLOv9-t (bucketed targets):
+// inf on that step), for ResNet-18 (two batch shapes: the last partial batch gets its own graph),
+// YOLOv9-t, RTMDet-t (bucketed targets) and YOLOX-t (bucketed targets, and its L1 switch inside the run:
+// the step graphs recorded before it are dropped and new ones recorded after it):
 //   - the step graph run equals the same step path without graphs (cuda_graph_warmup beyond the run)
 //     bit for bit: loss trajectory, parameters, BatchNorm statistics, EMA, scale;
 //   - against cuda_graph=true (network-only graph, eager optimizer) and eager the spread is measured
@@ -9,7 +10,10 @@
 //   - the forced inf step is skipped (parameters unchanged, scale halved) in every arm;
 //   - a failed replay (test hook, armed after the first capture) falls back to eager and re-runs the
 //     step: the run still equals the graph-less step path bit for bit.
+// And the per-shape cache of YOLOX's grids / RTMDet's priors under a real capture: built into the graph,
+// not stored.
 #include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/libreyolo.hpp>
 
 #include "support.hpp"
@@ -19,6 +23,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -55,7 +60,9 @@ struct Poisoned : Base {
 struct Run {
   std::vector<torch::Tensor> losses, params, buffers, ema;
   std::vector<double> scales, checksums;
-  nlohmann::json report;
+  std::vector<int> epochs;                               // per step
+  std::vector<int64_t> captures, invalidations, replayed;  // per step, after it (graph policy only)
+  nlohmann::json report, meta;                            // meta: results.json's
   bool fused = false;
   std::string fused_error;
 };
@@ -90,6 +97,7 @@ struct Hook {
   std::function<double()> scale, checksum;
   void operator()(ly::event::step_end, const ly::StepInfo& s) {
     r->losses.push_back(s.loss_items.detach().cpu().clone());
+    r->epochs.push_back(s.epoch);
     r->scales.push_back(scale());
     r->checksums.push_back(checksum());
     on_next(static_cast<int>(s.optimizer_steps));  // the 0-based index of the next step
@@ -103,6 +111,11 @@ void train_and_record(T& t, Run& r, const std::function<void(int)>& prepare, int
   bool armed = false;
   Hook hook{&r,
             [&](int next) {
+              if constexpr (requires { t.capture().captures(); }) {
+                r.captures.push_back(t.capture().captures());
+                r.invalidations.push_back(t.capture().invalidations());
+                r.replayed.push_back(t.capture().replayed_steps());
+              }
               prepare(next);
               // fail_at >= 0: arm the failure before that step; -2: once, after the first step graph exists.
               if constexpr (requires { t.capture().fail_next_replay_for_testing(); })
@@ -117,7 +130,8 @@ void train_and_record(T& t, Run& r, const std::function<void(int)>& prepare, int
               for (auto& p : t.network()->parameters()) c += p.detach().to(torch::kFloat64).sum().item().toDouble();
               return c;
             }};
-  t.fit(hook);
+  const auto res = t.fit(hook);
+  if (std::ifstream in(res.run_dir / "results.json"); in) r.meta = nlohmann::json::parse(in).value("meta", nlohmann::json());
   for (auto& p : t.network()->parameters()) r.params.push_back(p.detach().cpu());
   for (auto& b : t.network()->buffers()) r.buffers.push_back(b.detach().cpu());
   if (t.ema())
@@ -154,8 +168,17 @@ void check_poison_skipped(const Run& r, const char* arm) {
   CHECK(r.scales[kPoisonStep] == r.scales[kPoisonStep - 1] / 2);     // the scale backed off
 }
 
+// A key of a run's results.json meta (null when absent).
+nlohmann::json meta_at(const Run& r, const char* key) {
+  return r.meta.is_object() && r.meta.contains(key) ? r.meta.at(key) : nlohmann::json();
+}
+
+struct Arms {
+  Run step, nograph, failed, network, eager, generic;
+};
+
 template <class F>
-void compare_arms(std::function<F()> make, std::vector<std::string> base, const char* what, int64_t min_replayed) {
+Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const char* what, int64_t min_replayed) {
   CAPTURE(what);
   auto with = [&](const std::string& name, std::vector<std::string> extra) {
     auto a = base;
@@ -163,15 +186,21 @@ void compare_arms(std::function<F()> make, std::vector<std::string> base, const 
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
-  const Run step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
-  const Run nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
-  const Run failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
-  const Run network = run<F>(make(), with("network", {"cuda_graph=true"}), true);
-  const Run eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
-  const Run generic = run<F>(make(), with("step_generic", {"cuda_graph=step"}), true, -1, /*fused=*/false);
+  Arms arms;
+  arms.step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
+  arms.nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+  arms.failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
+  arms.network = run<F>(make(), with("network", {"cuda_graph=true"}), true);
+  arms.eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
+  arms.generic = run<F>(make(), with("step_generic", {"cuda_graph=step"}), true, -1, /*fused=*/false);
+  const Run &step = arms.step, &nograph = arms.nograph, &failed = arms.failed, &network = arms.network,
+            &eager = arms.eager, &generic = arms.generic;
 
   // The graph replays what the graph-less step path computes: bit for bit.
   CHECK(step.report["step"]["whole_step"] == true);
+  CHECK(meta_at(step, "cuda_graph_step") == true);  // results.json / profile.json say which graphs ran
+  CHECK(meta_at(network, "cuda_graph_step") == false);
+  CHECK(meta_at(network, "cuda_graph") == true);
   const auto replayed = step.report["replayed_steps"].get<int64_t>();
   MESSAGE(what << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size()
                << " step graphs");
@@ -211,6 +240,20 @@ void compare_arms(std::function<F()> make, std::vector<std::string> base, const 
   CHECK(loss_rel < 1e-2);
   CHECK(param_rel < 1e-2);
   CHECK(step.scales == eager.scales);
+  return arms;
+}
+
+// The 30-step AMP detection run of the detection cases: 16 synthetic images at 128 px (13 train: 3 steps
+// an epoch), batch 4, no mosaic, up to 8 step graphs; `extra` more keys.
+std::vector<std::string> detect_base(const std::string& model, const std::filesystem::path& yaml,
+                                     const lry_test::TempDir& runs, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a{"model=" + model, "data=" + yaml.string(), "imgsz=128", "batch=4", "workers=0",
+                             "device=cuda", "amp=true", "amp_dtype=float16", "deterministic=true",
+                             "warmup_epochs=1", "ema=true", "cuda_graph_max_graphs=8", "mosaic=0",
+                             "project=" + runs.path.string(), "seed=2", "val=false", "epochs=10",
+                             "max_steps=" + std::to_string(kSteps)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
 }
 
 }  // namespace
@@ -232,11 +275,96 @@ TEST_SUITE("gpu") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_y9");
     const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
-    std::vector<std::string> base{"model=yolo9t", "data=" + yaml.string(), "imgsz=128", "batch=4", "workers=0",
-                                  "device=cuda", "amp=true", "amp_dtype=float16", "deterministic=true",
-                                  "warmup_epochs=1", "ema=true", "cuda_graph_max_graphs=8", "mosaic=0",
-                                  "project=" + runs.path.string(), "seed=2", "val=false", "epochs=10",
-                                  "max_steps=" + std::to_string(kSteps)};
+    const auto base = detect_base("yolo9t", yaml, runs);
     compare_arms<Poisoned<ly::Yolo9Family>>([] { return Poisoned<ly::Yolo9Family>("t"); }, base, "yolo9t", 1);  // box-count buckets vary per batch
+  }
+
+  TEST_CASE("cuda_graph=step, RTMDet-t: 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_rtm");
+    const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
+    const auto base = detect_base("rtmdett", yaml, runs, {"mixup=0"});
+    compare_arms<Poisoned<ly::RtmdetFamily>>([] { return Poisoned<ly::RtmdetFamily>("t"); }, base, "rtmdett", 1);  // box-count buckets vary per batch
+  }
+
+  TEST_CASE("cuda_graph=step, YOLOX-t: 30 AMP steps across the L1 switch equal the graph-less step path bit for bit; graphs dropped and recorded again") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_yx");
+    const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
+    // 3 steps an epoch (the single last image is left out), 30 steps = 10 epochs. Mosaic closes, and the
+    // L1 loss turns on, at epoch 10 - 7 = 3 (step 9). A batch shape is recorded at its first sighting
+    // (cuda_graph_warmup=1), so step graphs exist before the switch and new ones are recorded after it
+    // whatever the box-count buckets (at most 4 of them, 1 to 8 boxes: shapes repeat).
+    constexpr int kEpochs = 10, kNoAug = 7;  // kEpochs: detect_base's epochs
+    const auto base = detect_base("yoloxt", yaml, runs, {"cuda_graph_warmup=1", "mixup=0",
+                                                         "no_aug_epochs=" + std::to_string(kNoAug)});
+    const Arms arms =
+        compare_arms<Poisoned<ly::YoloxFamily>>([] { return Poisoned<ly::YoloxFamily>("t"); }, base, "yoloxt", 1);
+    const Run& s = arms.step;
+    REQUIRE(s.epochs.size() == static_cast<size_t>(kSteps));
+    REQUIRE(s.captures.size() == static_cast<size_t>(kSteps));
+    // The first step of the L1 epochs; the L1 column is 0 before it and > 0 from it (the graph-less arm
+    // equals this one bit for bit, so no graph recorded without L1 replayed after the switch).
+    size_t sw = 0;
+    while (sw < s.epochs.size() && s.epochs[sw] < kEpochs - kNoAug) ++sw;
+    REQUIRE(sw > 0);
+    REQUIRE(sw < s.epochs.size());
+    for (size_t i = 0; i < s.losses.size(); ++i) {
+      CAPTURE(i);
+      CHECK((s.losses[i][3].item<double>() > 0) == (i >= sw));
+    }
+    // One invalidation, at the switch; graphs recorded before it, dropped, and recorded and replayed after it.
+    CHECK(s.report["invalidations"].get<int64_t>() >= 1);
+    CHECK(s.invalidations[sw - 1] == 0);
+    CHECK(s.invalidations[sw] >= 1);
+    CHECK(s.captures[sw - 1] >= 1);
+    CHECK(s.report["step"]["dropped_graphs"].get<int64_t>() >= 1);
+    CHECK(s.captures.back() > s.captures[sw - 1]);
+    CHECK(s.replayed.back() > s.replayed[sw]);
+    CHECK(s.report["step"]["graphs"].size() >= 1);  // all recorded after the switch
+    CHECK(s.report["fallback_reason"].is_null());   // the re-capture did not turn the policy eager
+    CHECK(arms.nograph.report["invalidations"] == s.report["invalidations"]);
+    MESSAGE("yoloxt: L1 switch at step " << sw << "; step graphs recorded " << s.captures[sw - 1] << " before it, "
+                                         << s.captures.back() - s.captures[sw - 1] << " after it; "
+                                         << s.replayed.back() - s.replayed[sw] << " replays after it");
+  }
+
+  TEST_CASE("LevelCache under a CUDA graph capture: the value is built into the graph and not stored; stored eager") {
+    LRY_REQUIRE_CUDA();
+#if defined(LIBREYOLO_WITH_CUDA)
+    const torch::Device dev(torch::kCUDA, 0);
+    const auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+    cap::LevelCache<torch::Tensor> cache;
+    const std::vector<torch::Tensor> feats{torch::zeros({1, 2, 4, 4}, opt), torch::zeros({1, 2, 2, 2}, opt)};
+    int built = 0;
+    auto make = [&] {
+      ++built;
+      return torch::full({8}, 7.0, opt);
+    };
+    CHECK_FALSE(ly::compat::cuda_stream_capturing(dev));
+    c10::cuda::device_synchronize();  // the maps are ready before the side stream records
+    auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev.index());
+    at::cuda::CUDAGraph graph;
+    torch::Tensor inside;
+    bool capturing = false;
+    {
+      c10::cuda::CUDAStreamGuard on_side(side);
+      graph.capture_begin(at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
+      capturing = ly::compat::cuda_stream_capturing(dev);
+      inside = cache.get(feats, make);
+      graph.capture_end();
+    }
+    CHECK(capturing);
+    CHECK(built == 1);
+    CHECK(cache.size() == 0);  // not stored: its memory holds the value only once the graph has run
+    graph.replay();
+    c10::cuda::device_synchronize();
+    CHECK(inside.eq(7.0).all().item<bool>());
+    auto eager = cache.get(feats, make);
+    CHECK(built == 2);
+    CHECK(cache.size() == 1);
+    CHECK(cache.get(feats, make).is_same(eager));
+    CHECK(built == 2);
+#endif
   }
 }

@@ -278,6 +278,12 @@ class CudaGraph {
     capture_key_.reset();
     dropped_step_graphs_ += static_cast<int64_t>(step_graphs_.size());
     step_graphs_.clear();
+    // The next recording gets a pool of its own: once every graph sharing a pool is destroyed, the
+    // caching allocator keeps that pool (use count 0) until its memory is freed and refuses a new capture
+    // into it (an internal assert in beginAllocateToPool), which would turn a re-capture after
+    // invalidate() (YOLOX's L1 switch) into the eager fallback. The old pool's memory is released by the
+    // allocator once its blocks are free.
+    step_pool_.reset();
 #endif
   }
 

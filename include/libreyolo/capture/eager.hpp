@@ -55,6 +55,12 @@ struct Eager {
 
 enum class Mode { single, distributed, distillation };
 
+// What a run asked of the graph policy, as the user wrote it: "cuda_graph=step" or "cuda_graph=true"
+// (notices name it).
+inline std::string_view requested_graphs(const TrainConfig& cfg) {
+  return cfg.cuda_graph_step ? "cuda_graph=step" : "cuda_graph=true";
+}
+
 // resolve<F, C, M>::type is C when F's traits declare a capture region for the task F trains and the
 // mode allows capture, otherwise Eager; `reason` says why it was downgraded (empty when not). Another
 // task of a captured family (outside traits::captured_tasks) trains eager.
@@ -72,12 +78,14 @@ struct resolve {
                                              : !family_ok              ? "family not capturable"
                                              : !task_ok                ? "this task of the family is not captured"
                                                                        : "";
-  // The single notice of a static downgrade (function-local once-key per instantiation).
-  static void notice() {
+  // The single notice of a static downgrade (once per instantiation and request), naming what was asked
+  // (`asked`: requested_graphs(cfg)).
+  static void notice([[maybe_unused]] std::string_view asked = "cuda_graph=true") {
     if constexpr (downgraded)
-      log::notice_once(std::string("capture.resolve.") + typeid(resolve).name(),
-                       "cuda_graph=true ignored (" + std::string(reason) + "); training runs eager.");
+      log::notice_once(std::string("capture.resolve.") + typeid(resolve).name() + "." + std::string(asked),
+                       std::string(asked) + " ignored (" + std::string(reason) + "); training runs eager.");
   }
+  static void notice(const TrainConfig& cfg) { notice(requested_graphs(cfg)); }
 };
 template <class F, class C, Mode M = Mode::single>
 using resolve_t = typename resolve<F, C, M>::type;

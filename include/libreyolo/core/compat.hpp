@@ -103,6 +103,24 @@ inline void set_cuda_device([[maybe_unused]] const torch::Device& d) {
 #endif
 }
 
+// Whether this thread's current CUDA stream on `d` may be being captured into a CUDA graph (its kernels
+// are recorded, not run); false on a CPU and in builds without CUDA. cudaStreamIsCapturing is one of the
+// calls allowed during a capture; should it fail, its error is cleared (a later launch check would report
+// it) and the answer is "capturing", the side on which a caller only gives up a cache.
+inline bool cuda_stream_capturing([[maybe_unused]] const torch::Device& d) {
+#if defined(LIBREYOLO_WITH_CUDA)
+  if (!d.is_cuda()) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(d.index()).stream(), &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+#else
+  return false;
+#endif
+}
+
 // Whether the device supports bfloat16 natively (compute capability >= 8.0).
 inline bool cuda_bf16_supported([[maybe_unused]] int device_index) {
 #if defined(LIBREYOLO_WITH_CUDA)

@@ -128,7 +128,12 @@ inline nlohmann::json what_if_doc(const nlohmann::json& p) {
   const double step = num("step_ms"), load = std::max(0.0, num("dataload_ms")), busy = num("gpu_busy_ms_per_step");
   const bool traced = p.value("trace_collected", false) && busy >= 0;
   const bool amp = cfg.value("amp", json(false)).is_boolean() && cfg.value("amp", json(false)).get<bool>();
-  const bool graphs = cfg.value("cuda_graph", json(false)).is_boolean() && cfg.value("cuda_graph", json(false)).get<bool>();
+  // CUDA graphs in the run: `cuda_graph` true (graphs active) or "step" (as the config key writes it), or
+  // the trainer's `cuda_graph_step` (the whole step is recorded).
+  const json cg = cfg.value("cuda_graph", json(false));
+  const bool step_graphs = (cg.is_string() && detail::lowercase(cg.get<std::string>()) == "step") ||
+                           cfg.value("cuda_graph_step", json(false)) == json(true);
+  const bool graphs = step_graphs || (cg.is_boolean() && cg.get<bool>());
   const int workers = cfg.value("workers", json(0)).is_number_integer() ? cfg.value("workers", json(0)).get<int>() : 0;
   if (step <= 0) throw DataError("profile what-if: the profile has no step_ms; nothing to estimate from");
   json levers = json::array();
@@ -139,7 +144,8 @@ inline nlohmann::json what_if_doc(const nlohmann::json& p) {
     levers.push_back(l);
   };
   // CUDA graphs
-  if (graphs) add("cuda_graph", "cuda_graph=true", false, -1, "already on in this run");
+  if (step_graphs) add("cuda_graph", "cuda_graph=step", false, -1, "already on in this run (cuda_graph=step: the whole training step)");
+  else if (graphs) add("cuda_graph", "cuda_graph=true", false, -1, "already on in this run");
   else if (!traced) add("cuda_graph", "cuda_graph=true", false, -1, "needs a kernel trace (a CUDA run) to know the GPU busy time");
   else add("cuda_graph", "cuda_graph=true", true, std::min(step, std::max(busy, load)),
            "the step approaches max(GPU busy " + detail::num(busy, 2) + " ms, dataload " + detail::num(load, 2) + " ms)");

@@ -191,6 +191,8 @@ nlohmann::json LIBREYOLO_TRAINER::epoch_row(int epoch, const torch::Tensor& mean
 
 LIBREYOLO_TRAINER_TEMPLATE
 nlohmann::json LIBREYOLO_TRAINER::run_summary() const {
+  bool step_graphs = false;  // cuda_graph=step records whole steps in this run (CUDA, a step-capturable family)
+  if constexpr (requires { capture_.step_graphs_enabled(); }) step_graphs = capture_.step_graphs_enabled();
   nlohmann::json meta = {{"model", cfg_.model},
                          {"family", std::string(F::name)},
                          {"task", std::string(to_string(family_traits<F>::task))},
@@ -201,6 +203,7 @@ nlohmann::json LIBREYOLO_TRAINER::run_summary() const {
                          {"amp", precision_.used().amp},
                          {"amp_dtype", precision_.used().dtype},
                          {"cuda_graph", capture_active()},  // false after a fallback to eager (e.g. on a CPU)
+                         {"cuda_graph_step", step_graphs},
                          {"accumulate", accumulate_},
                          {"torch", compat::torch_version()}};
   return {{"meta", meta},

@@ -119,7 +119,7 @@ void LIBREYOLO_TRAINER::setup() {
     if constexpr (requires { family_.plot_labels(run_dir_); })
       if (cfg_.plots && plot::usable()) family_.plot_labels(run_dir_ / "labels.png");
   }
-  capture::resolve<F, C, M>::notice();
+  capture::resolve<F, C, M>::notice(cfg_);
   if constexpr (Profiler::enabled) {
     profile::RunContext ctx{run_dir_, run_summary()["meta"], device_, accumulate_, M == capture::Mode::distributed,
                             Capture::graphs && device_.is_cuda()};

@@ -2,7 +2,7 @@
 // The RTMDet family: t on the detection task. CSPNeXt + CSPNeXtPAFPN + the head whose convolutions are
 // shared across levels with per-level BatchNorms (network.hpp), the dynamic soft-label assigner, quality
 // focal loss + GIoU (loss.hpp), the original's recipe (its RTMDetConfig, fixtures/libreyolo/rtmdet-t/
-// config.json) and the whole network as the capture region.
+// config.json) and the whole network as the capture region (cuda_graph=step: the whole training step).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/rtmdet/loss.hpp>
@@ -32,6 +32,9 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    // Its loss (the soft-label assigner on padded targets, masks, a tensor normaliser) has fixed shapes
+    // and reads nothing back: cuda_graph=step records the whole step.
+    static constexpr bool step_capturable = true;
     // The original's RTMDetConfig (mmdet's rtmdet recipe): AdamW lr0 0.004, weight decay 0.05 on conv
     // weights (BatchNorm weights and biases: AdamW's default 0.01, as the original's groups get; see
     // param_groups()), cosine schedule after a

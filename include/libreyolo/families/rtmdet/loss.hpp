@@ -8,12 +8,12 @@
 // both divided by max(sum of the positives' IoUs, 1); total = cls + bbox. Masks instead of boolean
 // indexing and a tensor normaliser (the original reads it with .item()): fixed shapes, no host sync.
 #include <libreyolo/assign/soft_label.hpp>
+#include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/core/error.hpp>
 
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -126,21 +126,15 @@ class RtmdetLoss {
       throw DataError("RtmdetLoss: targets must be [B, M, 5] = (class, x1, y1, x2, y2) with B = " +
                       std::to_string(feats.front().size(0)));
   }
+  // Priors depend only on the map sizes and the device: built once per shape (outside a graph capture).
   torch::Tensor prior_cache(const std::vector<torch::Tensor>& feats) {
-    std::vector<int64_t> key;
-    for (const auto& f : feats) {
-      key.push_back(f.size(2));
-      key.push_back(f.size(3));
-    }
-    auto& e = cache_[{feats.front().device().str(), key}];
-    if (!e.defined()) e = make_priors(feats, strides_);
-    return e;
+    return cache_.get(feats, [&] { return make_priors(feats, strides_); });
   }
   std::vector<int64_t> strides_;
   int64_t nc_;
   double cls_w_, box_w_;
   assign::SoftLabelAssigner assigner_;
-  std::map<std::pair<std::string, std::vector<int64_t>>, torch::Tensor> cache_;
+  capture::LevelCache<torch::Tensor> cache_;
 };
 
 }  // namespace libreyolo::families::rtmdet

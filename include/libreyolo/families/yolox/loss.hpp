@@ -11,12 +11,12 @@
 // Foreground terms are selected by masks (torch::where), so every shape is fixed and nothing reads the
 // device: the step launches no host synchronisation.
 #include <libreyolo/assign/simota.hpp>
+#include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/core/error.hpp>
 
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -147,22 +147,14 @@ class YoloxLoss {
       throw DataError("YoloxLoss: targets must be [B, M, 5] = (class, x1, y1, x2, y2) with B = " +
                       std::to_string(feats.front().size(0)));
   }
-  // Grids depend only on the map sizes and the device: built once per shape.
+  // Grids depend only on the map sizes and the device: built once per shape (outside a graph capture).
   std::pair<torch::Tensor, torch::Tensor> grid_cache(const std::vector<torch::Tensor>& feats) {
-    std::vector<int64_t> key;
-    for (const auto& f : feats) {
-      key.push_back(f.size(2));
-      key.push_back(f.size(3));
-    }
-    const std::string dev = feats.front().device().str();
-    auto& e = cache_[{dev, key}];
-    if (!e.first.defined()) e = grids_of(feats, strides_);
-    return e;
+    return cache_.get(feats, [&] { return grids_of(feats, strides_); });
   }
   std::vector<int64_t> strides_;
   int64_t nc_;
   assign::SimOta assigner_;
-  std::map<std::pair<std::string, std::vector<int64_t>>, std::pair<torch::Tensor, torch::Tensor>> cache_;
+  capture::LevelCache<std::pair<torch::Tensor, torch::Tensor>> cache_;
 };
 
 }  // namespace libreyolo::families::yolox
