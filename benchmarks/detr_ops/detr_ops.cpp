@@ -54,8 +54,9 @@ struct Args {
 
 // ---- the counter ---------------------------------------------------------------------------------
 struct PhaseCount {
-  int64_t all = 0, top = 0, autograd_nodes = 0, to_device = 0, to_device_index = 0;
-  std::map<std::string, int64_t> by_name;  // top-level ops by name
+  int64_t all = 0, no_blas = 0, top = 0, autograd_nodes = 0, to_device = 0, to_device_index = 0;
+  std::map<std::string, int64_t> by_name;      // top-level ops by name
+  std::map<std::string, int64_t> all_by_name;  // all ops by name
 };
 
 struct Counter {
@@ -65,6 +66,16 @@ struct Counter {
 };
 Counter g_counter;
 thread_local int t_depth = 0;
+thread_local int t_blas = 0;  // inside a CPU matrix-product kernel
+
+// The CPU's matrix products dispatch operators of their own (bmm: a select and an addmm per batch entry,
+// resolve_conj, as_strided); on CUDA they are one library call. "all ops, BLAS internals excluded" leaves
+// those out, so that it compares across devices.
+bool blas(const char* n) {
+  return std::strcmp(n, "aten::mm") == 0 || std::strcmp(n, "aten::addmm") == 0 || std::strcmp(n, "aten::bmm") == 0 ||
+         std::strcmp(n, "aten::baddbmm") == 0 || std::strcmp(n, "aten::addbmm") == 0 || std::strcmp(n, "aten::mv") == 0 ||
+         std::strcmp(n, "aten::addmv") == 0 || std::strcmp(n, "aten::dot") == 0;
+}
 
 bool device_directed(const at::RecordFunction& fn, bool& index) {
   const std::string n = fn.name();
@@ -93,17 +104,22 @@ bool wrapper(const at::RecordFunction& fn) { return std::strncmp(fn.name(), "aut
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (wrapper(fn)) return nullptr;
-  const bool top = t_depth == 0;
-  ++t_depth;
+  const bool node = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;  // autograd nodes: counted apart, no nesting
+  const bool top = t_depth == 0, in_blas = t_blas > 0;
+  if (!node) {
+    ++t_depth;
+    if (blas(fn.name())) ++t_blas;
+  }
   std::lock_guard<std::mutex> lk(g_counter.mu);
   if (g_counter.phase.empty()) return nullptr;
   auto& p = g_counter.phases[g_counter.phase];
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    --t_depth;  // autograd nodes: counted apart, not as operator nesting
+  if (node) {
     ++p.autograd_nodes;
     return nullptr;
   }
   ++p.all;
+  ++p.all_by_name[fn.name()];
+  if (!in_blas) ++p.no_blas;
   if (top) {
     ++p.top;
     ++p.by_name[fn.name()];
@@ -118,6 +134,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION || wrapper(fn)) return;
   --t_depth;
+  if (blas(fn.name())) --t_blas;
 }
 
 struct PhaseGuard {
@@ -216,36 +233,40 @@ nlohmann::json run(const Args& a, P p, const std::string& tag) {
   j["loss"] = losses;
   j["grad_abs_sum"] = grad_abs;
   const double n = a.steps;
-  int64_t rem_top = 0, rem_all = 0, rem_to = 0, rem_nodes = 0;
+  int64_t rem_top = 0, rem_all = 0, rem_nb = 0, rem_to = 0, rem_nodes = 0;
   std::printf("%s  batch %d  %d px  %lld boxes  float32  (per step, mean of %d)\n", a.model.c_str(), a.batch, a.imgsz,
               static_cast<long long>(boxes), a.steps);
-  std::printf("%-10s %10s %10s %10s %12s %12s\n", "phase", "top ops", "all ops", "autograd", "to(device)", "of them idx");
+  std::printf("%-10s %10s %10s %12s %10s %12s %12s\n", "phase", "top ops", "all ops", "all no-BLAS", "autograd", "to(device)",
+              "of them idx");
   for (const char* name : {"network", "targets", "decoder", "criterion", "backward"}) {
     auto& c = g_counter.phases[name];
-    std::printf("%-10s %10.0f %10.0f %10.0f %12.0f %12.0f\n", name, c.top / n, c.all / n, c.autograd_nodes / n, c.to_device / n,
-                c.to_device_index / n);
-    nlohmann::json pj = {{"top_ops", c.top / n}, {"all_ops", c.all / n}, {"autograd_nodes", c.autograd_nodes / n},
+    std::printf("%-10s %10.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", name, c.top / n, c.all / n, c.no_blas / n, c.autograd_nodes / n,
+                c.to_device / n, c.to_device_index / n);
+    nlohmann::json pj = {{"top_ops", c.top / n}, {"all_ops", c.all / n}, {"all_ops_no_blas", c.no_blas / n}, {"autograd_nodes", c.autograd_nodes / n},
                          {"to_device", c.to_device / n}, {"to_device_index", c.to_device_index / n}};
     if (a.detail > 0) {
-      std::vector<std::pair<int64_t, std::string>> v;
-      for (auto& [k, cnt] : c.by_name) v.emplace_back(cnt, k);
-      std::sort(v.rbegin(), v.rend());
-      nlohmann::json top = nlohmann::json::object();
-      std::printf("    ");
-      for (size_t i = 0; i < v.size() && i < static_cast<size_t>(a.detail); ++i) {
-        top[v[i].second] = v[i].first / n;
-        std::printf("%s %.0f  ", v[i].second.c_str(), v[i].first / n);
+      for (const bool nested : {false, true}) {
+        std::vector<std::pair<int64_t, std::string>> v;
+        for (auto& [k, cnt] : nested ? c.all_by_name : c.by_name) v.emplace_back(cnt, k);
+        std::sort(v.rbegin(), v.rend());
+        nlohmann::json top = nlohmann::json::object();
+        std::printf("    %s: ", nested ? "all" : "top");
+        for (size_t i = 0; i < v.size() && i < static_cast<size_t>(a.detail); ++i) {
+          top[v[i].second] = v[i].first / n;
+          std::printf("%s %.0f  ", v[i].second.c_str(), v[i].first / n);
+        }
+        std::printf("\n");
+        pj[nested ? "all_by_name" : "top_by_name"] = top;
       }
-      std::printf("\n");
-      pj["top_by_name"] = top;
     }
     j["phases"][name] = pj;
     if (std::string(name) == "decoder" || std::string(name) == "criterion" || std::string(name) == "backward") {
-      rem_top += c.top, rem_all += c.all, rem_to += c.to_device, rem_nodes += c.autograd_nodes;
+      rem_top += c.top, rem_all += c.all, rem_nb += c.no_blas, rem_to += c.to_device, rem_nodes += c.autograd_nodes;
     }
   }
-  std::printf("%-10s %10.0f %10.0f %10.0f %12.0f\n", "remainder", rem_top / n, rem_all / n, rem_nodes / n, rem_to / n);
-  j["remainder"] = {{"top_ops", rem_top / n}, {"all_ops", rem_all / n}, {"autograd_nodes", rem_nodes / n}, {"to_device", rem_to / n}};
+  std::printf("%-10s %10.0f %10.0f %12.0f %10.0f %12.0f\n", "remainder", rem_top / n, rem_all / n, rem_nb / n, rem_nodes / n, rem_to / n);
+  j["remainder"] = {{"top_ops", rem_top / n}, {"all_ops", rem_all / n}, {"all_ops_no_blas", rem_nb / n}, {"autograd_nodes", rem_nodes / n},
+                    {"to_device", rem_to / n}};
   std::printf("loss %s  grad_abs_sum %.9g\n", losses.dump().c_str(), grad_abs);
   return j;
 }

@@ -78,8 +78,8 @@ namespace dfine_detail {
 // The original's box_ops (D-FINE's copy of DETR's): width and height clamped at 0 before the corners,
 // IoU and GIoU without an epsilon.
 inline torch::Tensor cxcywh_to_xyxy(const torch::Tensor& b) {
-  auto cx = b.select(-1, 0), cy = b.select(-1, 1), w = b.select(-1, 2).clamp_min(0), h = b.select(-1, 3).clamp_min(0);
-  return torch::stack({cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h}, -1);
+  auto c = b.narrow(-1, 0, 2), half = 0.5 * b.narrow(-1, 2, 2).clamp_min(0);
+  return torch::cat({c - half, c + half}, -1);
 }
 inline torch::Tensor area(const torch::Tensor& a) { return (a.select(-1, 2) - a.select(-1, 0)) * (a.select(-1, 3) - a.select(-1, 1)); }
 inline torch::Tensor pairwise_giou(const torch::Tensor& a, const torch::Tensor& b) {
