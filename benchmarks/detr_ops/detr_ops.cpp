@@ -4,7 +4,7 @@
 // `_to_copy` / `copy_` called with a device argument: on CUDA each is a host<->device copy unless the
 // tensor already lives there), with those on index tensors (int64 / bool) apart.
 //
-//   detr_ops --model rtdetr-r18|dfinen|deimn|rtdetrv4s [--batch 4 --imgsz 320 --steps 3 --detail N --json FILE]
+//   detr_ops --model rtdetr-r18|rtdetrv2-r18|dfinen|deimn|rtdetrv4s [--batch 4 --imgsz 320 --steps 3 --detail N --json FILE]
 //
 // Phases of one step (after a warm-up step; every step seeded alike, so the denoising noise and the
 // matching repeat):
@@ -24,6 +24,7 @@
 #include <libreyolo/families/dfine/family.hpp>
 #include <libreyolo/families/deim/family.hpp>
 #include <libreyolo/families/rtdetr/family.hpp>
+#include <libreyolo/families/rtdetrv2/family.hpp>
 #include <libreyolo/families/rtdetrv4/family.hpp>
 
 #include <ATen/record_function.h>
@@ -288,10 +289,11 @@ int main(int argc, char** argv) try {
   at::set_num_threads(1);
   nlohmann::json j;
   if (a.model == "rtdetr-r18") j = run(a, ly::RTDETRFamily("r18"), "rtdetr");
+  else if (a.model == "rtdetrv2-r18") j = run(a, ly::RTDETRv2Family("r18"), "rtdetrv2");
   else if (a.model == "dfinen") j = run(a, ly::DFineFamily("n"), "dfine");
   else if (a.model == "deimn") j = run(a, ly::DEIMFamily("n"), "deim");
   else if (a.model == "rtdetrv4s") j = run(a, ly::RTDETRv4Family("s"), "rtdetrv4");
-  else throw std::invalid_argument("--model " + a.model + ": allowed rtdetr-r18, dfinen, deimn, rtdetrv4s");
+  else throw std::invalid_argument("--model " + a.model + ": allowed rtdetr-r18, rtdetrv2-r18, dfinen, deimn, rtdetrv4s");
   std::cout << j.dump() << std::endl;
   if (!a.json.empty()) std::ofstream(a.json) << j.dump(1) << "\n";
   return 0;
