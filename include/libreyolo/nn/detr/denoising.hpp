@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace libreyolo::nn::detr {
@@ -20,6 +21,28 @@ namespace libreyolo::nn::detr {
 struct DetrTarget {
   torch::Tensor labels, boxes;
 };
+
+// A detection batch's label rows (per image [n, 5]: class, x1, y1, x2, y2, on the host) as one float32
+// tensor of the rows with x2 > x1 and y2 > y1, and how many of them each image keeps: what the families
+// turn into DetrTargets, for the whole batch at once (a handful of operators, not some thirty per image).
+inline std::pair<torch::Tensor, std::vector<int64_t>> detr_valid_rows(const std::vector<torch::Tensor>& rows) {
+  std::vector<int64_t> counts;
+  if (rows.empty()) return {torch::zeros({0, 5}), counts};
+  auto all = (rows.size() == 1 ? rows.front() : torch::cat(rows)).to(torch::kCPU, torch::kFloat32).contiguous();
+  const float* p = all.data_ptr<float>();
+  std::vector<int64_t> keep;
+  int64_t at = 0;
+  for (const auto& r : rows) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < r.size(0); ++k, ++at)
+      if (p[at * 5 + 3] > p[at * 5 + 1] && p[at * 5 + 4] > p[at * 5 + 2]) keep.push_back(at), ++n;
+    counts.push_back(n);
+  }
+  if (static_cast<int64_t>(keep.size()) == all.size(0)) return {all, counts};
+  auto idx = torch::empty({static_cast<int64_t>(keep.size())}, torch::kLong);
+  if (!keep.empty()) std::memcpy(idx.data_ptr<int64_t>(), keep.data(), keep.size() * sizeof(int64_t));
+  return {all.index_select(0, idx), counts};
+}
 
 struct DenoisingMeta {
   int64_t num_group = 0;
