@@ -112,22 +112,19 @@ struct RTDETRv4V {
 // Targets of a detection batch in the DETR form (the original's on_forward): per image, labels and cx,
 // cy, w, h normalised by the network input's width and height and clamped to [0, 1]; rows without a
 // positive width and height dropped; on `dev`.
+// The whole batch is converted at once (nn/detr/denoising.hpp's detr_valid_rows) and copied to the
+// device in two copies; each image's targets are views of those.
 inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& b, torch::Device dev) {
   const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
+  const auto [r, counts] = nn::detr::detr_valid_rows(b.boxes);
+  auto labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
+  auto x1 = r.select(1, 1), y1 = r.select(1, 2), x2 = r.select(1, 3), y2 = r.select(1, 4);
+  auto cxcywh = torch::stack({(x1 + x2) / (2 * W), (y1 + y2) / (2 * H), (x2 - x1) / W, (y2 - y1) / H}, 1).clamp(0.0, 1.0);
+  auto boxes = cxcywh.to(dev, /*non_blocking=*/true);
   std::vector<nn::detr::DetrTarget> out;
-  for (const auto& rows : b.boxes) {
-    auto r = rows.to(torch::kFloat32);
-    if (r.size(0) > 0) {
-      auto keep = ((r.select(1, 3) > r.select(1, 1)) & (r.select(1, 4) > r.select(1, 2))).nonzero().squeeze(1);
-      r = r.index_select(0, keep);
-    }
-    nn::detr::DetrTarget t;
-    t.labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
-    auto x1 = r.select(1, 1), y1 = r.select(1, 2), x2 = r.select(1, 3), y2 = r.select(1, 4);
-    auto cxcywh = torch::stack({(x1 + x2) / (2 * W), (y1 + y2) / (2 * H), (x2 - x1) / W, (y2 - y1) / H}, 1).clamp(0.0, 1.0);
-    t.boxes = cxcywh.to(dev, /*non_blocking=*/true);
-    out.push_back(std::move(t));
-  }
+  if (counts.empty()) return out;
+  auto ls = labels.split_with_sizes(counts), bs = boxes.split_with_sizes(counts);
+  for (size_t i = 0; i < counts.size(); ++i) out.push_back({ls[i], bs[i]});
   return out;
 }
 

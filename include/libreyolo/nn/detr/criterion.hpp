@@ -8,20 +8,21 @@
 //             on its own), and every layer's denoising queries (matched by construction, normalised by
 //             box count x groups).
 // Reported components (the original's get_loss_components): vfl, bbox, giou, each summed over all terms.
-#include <libreyolo/assign/hungarian.hpp>
+// The outputs of one query count are evaluated together (nn/detr/set_batch.hpp): the matched ones (last
+// layer, aux, encoder) as one [O, B, Q, .] stack, the denoising layers as another; every index set goes to
+// the device in one copy, the cost matrices to the host in one.
 #include <libreyolo/nn/detr/decoder.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
+#include <libreyolo/nn/detr/set_batch.hpp>
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <vector>
 
 namespace libreyolo::nn::detr {
-
-// Per image: (prediction indices, target indices), CPU int64.
-using MatchIndices = std::vector<std::pair<torch::Tensor, torch::Tensor>>;
 
 struct SetCriterionOptions {
   int64_t num_classes = 80;
@@ -59,130 +60,75 @@ class SetCriterion {
   // Hungarian matching of several outputs at once (one device-to-host copy for all of them).
   std::vector<MatchIndices> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                   const std::vector<DetrTarget>& targets) const {
-    std::vector<int64_t> sizes;
-    int64_t T = 0;
-    for (auto& t : targets) sizes.push_back(t.labels.size(0)), T += t.labels.size(0);
-    const auto B = static_cast<int64_t>(targets.size());
-    std::vector<MatchIndices> all(outputs.size());
-    if (T == 0) {
-      for (auto& m : all)
-        for (int64_t i = 0; i < B; ++i) m.emplace_back(torch::zeros({0}, torch::kLong), torch::zeros({0}, torch::kLong));
-      return all;
-    }
-    std::vector<torch::Tensor> ids, bx;
-    for (auto& t : targets) ids.push_back(t.labels), bx.push_back(t.boxes);
-    auto tgt_ids = torch::cat(ids), tgt_boxes = torch::cat(bx);
-    std::vector<torch::Tensor> costs;
-    for (auto& [l, b] : outputs) costs.push_back(cost_matrix(l.to(torch::kFloat32), b.to(torch::kFloat32), tgt_ids, tgt_boxes));
-    std::vector<int64_t> qs;
-    for (auto& c : costs) qs.push_back(c.size(1));
-    // One copy: every cost matrix flattened into one double buffer.
-    std::vector<torch::Tensor> flat;
-    for (auto& c : costs) flat.push_back(c.flatten());
-    auto host = torch::cat(flat).to(torch::kCPU, torch::kFloat64).contiguous();
-    const double* base = host.data_ptr<double>();
-    std::vector<double> block;
-    for (size_t o = 0; o < costs.size(); ++o) {
-      const int64_t Q = qs[o];
-      int64_t col0 = 0;
-      for (int64_t i = 0; i < B; ++i) {
-        const int64_t n = sizes[static_cast<size_t>(i)];
-        block.resize(static_cast<size_t>(Q * n));
-        const double* img = base + i * Q * T;
-        for (int64_t q = 0; q < Q; ++q)
-          for (int64_t j = 0; j < n; ++j) block[static_cast<size_t>(q * n + j)] = img[q * T + col0 + j];
-        auto a = assign::linear_sum_assignment(block, Q, n);
-        all[o].emplace_back(torch::tensor(a.rows, torch::kLong), torch::tensor(a.cols, torch::kLong));
-        col0 += n;
-      }
-      base += B * Q * T;
-    }
+    const set_batch::Targets t(targets);
+    auto host = match_host(set_batch::stack_by_queries(outputs), outputs.size(), t);
+    std::vector<MatchIndices> all;
+    for (auto& m : host) all.push_back(set_batch::to_tensors(m));
     return all;
   }
 
   // The loss of one output for given indices: {vfl, bbox, giou} (already weighted).
-  std::array<torch::Tensor, 3> terms(const torch::Tensor& logits_in, const torch::Tensor& boxes_in, const std::vector<DetrTarget>& targets,
+  std::array<torch::Tensor, 3> terms(const torch::Tensor& logits, const torch::Tensor& boxes, const std::vector<DetrTarget>& targets,
                                      const MatchIndices& idx, double num_boxes) const {
-    auto logits = logits_in.to(torch::kFloat32);
-    auto boxes = boxes_in.to(torch::kFloat32);
-    const auto dev = logits.device();
-    std::vector<torch::Tensor> bi, si, tb, tl;
-    for (size_t i = 0; i < idx.size(); ++i) {
-      auto& [src, tgt] = idx[i];
-      bi.push_back(torch::full({src.size(0)}, static_cast<int64_t>(i), torch::kLong));
-      si.push_back(src);
-      auto t = tgt.to(targets[i].labels.device());
-      tb.push_back(targets[i].boxes.index_select(0, t));
-      tl.push_back(targets[i].labels.index_select(0, t));
-    }
-    auto batch_idx = torch::cat(bi).to(dev), src_idx = torch::cat(si).to(dev);
-    auto target_boxes = torch::cat(tb).to(dev), target_labels = torch::cat(tl).to(dev);
-    const int64_t B = logits.size(0), Q = logits.size(1), C = logits.size(2);
-    auto flat_idx = batch_idx * Q + src_idx;
-    auto src_boxes = boxes.flatten(0, 1).index_select(0, flat_idx);
-
-    // Varifocal: target = IoU at the matched (query, class), 0 elsewhere.
-    torch::Tensor ious;
-    {
-      torch::NoGradGuard ng;
-      ious = paired_iou(box_cxcywh_to_xyxy(src_boxes), box_cxcywh_to_xyxy(target_boxes)).detach();
-    }
-    auto target = torch::zeros({B * Q, C}, logits.options());
-    auto target_score = torch::zeros({B * Q, C}, logits.options());
-    if (flat_idx.numel() > 0) {
-      target.index_put_({flat_idx, target_labels}, torch::ones_like(ious));
-      target_score.index_put_({flat_idx, target_labels}, ious);
-    }
-    target = target.view({B, Q, C});
-    target_score = target_score.view({B, Q, C});
-    auto pred_score = torch::sigmoid(logits).detach();
-    auto weight = o_.vfl_alpha * pred_score.pow(o_.vfl_gamma) * (1 - target) + target_score;
-    auto vfl = torch::binary_cross_entropy_with_logits(logits, target_score, weight, {}, at::Reduction::None);
-    auto loss_vfl = vfl.mean(1).sum() * (static_cast<double>(Q) / num_boxes) * o_.w_vfl;
-
-    torch::Tensor loss_bbox, loss_giou;
-    if (target_boxes.size(0) == 0) {
-      loss_bbox = src_boxes.sum() * 0;
-      loss_giou = src_boxes.sum() * 0;
-    } else {
-      loss_bbox = (src_boxes - target_boxes).abs().sum() / num_boxes * o_.w_bbox;
-      loss_giou = (1 - paired_giou(box_cxcywh_to_xyxy(src_boxes), box_cxcywh_to_xyxy(target_boxes))).sum() / num_boxes * o_.w_giou;
-    }
-    return {loss_vfl, loss_bbox, loss_giou};
+    const set_batch::Targets t(targets);
+    const auto m = set_batch::to_host(idx);
+    set_batch::DeviceIndices di;
+    const size_t seg = di.add({&m}, {0}, logits.size(0), logits.size(1), t.offsets);
+    di.upload(logits.device());
+    return stack_terms(set_batch::stack_f32({logits}), set_batch::stack_f32({boxes}), t, di[seg], num_boxes);
   }
 
   // The denoising queries' indices: image i's positives against its targets tiled num_group times.
   static MatchIndices denoising_indices(const DenoisingMeta& meta, const std::vector<DetrTarget>& targets) {
-    MatchIndices out;
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const int64_t n = targets[i].labels.size(0);
-      if (n == 0) {
-        out.emplace_back(torch::zeros({0}, torch::kLong), torch::zeros({0}, torch::kLong));
-        continue;
-      }
-      out.emplace_back(meta.positive_idx[i], torch::arange(n, torch::kLong).repeat({meta.num_group}));
-    }
-    return out;
+    return set_batch::to_tensors(set_batch::denoising_match(meta, targets));
   }
 
   SetLoss operator()(const DetrOutput& out, const std::vector<DetrTarget>& targets) const {
     int64_t nb = 0;
     for (auto& t : targets) nb += t.labels.size(0);
     const double num_boxes = std::max<double>(1.0, static_cast<double>(nb));
+    const auto dev = out.pred_logits.device();
+    set_batch::Targets t(targets);
+    if (t.labels.defined() && t.labels.device() != dev) t.labels = t.labels.to(dev), t.boxes = t.boxes.to(dev);
     std::vector<std::pair<torch::Tensor, torch::Tensor>> matched{{out.pred_logits, out.pred_boxes}};
     for (auto& a : out.aux) matched.push_back(a);
     if (o_.enc_aux)
       for (auto& a : out.enc_aux) matched.push_back(a);
-    const auto indices = match(matched, targets);
+    const auto stacks = set_batch::stack_by_queries(matched);
+    const auto indices = match_host(stacks, matched.size(), t);
+    // Every index set in one host-to-device copy.
+    set_batch::DeviceIndices di;
+    std::vector<size_t> segs;
+    for (auto& s : stacks) {
+      std::vector<const HostMatch*> ms;
+      std::vector<int64_t> slots;
+      for (size_t k = 0; k < s.members.size(); ++k) ms.push_back(&indices[s.members[k]]), slots.push_back(static_cast<int64_t>(k));
+      segs.push_back(di.add(ms, slots, s.logits.size(1), s.logits.size(2), t.offsets));
+    }
+    std::vector<set_batch::Stack> dn_stacks;
+    std::vector<size_t> dn_segs;
+    HostMatch dn_idx;
+    const bool has_dn = out.dn_meta && !out.dn_aux.empty();
+    if (has_dn) {
+      dn_idx = set_batch::denoising_match(*out.dn_meta, targets);
+      dn_stacks = set_batch::stack_by_queries(out.dn_aux);
+      for (auto& s : dn_stacks) {
+        std::vector<const HostMatch*> ms(s.members.size(), &dn_idx);
+        std::vector<int64_t> slots;
+        for (size_t k = 0; k < s.members.size(); ++k) slots.push_back(static_cast<int64_t>(k));
+        dn_segs.push_back(di.add(ms, slots, s.logits.size(1), s.logits.size(2), t.offsets));
+      }
+    }
+    di.upload(dev);
+
     std::array<torch::Tensor, 3> sum;
-    auto add = [&](const std::array<torch::Tensor, 3>& t) {
-      for (int k = 0; k < 3; ++k) sum[k] = sum[k].defined() ? sum[k] + t[k] : t[k];
+    auto add = [&](const std::array<torch::Tensor, 3>& x) {
+      for (int k = 0; k < 3; ++k) sum[k] = sum[k].defined() ? sum[k] + x[k] : x[k];
     };
-    for (size_t o = 0; o < matched.size(); ++o) add(terms(matched[o].first, matched[o].second, targets, indices[o], num_boxes));
-    if (out.dn_meta && !out.dn_aux.empty()) {
-      const auto dn_idx = denoising_indices(*out.dn_meta, targets);
+    for (size_t g = 0; g < stacks.size(); ++g) add(stack_terms(stacks[g].logits, stacks[g].boxes, t, di[segs[g]], num_boxes));
+    if (has_dn) {
       const double dn_boxes = num_boxes * static_cast<double>(out.dn_meta->num_group);
-      for (auto& [l, b] : out.dn_aux) add(terms(l, b, targets, dn_idx, dn_boxes));
+      for (size_t g = 0; g < dn_stacks.size(); ++g) add(stack_terms(dn_stacks[g].logits, dn_stacks[g].boxes, t, di[dn_segs[g]], dn_boxes));
     }
     SetLoss r;
     r.total = sum[0] + sum[1] + sum[2];
@@ -193,6 +139,54 @@ class SetCriterion {
   const SetCriterionOptions& options() const { return o_; }
 
  private:
+  std::vector<HostMatch> match_host(const std::vector<set_batch::Stack>& stacks, size_t n, const set_batch::Targets& t) const {
+    return set_batch::hungarian(stacks, n, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
+      return cost_matrix(l, b, ids, bx);
+    });
+  }
+
+  // The summed terms {vfl, bbox, giou} (weighted) of O stacked outputs [O, B, Q, .] sharing one
+  // normalisation, for the matched pairs of `seg` (flat indices over the stack).
+  std::array<torch::Tensor, 3> stack_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const set_batch::Targets& t,
+                                           const set_batch::DeviceIndices::Segment& seg, double num_boxes) const {
+    const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
+    auto src_boxes = boxes.reshape({-1, 4}).index_select(0, seg.flat);
+    torch::Tensor target_boxes, target_labels;
+    if (seg.n > 0) {
+      target_boxes = t.boxes.index_select(0, seg.tidx);
+      target_labels = t.labels.index_select(0, seg.tidx);
+    }
+
+    // Varifocal: target = IoU at the matched (query, class), 0 elsewhere.
+    auto target = torch::zeros({O * B * Q, C}, logits.options());
+    auto target_score = torch::zeros({O * B * Q, C}, logits.options());
+    if (seg.n > 0) {
+      torch::Tensor ious;
+      {
+        torch::NoGradGuard ng;
+        ious = paired_iou(box_cxcywh_to_xyxy(src_boxes), box_cxcywh_to_xyxy(target_boxes)).detach();
+      }
+      target.index_put_({seg.flat, target_labels}, torch::ones_like(ious));
+      target_score.index_put_({seg.flat, target_labels}, ious);
+    }
+    target = target.view({O, B, Q, C});
+    target_score = target_score.view({O, B, Q, C});
+    auto pred_score = torch::sigmoid(logits).detach();
+    auto weight = o_.vfl_alpha * pred_score.pow(o_.vfl_gamma) * (1 - target) + target_score;
+    auto vfl = torch::binary_cross_entropy_with_logits(logits, target_score, weight, {}, at::Reduction::None);
+    auto loss_vfl = vfl.mean(2).sum() * (static_cast<double>(Q) / num_boxes) * o_.w_vfl;
+
+    torch::Tensor loss_bbox, loss_giou;
+    if (seg.n == 0) {
+      loss_bbox = src_boxes.sum() * 0;
+      loss_giou = src_boxes.sum() * 0;
+    } else {
+      loss_bbox = (src_boxes - target_boxes).abs().sum() / num_boxes * o_.w_bbox;
+      loss_giou = (1 - paired_giou(box_cxcywh_to_xyxy(src_boxes), box_cxcywh_to_xyxy(target_boxes))).sum() / num_boxes * o_.w_giou;
+    }
+    return {loss_vfl, loss_bbox, loss_giou};
+  }
+
   SetCriterionOptions o_;
 };
 

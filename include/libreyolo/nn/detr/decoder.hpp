@@ -80,7 +80,7 @@ class DetrDecoderLayerImpl : public torch::nn::Cloneable<DetrDecoderLayerImpl> {
     auto q = tgt + pos;
     tgt = norm1->forward(tgt + self_attn->forward(q, q, tgt, attn_mask));
     tgt = norm2->forward(tgt + cross_attn->forward(tgt + pos, ref, memory, shapes));
-    auto y = tgt + linear2->forward(torch::relu(linear1->forward(tgt)));
+    auto y = tgt + linear(linear2, torch::relu(linear(linear1, tgt)));
     return norm3->forward(o_.v2 ? y : y.clamp(-65504, 65504));
   }
   MultiheadAttention self_attn{nullptr};
@@ -203,12 +203,16 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
       auto pos = query_pos_head->forward(ref_detach);
       output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), memory, shapes, attn_mask, pos);
       auto delta = dec_bbox_head[i]->as<MLPImpl>()->forward(output);
-      auto inter = torch::sigmoid(delta + inverse_sigmoid(ref_detach));
+      // Training, after layer 0: ref_detach is ref_points detached, so one inverse sigmoid serves both
+      // boxes (the same values; only the returned one lets gradients reach the previous layer).
+      const bool shared = training && i > 0;
+      auto inv_ref = shared ? inverse_sigmoid(ref_points) : inverse_sigmoid(ref_detach);
+      auto inter = torch::sigmoid(delta + (shared ? inv_ref.detach() : inv_ref));
       if (training) {
-        out_logits.push_back(dec_score_head[i]->as<torch::nn::LinearImpl>()->forward(output));
-        out_boxes.push_back(i == 0 ? inter : torch::sigmoid(delta + inverse_sigmoid(ref_points)));
+        out_logits.push_back(linear(*dec_score_head[i]->as<torch::nn::LinearImpl>(), output));
+        out_boxes.push_back(i == 0 ? inter : torch::sigmoid(delta + inv_ref));
       } else if (i == eval_idx) {
-        out_logits.push_back(dec_score_head[i]->as<torch::nn::LinearImpl>()->forward(output));
+        out_logits.push_back(linear(*dec_score_head[i]->as<torch::nn::LinearImpl>(), output));
         out_boxes.push_back(inter);
         break;
       }

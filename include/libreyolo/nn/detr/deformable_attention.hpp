@@ -73,6 +73,7 @@ class MSDeformableAttentionImpl : public torch::nn::Cloneable<MSDeformableAttent
     output_proj = register_module("output_proj", torch::nn::Linear(E, E));
     const int64_t P = o_.num_levels * o_.num_points;
     points_scale_ = torch::full({P, 1}, 1.0 / static_cast<double>(o_.num_points));
+    points_scale_on_ = points_scale_;
     if (o_.points_scale_buffer) num_points_scale = register_buffer("num_points_scale", torch::full({P}, 1.0f / static_cast<float>(o_.num_points)));
     // The original's _reset_parameters: offsets start on a ring of num_heads directions, scaled 1..P.
     torch::NoGradGuard ng;
@@ -97,16 +98,15 @@ class MSDeformableAttentionImpl : public torch::nn::Cloneable<MSDeformableAttent
     const int64_t B = query.size(0), Lq = query.size(1), Lv = value.size(1), H = o_.num_heads;
     const int64_t P = o_.num_levels * o_.num_points;
     TORCH_CHECK(reference_points.size(-1) == 4, "MSDeformableAttention: reference points must be boxes (last dim 4)");
-    auto v = value_proj->forward(value).reshape({B, Lv, H, o_.embed_dim / H});
-    auto off = sampling_offsets->forward(query).reshape({B, Lq, H, P, 2});
-    auto aw = torch::softmax(attention_weights->forward(query).reshape({B, Lq, H, P}), -1);
+    auto v = linear(value_proj, value).reshape({B, Lv, H, o_.embed_dim / H});
+    auto off = linear(sampling_offsets, query).reshape({B, Lq, H, P, 2});
+    auto aw = torch::softmax(linear(attention_weights, query).reshape({B, Lq, H, P}), -1);
     // ref[:, :, None, :, :2] + off * (1 / n) * ref[..., 2:] * offset_scale   (reference levels = 1)
     auto ref = reference_points.reshape({B, Lq, 1, 1, 4});
-    auto scale = o_.points_scale_buffer ? num_points_scale.to(query.scalar_type()).unsqueeze(-1)
-                                        : points_scale_.to(query.device(), query.scalar_type());
+    auto scale = o_.points_scale_buffer ? num_points_scale.to(query.scalar_type()).unsqueeze(-1) : points_scale(query);
     auto loc = ref.narrow(-1, 0, 2) + off * scale * ref.narrow(-1, 2, 2) * o_.offset_scale;
     const std::vector<int64_t> points(static_cast<size_t>(o_.num_levels), o_.num_points);
-    return output_proj->forward(ms_deform_attn_core(v, shapes, loc, aw, points, o_.discrete));
+    return linear(output_proj, ms_deform_attn_core(v, shapes, loc, aw, points, o_.discrete));
   }
 
   const MSDeformableAttentionOptions& options() const { return o_; }
@@ -114,8 +114,16 @@ class MSDeformableAttentionImpl : public torch::nn::Cloneable<MSDeformableAttent
   torch::Tensor num_points_scale;
 
  private:
+  // v1's constant on the query's device and dtype, made once per (device, dtype): not one
+  // host-to-device copy per call.
+  const torch::Tensor& points_scale(const torch::Tensor& query) {
+    if (points_scale_on_.device() != query.device() || points_scale_on_.scalar_type() != query.scalar_type())
+      points_scale_on_ = points_scale_.to(query.device(), query.scalar_type());
+    return points_scale_on_;
+  }
   MSDeformableAttentionOptions o_;
-  torch::Tensor points_scale_;  // v1: the constant 1 / num_points (not part of the state dict)
+  torch::Tensor points_scale_;     // v1: the constant 1 / num_points (not part of the state dict)
+  torch::Tensor points_scale_on_;  // points_scale_ where the queries are
 };
 TORCH_MODULE(MSDeformableAttention);
 

@@ -10,7 +10,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace libreyolo::nn::detr {
@@ -19,6 +21,28 @@ namespace libreyolo::nn::detr {
 struct DetrTarget {
   torch::Tensor labels, boxes;
 };
+
+// A detection batch's label rows (per image [n, 5]: class, x1, y1, x2, y2, on the host) as one float32
+// tensor of the rows with x2 > x1 and y2 > y1, and how many of them each image keeps: what the families
+// turn into DetrTargets, for the whole batch at once (a handful of operators, not some thirty per image).
+inline std::pair<torch::Tensor, std::vector<int64_t>> detr_valid_rows(const std::vector<torch::Tensor>& rows) {
+  std::vector<int64_t> counts;
+  if (rows.empty()) return {torch::zeros({0, 5}), counts};
+  auto all = (rows.size() == 1 ? rows.front() : torch::cat(rows)).to(torch::kCPU, torch::kFloat32).contiguous();
+  const float* p = all.data_ptr<float>();
+  std::vector<int64_t> keep;
+  int64_t at = 0;
+  for (const auto& r : rows) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < r.size(0); ++k, ++at)
+      if (p[at * 5 + 3] > p[at * 5 + 1] && p[at * 5 + 4] > p[at * 5 + 2]) keep.push_back(at), ++n;
+    counts.push_back(n);
+  }
+  if (static_cast<int64_t>(keep.size()) == all.size(0)) return {all, counts};
+  auto idx = torch::empty({static_cast<int64_t>(keep.size())}, torch::kLong);
+  if (!keep.empty()) std::memcpy(idx.data_ptr<int64_t>(), keep.data(), keep.size() * sizeof(int64_t));
+  return {all.index_select(0, idx), counts};
+}
 
 struct DenoisingMeta {
   int64_t num_group = 0;
@@ -71,12 +95,24 @@ inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vect
   auto cls = torch::full({B, G}, num_classes, torch::TensorOptions().dtype(torch::kLong).device(dev));
   auto bbox = torch::zeros({B, G, 4}, fopt);
   auto pad = torch::zeros({B, G}, torch::TensorOptions().dtype(torch::kBool).device(dev));
-  for (int64_t i = 0; i < B; ++i) {
-    const int64_t n = num_gts[static_cast<size_t>(i)];
-    if (n == 0) continue;
-    cls[i].narrow(0, 0, n).copy_(targets[static_cast<size_t>(i)].labels);
-    bbox[i].narrow(0, 0, n).copy_(targets[static_cast<size_t>(i)].boxes);
-    pad[i].narrow(0, 0, n).fill_(true);
+  {
+    // Every image's targets written at once: labels and boxes concatenated, scattered to the slots
+    // i * G + [0, n_i) (one index copy to the device instead of three copies per image).
+    std::vector<int64_t> slots;
+    std::vector<torch::Tensor> labels, boxes;
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t n = num_gts[static_cast<size_t>(i)];
+      if (n == 0) continue;
+      for (int64_t j = 0; j < n; ++j) slots.push_back(i * G + j);
+      labels.push_back(targets[static_cast<size_t>(i)].labels);
+      boxes.push_back(targets[static_cast<size_t>(i)].boxes);
+    }
+    auto host = torch::empty({static_cast<int64_t>(slots.size())}, torch::kLong);
+    std::memcpy(host.data_ptr<int64_t>(), slots.data(), slots.size() * sizeof(int64_t));
+    auto slot_idx = dev.is_cpu() ? host : host.to(dev);
+    cls.view({-1}).index_put_({slot_idx}, (labels.size() == 1 ? labels.front() : torch::cat(labels)).to(dev, torch::kLong));
+    bbox.view({-1, 4}).index_put_({slot_idx}, (boxes.size() == 1 ? boxes.front() : torch::cat(boxes)).to(dev, torch::kFloat32));
+    pad.view({-1}).index_fill_(0, slot_idx, true);
   }
   cls = cls.repeat({1, 2 * groups});
   bbox = bbox.repeat({1, 2 * groups, 1});
@@ -92,10 +128,13 @@ inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vect
   meta.num_denoising = dn;
   meta.num_queries = num_queries;
   meta.max_gt = G;
-  for (int64_t i = 0; i < B; ++i) {  // positives: g * 2G + [0, n) for every group g
+  for (int64_t i = 0; i < B; ++i) {  // positives: g * 2G + [0, n) for every group g (made on the host)
     const int64_t n = num_gts[static_cast<size_t>(i)];
-    auto g = torch::arange(groups, torch::kLong).unsqueeze(1) * (2 * G) + torch::arange(n, torch::kLong).unsqueeze(0);
-    meta.positive_idx.push_back(g.flatten());
+    auto p = torch::empty({groups * n}, torch::kLong);
+    int64_t* w = p.data_ptr<int64_t>();
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t j = 0; j < n; ++j) *w++ = g * 2 * G + j;
+    meta.positive_idx.push_back(p);
   }
 
   if (label_noise_ratio > 0) {

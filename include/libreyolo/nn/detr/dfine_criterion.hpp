@@ -25,12 +25,15 @@
 //             boxes), matched by construction and normalised by box count x groups.
 // Every term is weighted, NaN read as 0. The reported components (the original's get_loss_components)
 // are the five sums class, bbox, giou, fgl, ddf. Apart from the matching's one device-to-host copy the
-// loss needs no synchronisation: counts are known on the host, masks are multiplications.
-#include <libreyolo/assign/hungarian.hpp>
+// loss needs no synchronisation: counts are known on the host, masks are multiplications. The outputs of
+// one query count and kind are evaluated together (nn/detr/set_batch.hpp): the matched ones (last layer,
+// aux, pre, encoder) as one [O, B, Q, .] stack, the denoising ones as another, every index set copied to
+// the device at once; each term is still reported on its own.
 #include <libreyolo/nn/detr/denoising.hpp>
 #include <libreyolo/nn/detr/dfine_output.hpp>
 #include <libreyolo/nn/detr/fdr.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
+#include <libreyolo/nn/detr/set_batch.hpp>
 
 #include <torch/torch.h>
 
@@ -49,7 +52,7 @@
 namespace libreyolo::nn::detr {
 
 // Per image: (prediction indices, target indices), CPU int64 (as criterion.hpp's).
-using DFineMatch = std::vector<std::pair<torch::Tensor, torch::Tensor>>;
+using DFineMatch = MatchIndices;
 
 enum class DFineClassLoss { vfl, mal };
 
@@ -75,8 +78,8 @@ namespace dfine_detail {
 // The original's box_ops (D-FINE's copy of DETR's): width and height clamped at 0 before the corners,
 // IoU and GIoU without an epsilon.
 inline torch::Tensor cxcywh_to_xyxy(const torch::Tensor& b) {
-  auto cx = b.select(-1, 0), cy = b.select(-1, 1), w = b.select(-1, 2).clamp_min(0), h = b.select(-1, 3).clamp_min(0);
-  return torch::stack({cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h}, -1);
+  auto c = b.narrow(-1, 0, 2), half = 0.5 * b.narrow(-1, 2, 2).clamp_min(0);
+  return torch::cat({c - half, c + half}, -1);
 }
 inline torch::Tensor area(const torch::Tensor& a) { return (a.select(-1, 2) - a.select(-1, 0)) * (a.select(-1, 3) - a.select(-1, 1)); }
 inline torch::Tensor pairwise_giou(const torch::Tensor& a, const torch::Tensor& b) {
@@ -130,44 +133,9 @@ class DFineCriterion {
   // Hungarian matching of several (logits, boxes) outputs (one device-to-host copy for all).
   std::vector<DFineMatch> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                 const std::vector<DetrTarget>& targets) const {
-    std::vector<int64_t> sizes;
-    int64_t T = 0;
-    for (auto& t : targets) sizes.push_back(t.labels.size(0)), T += t.labels.size(0);
-    const auto B = static_cast<int64_t>(targets.size());
-    std::vector<DFineMatch> all(outputs.size());
-    if (T == 0) {
-      for (auto& m : all)
-        for (int64_t i = 0; i < B; ++i) m.emplace_back(torch::zeros({0}, torch::kLong), torch::zeros({0}, torch::kLong));
-      return all;
-    }
-    std::vector<torch::Tensor> ids, bx;
-    for (auto& t : targets) ids.push_back(t.labels), bx.push_back(t.boxes);
-    auto tgt_ids = torch::cat(ids), tgt_boxes = torch::cat(bx).to(torch::kFloat32);
-    std::vector<torch::Tensor> flat;
-    std::vector<int64_t> qs;
-    for (auto& [l, b] : outputs) {
-      auto c = cost_matrix(l.to(torch::kFloat32), b.to(torch::kFloat32), tgt_ids, tgt_boxes);
-      qs.push_back(c.size(1));
-      flat.push_back(c.flatten());
-    }
-    auto host = torch::cat(flat).to(torch::kCPU).to(torch::kFloat64).contiguous();
-    const double* base = host.data_ptr<double>();
-    std::vector<double> block;
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      const int64_t Q = qs[o];
-      int64_t col0 = 0;
-      for (int64_t i = 0; i < B; ++i) {
-        const int64_t n = sizes[static_cast<size_t>(i)];
-        block.resize(static_cast<size_t>(Q * n));
-        const double* img = base + i * Q * T;
-        for (int64_t q = 0; q < Q; ++q)
-          for (int64_t j = 0; j < n; ++j) block[static_cast<size_t>(q * n + j)] = img[q * T + col0 + j];
-        auto a = assign::linear_sum_assignment(block.data(), Q, n);
-        all[o].emplace_back(torch::tensor(a.rows, torch::kLong), torch::tensor(a.cols, torch::kLong));
-        col0 += n;
-      }
-      base += B * Q * T;
-    }
+    const set_batch::Targets t(targets);
+    std::vector<DFineMatch> all;
+    for (auto& m : match_host(set_batch::stack_by_queries(outputs), outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
     return all;
   }
 
@@ -175,43 +143,16 @@ class DFineCriterion {
   // pair counted, sorted by count (descending, torch's sort on the host as the original), the first pair
   // of every query kept, in that order.
   static DFineMatch go_indices(const std::vector<const DFineMatch*>& matches) {
-    const size_t B = matches.front()->size();
-    DFineMatch out;
-    for (size_t i = 0; i < B; ++i) {
-      std::vector<torch::Tensor> rows, cols;
-      for (const auto* m : matches) rows.push_back((*m)[i].first), cols.push_back((*m)[i].second);
-      auto ind = torch::stack({torch::cat(rows), torch::cat(cols)}, 1);  // [K, 2]
-      std::vector<int64_t> fr, fc;
-      if (ind.size(0) > 0) {
-        auto [uniq, inverse, counts] = torch::unique_dim(ind, 0, /*sorted=*/true, /*return_inverse=*/false, /*return_counts=*/true);
-        auto order = torch::argsort(counts, 0, /*descending=*/true);
-        auto sorted = uniq.index_select(0, order).contiguous();
-        const int64_t* p = sorted.data_ptr<int64_t>();
-        std::map<int64_t, bool> seen;
-        for (int64_t k = 0; k < sorted.size(0); ++k) {
-          if (seen.count(p[2 * k])) continue;
-          seen[p[2 * k]] = true;
-          fr.push_back(p[2 * k]);
-          fc.push_back(p[2 * k + 1]);
-        }
-      }
-      out.emplace_back(torch::tensor(fr, torch::kLong), torch::tensor(fc, torch::kLong));
-    }
-    return out;
+    std::vector<HostMatch> host;
+    for (const auto* m : matches) host.push_back(set_batch::to_host(*m));
+    std::vector<const HostMatch*> p;
+    for (auto& h : host) p.push_back(&h);
+    return set_batch::to_tensors(go_host(p));
   }
 
   // The denoising queries' indices: image i's positives against its targets tiled num_group times.
   static DFineMatch denoising_indices(const DenoisingMeta& meta, const std::vector<DetrTarget>& targets) {
-    DFineMatch out;
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const int64_t n = targets[i].labels.size(0);
-      if (n == 0) {
-        out.emplace_back(torch::zeros({0}, torch::kLong), torch::zeros({0}, torch::kLong));
-        continue;
-      }
-      out.emplace_back(meta.positive_idx[i].to(torch::kCPU), torch::arange(n, torch::kLong).repeat({meta.num_group}));
-    }
-    return out;
+    return set_batch::to_tensors(set_batch::denoising_match(meta, targets));
   }
 
   // The loss of the decoder's training output (nn/detr/dfine_output.hpp) for the batch's targets.
@@ -223,13 +164,38 @@ class DFineCriterion {
   const DFineCriterionOptions& options() const { return o_; }
 
  private:
-  // The matched pairs of one index set, resolved on the device for queries of one count.
-  struct Resolved {
-    torch::Tensor flat;           // [N] image * Q + query
-    torch::Tensor tidx;           // [N] the matched targets' indices in the batch's concatenated targets
-    torch::Tensor boxes, labels;  // [N, 4], [N] the matched targets
-    int64_t n = 0;
-  };
+  std::vector<HostMatch> match_host(const std::vector<set_batch::Stack>& stacks, size_t n, const set_batch::Targets& t) const {
+    return set_batch::hungarian(stacks, n, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
+      return cost_matrix(l, b, ids, bx.scalar_type() == torch::kFloat32 ? bx : bx.to(torch::kFloat32));
+    });
+  }
+
+  static HostMatch go_host(const std::vector<const HostMatch*>& matches) {
+    const size_t B = matches.front()->size();
+    HostMatch out(B);
+    for (size_t i = 0; i < B; ++i) {
+      std::vector<int64_t> pairs;  // [K, 2]: (query, target), the matches' pairs in order
+      for (const auto* m : matches) {
+        const auto& [r, c] = (*m)[i];
+        for (size_t k = 0; k < r.size(); ++k) pairs.insert(pairs.end(), {r[k], c[k]});
+      }
+      if (pairs.empty()) continue;
+      auto ind = set_batch::long_tensor(pairs).view({-1, 2});
+      auto [uniq, inverse, counts] = torch::unique_dim(ind, 0, /*sorted=*/true, /*return_inverse=*/false, /*return_counts=*/true);
+      auto order = torch::argsort(counts, 0, /*descending=*/true);
+      auto sorted = uniq.index_select(0, order).contiguous();
+      const int64_t* p = sorted.data_ptr<int64_t>();
+      std::map<int64_t, bool> seen;
+      for (int64_t k = 0; k < sorted.size(0); ++k) {
+        if (seen.count(p[2 * k])) continue;
+        seen[p[2 * k]] = true;
+        out[i].first.push_back(p[2 * k]);
+        out[i].second.push_back(p[2 * k + 1]);
+      }
+    }
+    return out;
+  }
+
   // One prediction head as the loss reads it (corners undefined: no local losses; teacher_corners
   // undefined: no DDF).
   struct Head {
@@ -246,10 +212,14 @@ class DFineCriterion {
                             a.scalar_type() == b.scalar_type());
   }
 
+  // Every output's terms, evaluated per stack of outputs of one query count and kind (matched or
+  // denoising): the class loss on each output's own match, boxes and local losses on the union (the
+  // denoising outputs: on their own match, normalised by box count x groups), DDF against the output's
+  // teacher. The terms come out named and in the original's order.
   class Run {
    public:
     Run(const DFineCriterion& c, const DFineOutput& in, const std::vector<DetrTarget>& targets)
-        : c_(c), o_(c.o_), in_(in), targets_(targets) {}
+        : c_(c), o_(c.o_), in_(in), targets_(targets), tg_(targets) {}
 
     DFineLoss run() {
       const auto& t = targets_;
@@ -257,67 +227,64 @@ class DFineCriterion {
       int64_t nb = 0;
       for (auto& x : t) nb += x.labels.size(0);
       num_boxes_ = std::max<double>(1.0, static_cast<double>(nb));
-
-      const Head main{in_.pred_logits, in_.pred_boxes, in_.pred_corners, in_.ref_points, {}, {}};
-      // Matches: main, aux..., pre, enc... (the original's order).
-      std::vector<std::pair<torch::Tensor, torch::Tensor>> outs{{in_.pred_logits, in_.pred_boxes}};
-      for (auto& a : in_.aux_outputs) outs.emplace_back(a.pred_logits, a.pred_boxes);
-      outs.emplace_back(in_.pre_outputs.pred_logits, in_.pre_outputs.pred_boxes);
-      // One matching call (one device-to-host copy); the original matches the encoder outputs against
-      // the unchanged targets too.
-      const size_t n_dec = outs.size();
-      for (auto& a : in_.enc_aux_outputs) outs.emplace_back(a.pred_logits, a.pred_boxes);
-      auto m = c_.match(outs, t);
-      std::vector<DFineMatch> m_enc(std::make_move_iterator(m.begin() + static_cast<std::ptrdiff_t>(n_dec)),
-                                    std::make_move_iterator(m.end()));
-      m.resize(n_dec);
-      std::vector<const DFineMatch*> all;
-      for (auto& x : m) all.push_back(&x);
-      for (auto& x : m_enc) all.push_back(&x);
-      go_ = go_indices(all);
-      int64_t ng = 0;
-      for (auto& [s, _] : go_) ng += s.size(0);
-      num_go_ = std::max<double>(1.0, static_cast<double>(ng));
-
-      // The device side: the targets concatenated, every index set's indices in one copy.
-      std::vector<torch::Tensor> tb, tl;
-      for (auto& x : t) tb.push_back(x.boxes), tl.push_back(x.labels);
-      all_boxes_ = torch::cat(tb).to(dev_).to(torch::kFloat32);
-      all_labels_ = torch::cat(tl).to(dev_);
-      const bool has_dn = in_.dn_meta && !in_.dn_outputs.empty() && in_.dn_meta->num_group > 0;
-      std::vector<std::pair<const DFineMatch*, int64_t>> sets{{&go_, in_.pred_logits.size(1)}};
-      for (size_t o = 0; o < m.size(); ++o) sets.emplace_back(&m[o], outs[o].first.size(1));
-      for (size_t o = 0; o < m_enc.size(); ++o) sets.emplace_back(&m_enc[o], outs[n_dec + o].first.size(1));
-      for (auto& e : in_.enc_aux_outputs)
-        if (e.pred_logits.size(1) != in_.pred_logits.size(1)) sets.emplace_back(&go_, e.pred_logits.size(1));
-      if (has_dn) {
-        dn_idx_ = denoising_indices(*in_.dn_meta, t);
-        sets.emplace_back(&dn_idx_, in_.dn_outputs.front().pred_logits.size(1));
+      if (tg_.labels.defined()) {
+        if (tg_.labels.device() != dev_) tg_.labels = tg_.labels.to(dev_);
+        if (tg_.boxes.device() != dev_) tg_.boxes = tg_.boxes.to(dev_);
+        if (tg_.boxes.scalar_type() != torch::kFloat32) tg_.boxes = tg_.boxes.to(torch::kFloat32);
       }
-      prefetch(sets);
 
-      // Main output: class on its own match, boxes and FGL on the union (no teacher: no DDF).
-      head(main, false, m[0], "", false);
-      for (size_t i = 0; i < in_.aux_outputs.size(); ++i) head(Head::of(in_.aux_outputs[i]), false, m[i + 1], "_aux_" + std::to_string(i), false);
-      head(Head::of(in_.pre_outputs), false, m[in_.aux_outputs.size() + 1], "_pre", false);
+      // The heads in the original's order: main, aux..., pre, enc... (matched), then dn..., dn pre.
+      const std::string cls = o_.class_loss == DFineClassLoss::vfl ? "vfl" : "mal";
+      specs_.push_back({Head{in_.pred_logits, in_.pred_boxes, in_.pred_corners, in_.ref_points, {}, {}}, false, "", false});
+      for (size_t i = 0; i < in_.aux_outputs.size(); ++i) specs_.push_back({Head::of(in_.aux_outputs[i]), false, "_aux_" + std::to_string(i), false});
+      specs_.push_back({Head::of(in_.pre_outputs), false, "_pre", false});
       for (size_t i = 0; i < in_.enc_aux_outputs.size(); ++i)
-        head(Head::of(in_.enc_aux_outputs[i]), in_.class_agnostic, m_enc[i], "_enc_" + std::to_string(i), false);
+        specs_.push_back({Head::of(in_.enc_aux_outputs[i]), in_.class_agnostic, "_enc_" + std::to_string(i), false});
+      const size_t n_match = specs_.size();
+      const bool has_dn = in_.dn_meta && !in_.dn_outputs.empty() && in_.dn_meta->num_group > 0;
       if (has_dn) {
-        const double dn_boxes = std::max(1.0, num_boxes_ * static_cast<double>(in_.dn_meta->num_group));
-        for (size_t i = 0; i < in_.dn_outputs.size(); ++i) head(Head::of(in_.dn_outputs[i]), false, dn_idx_, "_dn_" + std::to_string(i), true, dn_boxes);
-        if (in_.dn_pre_outputs.defined()) head(Head::of(in_.dn_pre_outputs), false, dn_idx_, "_dn_pre", true, dn_boxes);
+        for (size_t i = 0; i < in_.dn_outputs.size(); ++i) specs_.push_back({Head::of(in_.dn_outputs[i]), false, "_dn_" + std::to_string(i), true});
+        if (in_.dn_pre_outputs.defined()) specs_.push_back({Head::of(in_.dn_pre_outputs), false, "_dn_pre", true});
       }
+
+      // One matching call (one device-to-host copy); the original matches the encoder outputs against
+      // the unchanged targets too. The stacks serve the loss as well.
+      std::vector<std::pair<torch::Tensor, torch::Tensor>> outs;
+      for (size_t k = 0; k < n_match; ++k) outs.emplace_back(specs_[k].h.logits, specs_[k].h.boxes);
+      auto stacks = set_batch::stack_by_queries(outs);
+      own_ = c_.match_host(stacks, outs.size(), tg_);
+      std::vector<const HostMatch*> all;
+      for (auto& m : own_) all.push_back(&m);
+      go_ = go_host(all);
+      int64_t ng = 0;
+      for (auto& [s, _] : go_) ng += static_cast<int64_t>(s.size());
+      num_go_ = std::max<double>(1.0, static_cast<double>(ng));
+      for (auto& s : stacks) plan(std::move(s), false, 0);
+      if (has_dn) {
+        dn_idx_ = set_batch::denoising_match(*in_.dn_meta, t);
+        dn_boxes_ = std::max(1.0, num_boxes_ * static_cast<double>(in_.dn_meta->num_group));
+        std::vector<std::pair<torch::Tensor, torch::Tensor>> dn;
+        for (size_t k = n_match; k < specs_.size(); ++k) dn.emplace_back(specs_[k].h.logits, specs_[k].h.boxes);
+        for (auto& s : set_batch::stack_by_queries(dn)) plan(std::move(s), true, n_match);
+      }
+      idx_.upload(dev_);  // every index set in one host-to-device copy
+      for (auto& g : groups_) evaluate(g);
 
       DFineLoss out;
+      std::array<std::vector<torch::Tensor>, 5> parts;
+      for (auto& sp : specs_) {
+        static const char* kinds[] = {nullptr, "loss_bbox", "loss_giou", "loss_fgl", "loss_ddf"};
+        for (int k = 0; k < 5; ++k) {
+          if (!sp.val[static_cast<size_t>(k)].defined()) continue;
+          out.terms.emplace_back(k == 0 ? "loss_" + cls + sp.suffix : kinds[k] + sp.suffix, sp.val[static_cast<size_t>(k)]);
+        }
+      }
+      for (auto& [k, v] : vectors_) parts[static_cast<size_t>(k)].push_back(v.sum());
       std::array<torch::Tensor, 5> sum;
       torch::Tensor total;
-      for (auto& [name, v] : terms_) {
-        auto x = torch::nan_to_num(v, 0.0);
-        total = total.defined() ? total + x : x;
-        const int k = name.rfind("loss_bbox", 0) == 0 ? 1 : name.rfind("loss_giou", 0) == 0 ? 2
-                    : name.rfind("loss_fgl", 0) == 0  ? 3 : name.rfind("loss_ddf", 0) == 0  ? 4 : 0;
-        sum[k] = sum[k].defined() ? sum[k] + x : x;
-        out.terms.emplace_back(name, x);
+      for (size_t k = 0; k < 5; ++k) {
+        for (auto& p : parts[k]) sum[k] = sum[k].defined() ? sum[k] + p : p;
+        if (sum[k].defined()) total = total.defined() ? total + sum[k] : sum[k];
       }
       for (auto& s : sum)
         if (!s.defined()) s = torch::zeros({}, total.options());
@@ -327,167 +294,231 @@ class DFineCriterion {
     }
 
    private:
-    // One output's terms: the class loss on its own match `own`, boxes and local losses on the union
-    // (every output but the denoising ones, whose terms all use `own`, normalised by dn_boxes).
-    // h.teacher_*: the output whose distributions DDF distils into this one (undefined: no DDF).
-    void head(const Head& h, bool agnostic, const DFineMatch& own, const std::string& suffix, bool dn, double dn_boxes = 1) {
-      auto logits = h.logits.to(torch::kFloat32), boxes = h.boxes.to(torch::kFloat32);
-      const int64_t Q = logits.size(1);
-      const DFineMatch& box_idx = dn ? own : go_;
-      const double nb_class = dn ? dn_boxes : num_boxes_, nb_box = dn ? dn_boxes : num_go_;
-      const Resolved& rc = resolve(own, Q);
-      const Resolved& rb = resolve(box_idx, Q);
-      const auto labels = agnostic ? torch::zeros_like(rc.labels) : rc.labels;
-      add("loss_" + std::string(o_.class_loss == DFineClassLoss::vfl ? "vfl" : "mal") + suffix,
-          class_loss(logits, boxes, rc, labels, nb_class) * o_.w_class);
-      auto src = boxes.flatten(0, 1).index_select(0, rb.flat);
-      auto sx = dfine_detail::cxcywh_to_xyxy(src), tx = dfine_detail::cxcywh_to_xyxy(rb.boxes);
-      add("loss_bbox" + suffix, (src - rb.boxes).abs().sum() / nb_box * o_.w_bbox);
-      add("loss_giou" + suffix, (1 - dfine_detail::paired_giou(sx, tx)).sum() / nb_box * o_.w_giou);
-      if (!h.corners.defined()) return;
-      // FGL.
-      const int64_t R = o_.reg_max + 1;
-      auto corners = h.corners.to(torch::kFloat32);
-      auto pred = corners.flatten(0, 1).index_select(0, rb.flat).reshape({-1, R});
-      auto& cache = dn ? fgl_dn_ : fgl_;
+    struct Spec {
+      Head h;
+      bool agnostic = false;
+      std::string suffix;
+      bool dn = false;
+      std::array<torch::Tensor, 5> val{};  // class, bbox, giou, fgl, ddf (weighted, NaN read as 0)
+    };
+    // A stack of outputs evaluated together.
+    struct Group {
+      set_batch::Stack st;         // members: positions in specs_ (after `base`)
+      bool dn = false;
+      size_t base = 0;
+      int64_t n_corner = 0;        // members [0, n_corner) carry corners
+      size_t cls_seg = 0, box_seg = 0;
+      std::vector<std::vector<int64_t>> ddf;  // members (< n_corner) distilled from one teacher, per teacher
+      std::vector<size_t> ddf_seg;
+    };
+
+    Spec& spec(const Group& g, size_t k) { return specs_[g.base + g.st.members[k]]; }
+
+    // The index sets of one group, added to the host buffer.
+    void plan(set_batch::Stack st, bool dn, size_t base) {
+      Group g;
+      g.st = std::move(st);
+      g.dn = dn;
+      g.base = base;
+      const auto O = g.st.members.size();
+      const int64_t B = g.st.logits.size(1), Q = g.st.logits.size(2);
+      std::vector<const HostMatch*> own, box;
+      std::vector<int64_t> slots;
+      const HostMatch* box_idx = dn ? &dn_idx_ : &go_;
+      for (size_t k = 0; k < O; ++k) {
+        own.push_back(dn ? &dn_idx_ : &own_[g.st.members[k]]);
+        box.push_back(box_idx);
+        slots.push_back(static_cast<int64_t>(k));
+        if (spec(g, k).h.corners.defined()) {
+          if (g.n_corner != static_cast<int64_t>(k))
+            throw std::invalid_argument("DFineCriterion: an output with pred_corners follows one without (" + spec(g, k).suffix + ")");
+          ++g.n_corner;
+        }
+      }
+      g.cls_seg = idx_.add(own, slots, B, Q, tg_.offsets);
+      g.box_seg = idx_.add(box, slots, B, Q, tg_.offsets);
+      // DDF: the layers with a teacher that is not themselves, grouped by teacher.
+      std::vector<size_t> first_of;  // per teacher group: the member whose teacher it is
+      for (int64_t k = 0; k < g.n_corner; ++k) {
+        const auto& h = spec(g, static_cast<size_t>(k)).h;
+        if (!h.teacher_corners.defined() || same_view(h.corners, h.teacher_corners)) continue;
+        size_t j = 0;
+        while (j < g.ddf.size()) {
+          const auto& f = spec(g, first_of[j]).h;
+          if (same_view(f.teacher_corners, h.teacher_corners) && same_view(f.teacher_logits, h.teacher_logits)) break;
+          ++j;
+        }
+        if (j == g.ddf.size()) g.ddf.emplace_back(), first_of.push_back(static_cast<size_t>(k));
+        g.ddf[j].push_back(k);
+      }
+      for (auto& d : g.ddf) {
+        std::vector<const HostMatch*> m(d.size(), box_idx);
+        std::vector<int64_t> s;
+        for (size_t k = 0; k < d.size(); ++k) s.push_back(static_cast<int64_t>(k));
+        g.ddf_seg.push_back(idx_.add(m, s, B, Q, tg_.offsets));
+      }
+      groups_.push_back(std::move(g));
+    }
+
+    // Rows `members` of t (dim 0): a narrow when they are consecutive.
+    torch::Tensor rows(const torch::Tensor& t, const std::vector<int64_t>& members) const {
+      bool consecutive = true;
+      for (size_t k = 1; k < members.size(); ++k) consecutive = consecutive && members[k] == members[k - 1] + 1;
+      if (consecutive) return t.narrow(0, members.front(), static_cast<int64_t>(members.size()));
+      return t.index_select(0, set_batch::long_tensor(members).to(t.device()));
+    }
+
+    // A per-member vector of one kind: NaN read as 0, kept for the totals, split into the members' terms.
+    void put(const Group& g, int kind, torch::Tensor v, const std::vector<int64_t>& members) {
+      v = torch::nan_to_num(v, 0.0);
+      vectors_.emplace_back(kind, v);
+      auto each = v.unbind(0);
+      for (size_t k = 0; k < members.size(); ++k) spec(g, static_cast<size_t>(members[k])).val[static_cast<size_t>(kind)] = each[k];
+    }
+
+    void evaluate(const Group& g) {
+      const auto& logits = g.st.logits;  // [O, B, Q, C]
+      const auto& boxes = g.st.boxes;    // [O, B, Q, 4]
+      const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
+      std::vector<int64_t> all(static_cast<size_t>(O));
+      for (int64_t k = 0; k < O; ++k) all[static_cast<size_t>(k)] = k;
+      const double nb_class = g.dn ? dn_boxes_ : num_boxes_, nb_box = g.dn ? dn_boxes_ : num_go_;
+      const auto flat_boxes = boxes.reshape({-1, 4});
+
+      // Class loss, each output on its own match.
+      const auto& cs = idx_[g.cls_seg];
+      {
+        auto target = torch::zeros({O * B * Q, C}, logits.options());
+        auto score = torch::zeros({O * B * Q, C}, logits.options());
+        if (cs.n > 0) {
+          auto labels = tg_.labels.index_select(0, cs.tidx);
+          std::vector<int64_t> keep;  // class-agnostic outputs: label 0
+          bool agnostic = false;
+          for (int64_t k = 0; k < O; ++k) agnostic = agnostic || spec(g, static_cast<size_t>(k)).agnostic;
+          if (agnostic) {
+            for (int64_t k = 0; k < O; ++k) {
+              int64_t n = 0;
+              for (auto& [r, _] : g.dn ? dn_idx_ : own_[g.st.members[static_cast<size_t>(k)]]) n += static_cast<int64_t>(r.size());
+              keep.insert(keep.end(), static_cast<size_t>(n), spec(g, static_cast<size_t>(k)).agnostic ? 0 : 1);
+            }
+            labels = labels * set_batch::long_tensor(keep).to(labels.device());
+          }
+          torch::Tensor ious;
+          {
+            torch::NoGradGuard ng;
+            auto src = flat_boxes.index_select(0, cs.flat);
+            auto tb = tg_.boxes.index_select(0, cs.tidx);
+            ious = dfine_detail::paired_iou_union(dfine_detail::cxcywh_to_xyxy(src), dfine_detail::cxcywh_to_xyxy(tb)).first;
+          }
+          target.index_put_({cs.flat, labels}, torch::ones_like(ious));
+          score.index_put_({cs.flat, labels}, ious);
+        }
+        target = target.view({O, B, Q, C});
+        score = score.view({O, B, Q, C});
+        auto p = torch::sigmoid(logits).detach();
+        torch::Tensor weight;
+        if (o_.class_loss == DFineClassLoss::vfl) {
+          weight = o_.alpha * p.pow(o_.gamma) * (1 - target) + score;
+        } else {
+          score = score.pow(o_.gamma);
+          weight = (o_.mal_alpha ? *o_.mal_alpha : 1.0) * p.pow(o_.gamma) * (1 - target) + target;
+        }
+        auto l = torch::binary_cross_entropy_with_logits(logits, score, weight, {}, at::Reduction::None);
+        put(g, 0, l.mean(2).sum({1, 2}) * (static_cast<double>(Q) / nb_class) * o_.w_class, all);
+      }
+
+      // Boxes on the union (denoising: their own match), the same pairs for every output.
+      const auto& bs = idx_[g.box_seg];
+      const int64_t N = bs.n / O;
+      auto src = flat_boxes.index_select(0, bs.flat);  // [O * N, 4]
+      auto tb = tg_.boxes.index_select(0, bs.tidx);
+      auto sx = dfine_detail::cxcywh_to_xyxy(src), tx = dfine_detail::cxcywh_to_xyxy(tb);
+      put(g, 1, (src - tb).abs().view({O, N * 4}).sum(1) / nb_box * o_.w_bbox, all);
+      put(g, 2, (1 - dfine_detail::paired_giou(sx, tx)).view({O, N}).sum(1) / nb_box * o_.w_giou, all);
+      if (g.n_corner == 0) return;
+
+      // FGL of the outputs with corners (the first n_corner).
+      const int64_t R = o_.reg_max + 1, Oc = g.n_corner;
+      std::vector<torch::Tensor> cl;
+      for (int64_t k = 0; k < Oc; ++k) cl.push_back(spec(g, static_cast<size_t>(k)).h.corners);
+      const auto corners = set_batch::stack_f32(cl);  // [Oc, B, Q, 4R]
+      auto pred = corners.reshape({-1, 4 * R}).index_select(0, bs.flat.narrow(0, 0, Oc * N)).reshape({Oc, N * 4, R});
+      auto& cache = g.dn ? fgl_dn_ : fgl_;
       if (!cache) {
         torch::NoGradGuard ng;
-        auto ref = h.ref_points.to(torch::kFloat32).flatten(0, 1).index_select(0, rb.flat).detach();
-        cache = bbox2distance(ref, tx, o_.reg_max, in_.reg_scale.to(torch::kFloat32), in_.up.to(torch::kFloat32));
+        auto ref = spec(g, 0).h.ref_points.to(torch::kFloat32).flatten(0, 1).index_select(0, bs.flat.narrow(0, 0, N)).detach();
+        cache = bbox2distance(ref, tx.narrow(0, 0, N), o_.reg_max, in_.reg_scale.to(torch::kFloat32), in_.up.to(torch::kFloat32));
       }
       const auto& [tc, wr, wl] = *cache;
-      auto ious = dfine_detail::paired_iou_union(sx, tx).first;
-      auto wt = ious.unsqueeze(-1).repeat({1, 4}).reshape({-1}).detach();
-      auto left = tc.to(torch::kLong), right = left + 1;
-      auto ce = [&](const torch::Tensor& lab) {
-        return torch::nn::functional::cross_entropy(pred, lab, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-      };
-      auto fgl = (ce(left) * wl.reshape({-1}) + ce(right) * wr.reshape({-1})) * wt;
-      add("loss_fgl" + suffix, fgl.sum() / nb_box * o_.w_fgl);
-      if (!h.teacher_corners.defined()) return;
-      // DDF.
-      if (same_view(h.corners, h.teacher_corners)) {
-        add("loss_ddf" + suffix, corners.sum() * 0 * o_.w_ddf);
-        return;
-      }
-      const double T = o_.ddf_temperature;
-      auto pc = corners.reshape({-1, R});
-      auto tcn = h.teacher_corners.to(torch::kFloat32).reshape({-1, R}).detach();
-      auto wloc = std::get<0>(torch::sigmoid(h.teacher_logits.to(torch::kFloat32)).max(-1)).flatten().detach();  // [B*Q]
-      auto maskq = torch::zeros({wloc.size(0)}, wloc.options());
-      if (rb.n > 0) {
-        wloc = wloc.index_put({rb.flat}, ious.detach());
-        maskq = maskq.index_put({rb.flat}, torch::ones({rb.n}, wloc.options()));
-      }
-      wloc = wloc.unsqueeze(-1).repeat({1, 4}).reshape({-1});
-      auto mask = maskq.unsqueeze(-1).repeat({1, 4}).reshape({-1});
-      auto kl = torch::kl_div(torch::log_softmax(pc / T, 1), torch::softmax(tcn / T, 1), at::Reduction::None).sum(-1);
-      auto lml = wloc * (T * T) * kl;
-      const int64_t total_rows = pc.size(0), pos_rows = 4 * rb.n, neg_rows = total_rows - pos_rows;
-      if (!dn || num_pos_ < 0) {
-        // The original takes these from the non-denoising outputs and reuses them for the denoising ones.
-        const double scale = 8.0 / static_cast<double>(boxes.size(0));
-        num_pos_ = std::sqrt(static_cast<double>(pos_rows) * scale);
-        num_neg_ = std::sqrt(static_cast<double>(neg_rows) * scale);
-      }
-      auto l1 = pos_rows > 0 ? (lml * mask).sum() / static_cast<double>(pos_rows) : torch::zeros({}, lml.options());
-      auto l2 = neg_rows > 0 ? (lml * (1 - mask)).sum() / static_cast<double>(neg_rows) : torch::zeros({}, lml.options());
-      add("loss_ddf" + suffix, (l1 * num_pos_ + l2 * num_neg_) / (num_pos_ + num_neg_) * o_.w_ddf);
-    }
-
-    torch::Tensor class_loss(const torch::Tensor& logits, const torch::Tensor& boxes, const Resolved& r, const torch::Tensor& labels,
-                             double nb) const {
-      const int64_t B = logits.size(0), Q = logits.size(1), C = logits.size(2);
-      torch::Tensor ious;
+      torch::Tensor ious;  // [Oc, N]
       {
         torch::NoGradGuard ng;
-        auto src = boxes.flatten(0, 1).index_select(0, r.flat);
-        ious = dfine_detail::paired_iou_union(dfine_detail::cxcywh_to_xyxy(src), dfine_detail::cxcywh_to_xyxy(r.boxes)).first.detach();
+        ious = dfine_detail::paired_iou_union(sx.narrow(0, 0, Oc * N), tx.narrow(0, 0, Oc * N)).first.view({Oc, N});
       }
-      auto target = torch::zeros({B * Q, C}, logits.options());
-      auto score = torch::zeros({B * Q, C}, logits.options());
-      if (r.n > 0) {
-        target.index_put_({r.flat, labels}, torch::ones_like(ious));
-        score.index_put_({r.flat, labels}, ious);
-      }
-      target = target.view({B, Q, C});
-      score = score.view({B, Q, C});
-      auto p = torch::sigmoid(logits).detach();
-      torch::Tensor weight;
-      if (o_.class_loss == DFineClassLoss::vfl) {
-        weight = o_.alpha * p.pow(o_.gamma) * (1 - target) + score;
-      } else {
-        score = score.pow(o_.gamma);
-        weight = (o_.mal_alpha ? *o_.mal_alpha : 1.0) * p.pow(o_.gamma) * (1 - target) + target;
-      }
-      auto l = torch::binary_cross_entropy_with_logits(logits, score, weight, {}, at::Reduction::None);
-      return l.mean(1).sum() * (static_cast<double>(Q) / nb);
-    }
+      auto wt = ious.unsqueeze(-1).expand({Oc, N, 4}).reshape({Oc, N * 4});
+      auto left = tc.to(torch::kLong);
+      // Cross-entropy at the two bins: -log_softmax at each (one log_softmax for both).
+      auto bins = torch::stack({left, left + 1}, -1).unsqueeze(0).expand({Oc, N * 4, 2});
+      auto ce = -torch::log_softmax(pred, -1).gather(2, bins);
+      auto fgl = (ce.select(2, 0) * wl.reshape({-1}) + ce.select(2, 1) * wr.reshape({-1})) * wt;
+      std::vector<int64_t> corner_members(all.begin(), all.begin() + Oc);
+      put(g, 3, fgl.sum(1) / nb_box * o_.w_fgl, corner_members);
 
-    // Every index set's device indices in one host-to-device copy (pinned, asynchronous on CUDA): the
-    // loss kernels then run without waiting on the host.
-    void prefetch(const std::vector<std::pair<const DFineMatch*, int64_t>>& sets) {
-      std::vector<int64_t> offsets{0};
-      for (auto& x : targets_) offsets.push_back(offsets.back() + x.labels.size(0));
-      std::vector<int64_t> host;
-      std::vector<int64_t> counts;
-      for (auto& [idx, Q] : sets) {
-        int64_t n = 0;
-        for (size_t i = 0; i < idx->size(); ++i) {
-          auto src = (*idx)[i].first.contiguous();
-          const int64_t* p = src.data_ptr<int64_t>();
-          for (int64_t k = 0; k < src.numel(); ++k) host.push_back(p[k] + static_cast<int64_t>(i) * Q);
-          n += src.numel();
+      // DDF per teacher; a layer that is its own teacher (the last denoising one) adds 0.
+      for (int64_t k = 0; k < Oc; ++k) {
+        auto& sp = spec(g, static_cast<size_t>(k));
+        if (sp.h.teacher_corners.defined() && same_view(sp.h.corners, sp.h.teacher_corners))
+          sp.val[4] = torch::zeros({}, logits.options());
+      }
+      const double T = o_.ddf_temperature;
+      for (size_t d = 0; d < g.ddf.size(); ++d) {
+        const auto& members = g.ddf[d];
+        const auto D = static_cast<int64_t>(members.size());
+        const auto& teacher = spec(g, static_cast<size_t>(members.front())).h;
+        const auto& ds = idx_[g.ddf_seg[d]];
+        auto pc = rows(corners, members).reshape({D, -1, R});  // [D, B*Q*4, R]
+        auto tcn = teacher.teacher_corners.to(torch::kFloat32).reshape({-1, R}).detach();
+        auto wloc = std::get<0>(torch::sigmoid(teacher.teacher_logits.to(torch::kFloat32)).max(-1)).flatten().detach();  // [B*Q]
+        auto maskq = torch::zeros({wloc.size(0)}, wloc.options());
+        auto wd = wloc.unsqueeze(0).expand({D, -1}).reshape({-1});
+        if (N > 0) {
+          wd = wd.index_put({ds.flat}, rows(ious, members).reshape({-1}));
+          maskq = maskq.index_put({bs.flat.narrow(0, 0, N)}, torch::ones({N}, wloc.options()));
         }
-        for (size_t i = 0; i < idx->size(); ++i) {
-          auto tgt = (*idx)[i].second.contiguous();
-          const int64_t* p = tgt.data_ptr<int64_t>();
-          for (int64_t k = 0; k < tgt.numel(); ++k) host.push_back(p[k] + offsets[i]);
+        auto w4 = wd.view({D, -1, 1}).expand({D, wloc.size(0), 4}).reshape({D, -1});
+        auto mask = maskq.unsqueeze(-1).expand({wloc.size(0), 4}).reshape({-1});
+        auto target = torch::softmax(tcn / T, 1).unsqueeze(0).expand({D, tcn.size(0), R});
+        auto kl = torch::kl_div(torch::log_softmax(pc / T, 2), target, at::Reduction::None).sum(-1);  // [D, B*Q*4]
+        auto lml = w4 * (T * T) * kl;
+        const int64_t total_rows = pc.size(1), pos_rows = 4 * N, neg_rows = total_rows - pos_rows;
+        if (!g.dn || num_pos_ < 0) {
+          // The original takes these from the non-denoising outputs and reuses them for the denoising ones.
+          const double scale = 8.0 / static_cast<double>(B);
+          num_pos_ = std::sqrt(static_cast<double>(pos_rows) * scale);
+          num_neg_ = std::sqrt(static_cast<double>(neg_rows) * scale);
         }
-        counts.push_back(n);
-      }
-      auto cpu = torch::tensor(host, torch::kLong);
-      if (dev_.is_cuda()) cpu = cpu.pin_memory();
-      auto d = cpu.to(dev_, /*non_blocking=*/true);
-      int64_t at = 0;
-      for (size_t s = 0; s < sets.size(); ++s) {
-        Resolved r;
-        r.n = counts[s];
-        r.flat = d.narrow(0, at, r.n);
-        r.tidx = d.narrow(0, at + r.n, r.n);
-        at += 2 * r.n;
-        r.boxes = all_boxes_.index_select(0, r.tidx);
-        r.labels = all_labels_.index_select(0, r.tidx);
-        resolved_.emplace_back(std::make_pair(static_cast<const void*>(sets[s].first), sets[s].second), std::move(r));
+        auto l1 = pos_rows > 0 ? (lml * mask).sum(1) / static_cast<double>(pos_rows) : torch::zeros({D}, lml.options());
+        auto l2 = neg_rows > 0 ? (lml * (1 - mask)).sum(1) / static_cast<double>(neg_rows) : torch::zeros({D}, lml.options());
+        put(g, 4, (l1 * num_pos_ + l2 * num_neg_) / (num_pos_ + num_neg_) * o_.w_ddf, members);
       }
     }
-
-    const Resolved& resolve(const DFineMatch& idx, int64_t Q) {
-      const auto key = std::make_pair(static_cast<const void*>(&idx), Q);
-      for (int pass = 0; pass < 2; ++pass) {
-        for (auto& [k, v] : resolved_)
-          if (k == key) return v;
-        prefetch({{&idx, Q}});
-      }
-      throw std::logic_error("DFineCriterion: an index set was not resolved");
-    }
-
-    void add(std::string name, torch::Tensor v) { terms_.emplace_back(std::move(name), std::move(v)); }
 
     const DFineCriterion& c_;
     const DFineCriterionOptions& o_;
     const DFineOutput& in_;
     const std::vector<DetrTarget>& targets_;
+    set_batch::Targets tg_;  // the batch's targets concatenated, on the device
     torch::Device dev_{torch::kCPU};
-    double num_boxes_ = 1, num_go_ = 1;
-    DFineMatch go_, dn_idx_;
+    double num_boxes_ = 1, num_go_ = 1, dn_boxes_ = 1;
+    std::vector<Spec> specs_;
+    std::vector<HostMatch> own_;  // the matched outputs' own matches
+    HostMatch go_, dn_idx_;
+    std::vector<Group> groups_;
+    set_batch::DeviceIndices idx_;
     std::optional<std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>> fgl_, fgl_dn_;
     double num_pos_ = -1, num_neg_ = -1;
-    std::deque<std::pair<std::pair<const void*, int64_t>, Resolved>> resolved_;  // deque: references stay valid
-    torch::Tensor all_boxes_, all_labels_;  // the batch's targets concatenated, on the device
-    std::vector<std::pair<std::string, torch::Tensor>> terms_;
+    std::vector<std::pair<int, torch::Tensor>> vectors_;  // (kind, per-member values)
   };
-
   DFineCriterionOptions o_;
 };
 

@@ -96,8 +96,8 @@ class DFineDeformableAttentionImpl : public torch::nn::Cloneable<DFineDeformable
   // query [B, Lq, E]; ref [B, Lq, 1, 4] (cx, cy, w, h); value [B, Lv, H, E/H] (the memory split in heads).
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes) {
     const int64_t B = query.size(0), Lq = query.size(1);
-    auto off = sampling_offsets->forward(query).reshape({B, Lq, h_, P_, 2});
-    auto aw = torch::softmax(attention_weights->forward(query).reshape({B, Lq, h_, P_}), -1);
+    auto off = linear(sampling_offsets, query).reshape({B, Lq, h_, P_, 2});
+    auto aw = torch::softmax(linear(attention_weights, query).reshape({B, Lq, h_, P_}), -1);
     auto r = ref.reshape({B, Lq, 1, 1, 4});
     auto sc = num_points_scale.to(query.scalar_type()).unsqueeze(-1);  // [P, 1]
     auto loc = r.narrow(-1, 0, 2) + off * sc * r.narrow(-1, 2, 2) * 0.5;
@@ -124,7 +124,7 @@ class GateImpl : public torch::nn::Cloneable<GateImpl> {
     torch::nn::init::zeros_(gate->weight);
   }
   torch::Tensor forward(const torch::Tensor& x1, const torch::Tensor& x2) {
-    auto g = torch::sigmoid(gate->forward(torch::cat({x1, x2}, -1))).chunk(2, -1);
+    auto g = torch::sigmoid(linear(gate, torch::cat({x1, x2}, -1))).chunk(2, -1);
     return norm->forward(g[0] * x1 + g[1] * x2);
   }
   torch::nn::Linear gate{nullptr};
@@ -156,7 +156,7 @@ class DFineDecoderLayerImpl : public torch::nn::Cloneable<DFineDecoderLayerImpl>
     auto q = tgt + pos;
     tgt = norm1->forward(tgt + self_attn->forward(q, q, tgt, attn_mask));
     tgt = gateway->forward(tgt, cross_attn->forward(tgt + pos, ref, value, shapes));
-    auto y = tgt + linear2->forward(activate(linear1->forward(tgt), o_.activation));
+    auto y = tgt + linear(linear2, activate(linear(linear1, tgt), o_.activation));
     return norm3->forward(y.clamp(-65504, 65504));
   }
   MultiheadAttention self_attn{nullptr};
@@ -342,14 +342,14 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
       output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, shapes, attn_mask, pos);
       if (i == 0) {
         pre_boxes = torch::sigmoid(pre_bbox_head->forward(output) + inverse_sigmoid(ref_detach));
-        if (training) pre_logits = score_head(0)->forward(output);  // pre_outputs: read by the loss only
+        if (training) pre_logits = linear(*score_head(0), output);  // pre_outputs: read by the loss only
         ref_initial = pre_boxes.detach();
       }
       auto corners = bbox_head(i)->forward(output_detach.defined() ? output + output_detach : output);
       if (corners_undetach.defined()) corners = corners + corners_undetach;
       auto inter = distance2bbox(ref_initial, integral(corners, project, o_.reg_max), reg_scale);
       if (training || i == eval_idx) {
-        out_logits.push_back(decoder->lqe(i).forward(score_head(i)->forward(output), corners));
+        out_logits.push_back(decoder->lqe(i).forward(linear(*score_head(i), output), corners));
         out_boxes.push_back(inter);
         out_corners.push_back(corners);
         if (!training) break;

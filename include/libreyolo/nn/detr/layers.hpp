@@ -32,17 +32,25 @@ inline torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5) 
   return torch::log(c.clamp_min(eps) / (1 - c).clamp_min(eps));
 }
 
+// A Linear module applied as one operator: at::linear (addmm on a contiguous input, as PyTorch's F.linear).
+// LibTorch 1.13's LinearImpl::forward dispatches t + matmul + add_ for inputs of more than two dimensions,
+// three operators and three autograd nodes where this is one (or two).
+inline torch::Tensor linear(const torch::nn::LinearImpl& l, const torch::Tensor& x) { return torch::linear(x, l.weight, l.bias); }
+inline torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) { return linear(*l, x); }
+
 // The bias whose sigmoid is prior_prob.
 inline double bias_init_with_prob(double prior_prob = 0.01) { return -std::log((1 - prior_prob) / prior_prob); }
 
 // ---- boxes -------------------------------------------------------------------------------------
+// (The conversions work on the coordinate pairs, (cx, cy) and (w, h) or the two corners, each value
+// computed as the per-coordinate formula: cx - 0.5 * w, (x0 + x1) / 2, ...; half the operators.)
 inline torch::Tensor box_cxcywh_to_xyxy(const torch::Tensor& b) {
-  auto cx = b.select(-1, 0), cy = b.select(-1, 1), w = b.select(-1, 2), h = b.select(-1, 3);
-  return torch::stack({cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h}, -1);
+  auto c = b.narrow(-1, 0, 2), half = 0.5 * b.narrow(-1, 2, 2);
+  return torch::cat({c - half, c + half}, -1);
 }
 inline torch::Tensor box_xyxy_to_cxcywh(const torch::Tensor& b) {
-  auto x0 = b.select(-1, 0), y0 = b.select(-1, 1), x1 = b.select(-1, 2), y1 = b.select(-1, 3);
-  return torch::stack({(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0}, -1);
+  auto p0 = b.narrow(-1, 0, 2), p1 = b.narrow(-1, 2, 2);
+  return torch::cat({(p0 + p1) / 2, p1 - p0}, -1);
 }
 
 // Pairwise IoU [N, M] and union of xyxy boxes (union + 1e-6 in the denominator, as the original).
@@ -122,7 +130,7 @@ class MLPImpl : public torch::nn::Cloneable<MLPImpl> {
   }
   torch::Tensor forward(torch::Tensor x) {
     for (int64_t i = 0; i < n_; ++i) {
-      x = layers[i]->as<torch::nn::Linear>()->forward(x);
+      x = linear(*layers[i]->as<torch::nn::Linear>(), x);
       if (i < n_ - 1) x = activate(x, act_);
     }
     return x;
@@ -152,13 +160,16 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
                         const std::optional<torch::Tensor>& masked = std::nullopt) {
     const int64_t B = query.size(0), Lq = query.size(1), Lk = key.size(1), D = e_ / h_;
-    auto q = torch::linear(query, in_proj_weight.narrow(0, 0, e_), in_proj_bias.narrow(0, 0, e_));
-    auto k = torch::linear(key, in_proj_weight.narrow(0, e_, e_), in_proj_bias.narrow(0, e_, e_));
-    auto v = torch::linear(value, in_proj_weight.narrow(0, 2 * e_, e_), in_proj_bias.narrow(0, 2 * e_, e_));
+    const auto w = in_proj_weight.chunk(3), b = in_proj_bias.chunk(3);  // rows [0, E), [E, 2E), [2E, 3E)
+    auto q = torch::linear(query, w[0], b[0]);
+    auto k = torch::linear(key, w[1], b[1]);
+    auto v = torch::linear(value, w[2], b[2]);
     q = q.view({B, Lq, h_, D}).transpose(1, 2);
     k = k.view({B, Lk, h_, D}).transpose(1, 2);
     v = v.view({B, Lk, h_, D}).transpose(1, 2);
     auto o = compat::scaled_dot_product_attention(q, k, v, masked);
+    // LinearImpl::forward, not linear(): the hybrid encoder (the captured region) runs this module too, and
+    // its maps decide the decoder's query selection, where rounding changes can flip near-ties.
     return out_proj->forward(o.transpose(1, 2).reshape({B, Lq, e_}));
   }
   torch::Tensor in_proj_weight, in_proj_bias;
