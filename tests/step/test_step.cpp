@@ -462,7 +462,7 @@ static_assert(cap::step_capturable<ly::ResNetFamily>());  // a classification ta
 static_assert(cap::step_capturable<ly::MobileNetV4Family>());
 static_assert(!cap::step_capturable<lry_test::TokenFamily>());  // a classifier whose decoder stays eager
 static_assert(!cap::step_capturable<NoStepResNet>());
-static_assert(cap::step_capturable<ly::YoloxFamily>());   // SimOTA on padded targets
+static_assert(!cap::step_capturable<ly::YoloxFamily>());  // fixed-shape, but its step recording fell back on the H200
 static_assert(cap::step_capturable<ly::RtmdetFamily>());  // the soft-label assigner on padded targets
 static_assert(!cap::step_capturable<ly::Yolov7Family>());  // detection losses not declared fixed-shape
 static_assert(!cap::step_capturable<ly::RTDETRFamily>());
@@ -588,7 +588,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv9-t on a small 
   check_same(e, s);
 }
 
-TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss turning on mid-run") {
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t (network only: its trait is off), the L1 loss turning on mid-run") {
   lry_test::TempDir runs("lry_step_cpu_yx");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
   // Epoch 1 (steps 4 and 5) is the last no_aug epoch: the L1 loss is on there.
@@ -597,7 +597,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss
   auto s = train_run<cap::CudaGraph<>>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "step", "step", l1));
   CHECK(e.steps == 5);
   check_same(e, s);
-  CHECK(s.report["step"]["whole_step"] == true);
+  CHECK(s.report["step"]["whole_step"] == false);  // YoloxFamily::traits::step_capturable is off
   CHECK(s.report["invalidations"] == 1);  // the L1 switch told the policy
   REQUIRE(s.losses.size() == 5);
   for (size_t i = 0; i < s.losses.size(); ++i) {

