@@ -462,7 +462,8 @@ static_assert(cap::step_capturable<ly::ResNetFamily>());  // a classification ta
 static_assert(cap::step_capturable<ly::MobileNetV4Family>());
 static_assert(!cap::step_capturable<lry_test::TokenFamily>());  // a classifier whose decoder stays eager
 static_assert(!cap::step_capturable<NoStepResNet>());
-static_assert(!cap::step_capturable<ly::YoloxFamily>());  // fixed-shape, but its step recording fell back on the H200
+static_assert(cap::step_capturable<ly::YoloxFamily>());  // SimOTA on padded targets
+static_assert(cap::step_capturable<ly::FomoFamily>());   // the weighted cross-entropy on the fixed grid
 static_assert(cap::step_capturable<ly::RtmdetFamily>());  // the soft-label assigner on padded targets
 static_assert(!cap::step_capturable<ly::Yolov7Family>());  // detection losses not declared fixed-shape
 static_assert(!cap::step_capturable<ly::RTDETRFamily>());
@@ -588,7 +589,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv9-t on a small 
   check_same(e, s);
 }
 
-TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t (network only: its trait is off), the L1 loss turning on mid-run") {
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss turning on mid-run") {
   lry_test::TempDir runs("lry_step_cpu_yx");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
   // Epoch 1 (steps 4 and 5) is the last no_aug epoch: the L1 loss is on there.
@@ -597,7 +598,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t (network onl
   auto s = train_run<cap::CudaGraph<>>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "step", "step", l1));
   CHECK(e.steps == 5);
   check_same(e, s);
-  CHECK(s.report["step"]["whole_step"] == false);  // YoloxFamily::traits::step_capturable is off
+  CHECK(s.report["step"]["whole_step"] == true);
   CHECK(s.report["invalidations"] == 1);  // the L1 switch told the policy
   REQUIRE(s.losses.size() == 5);
   for (size_t i = 0; i < s.losses.size(); ++i) {
@@ -612,6 +613,28 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: RTMDet-t on a small 
   auto e = train_run<cap::Eager>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "eager", "false"));
   auto s = train_run<cap::CudaGraph<>>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "step", "step"));
   CHECK(e.steps == 5);
+  check_same(e, s);
+  CHECK(s.report["step"]["whole_step"] == true);
+}
+
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: FOMO-s (point task, float32, EMA on for the check)") {
+  lry_test::TempDir runs("lry_step_cpu_fomo");
+  ly::data::SynthOptions o;
+  o.out = runs.path / "set";
+  o.images = 12;
+  o.imgsz = 64;
+  o.classes = 3;
+  o.seed = 3;
+  ly::FomoFamily::synth(o);
+  auto args = [&](const std::string& name, const std::string& graph) {
+    return std::vector<std::string>{"model=fomos", "data=" + (o.out / "data.yaml").string(), "imgsz=64", "batch=4",
+                                    "workers=0", "device=cpu", "ema=true", "project=" + runs.path.string(),
+                                    "name=" + name, "seed=2", "val=false", "epochs=3", "max_steps=6",
+                                    "cuda_graph=" + graph};
+  };
+  auto e = train_run<cap::Eager>(ly::FomoFamily("s"), args("eager", "false"));
+  auto s = train_run<cap::CudaGraph<>>(ly::FomoFamily("s"), args("step", "step"));
+  CHECK(e.steps == 6);
   check_same(e, s);
   CHECK(s.report["step"]["whole_step"] == true);
 }

@@ -197,6 +197,10 @@ Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const 
             &eager = arms.eager, &generic = arms.generic;
 
   // The graph replays what the graph-less step path computes: bit for bit.
+  for (const auto* r : {&step, &nograph, &generic})
+    if (r->report["fallback_reason"].is_string())
+      MESSAGE(what << ": fell back: " << r->report["fallback_reason"].dump().substr(0, 400));
+  CHECK(step.report["fallback_reason"].is_null());
   CHECK(step.report["step"]["whole_step"] == true);
   CHECK(meta_at(step, "cuda_graph_step") == true);  // results.json / profile.json say which graphs ran
   CHECK(meta_at(network, "cuda_graph_step") == false);
@@ -287,10 +291,9 @@ TEST_SUITE("gpu") {
     compare_arms<Poisoned<ly::RtmdetFamily>>([] { return Poisoned<ly::RtmdetFamily>("t"); }, base, "rtmdett", 1);  // box-count buckets vary per batch
   }
 
-  // Skipped: on the H200 (session 10) YOLOX-t's first whole-step recording fell back and the trait is off
-  // (families/yolox/family.hpp). Turn the trait on and run this case with --no-skip to try again.
-  TEST_CASE("cuda_graph=step, YOLOX-t: 30 AMP steps across the L1 switch equal the graph-less step path bit for bit; graphs dropped and recorded again" *
-            doctest::skip()) {
+  // Session 10's H200 run of this case fell back at the first recording (the IoU loss's prod backward
+  // read a value back to the host; families/yolox/loss.hpp prod2 since).
+  TEST_CASE("cuda_graph=step, YOLOX-t: 30 AMP steps across the L1 switch equal the graph-less step path bit for bit; graphs dropped and recorded again") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_yx");
     const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
@@ -330,6 +333,24 @@ TEST_SUITE("gpu") {
     MESSAGE("yoloxt: L1 switch at step " << sw << "; step graphs recorded " << s.captures[sw - 1] << " before it, "
                                          << s.captures.back() - s.captures[sw - 1] << " after it; "
                                          << s.replayed.back() - s.replayed[sw] << " replays after it");
+  }
+
+  TEST_CASE("cuda_graph=step, FOMO-s (point task): 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_fomo");
+    ly::data::SynthOptions o;
+    o.out = runs.path / "set";
+    o.images = 60;
+    o.imgsz = 96;
+    o.classes = 3;
+    o.seed = 3;
+    ly::FomoFamily::synth(o);
+    // 48 train images at batch 16: 3 full batches an epoch, one shape.
+    std::vector<std::string> base{"model=fomos", "data=" + (o.out / "data.yaml").string(), "imgsz=96", "batch=16",
+                                  "workers=0", "device=cuda", "amp=true", "amp_dtype=float16", "deterministic=true",
+                                  "ema=true", "project=" + runs.path.string(), "seed=4", "val=false", "epochs=10",
+                                  "max_steps=" + std::to_string(kSteps)};
+    compare_arms<Poisoned<ly::FomoFamily>>([] { return Poisoned<ly::FomoFamily>("s"); }, base, "fomos", kSteps / 2);
   }
 
   TEST_CASE("LevelCache under a CUDA graph capture: the value is built into the graph and not stored; stored eager") {

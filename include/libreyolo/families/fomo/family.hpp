@@ -28,6 +28,9 @@ class FomoFamily : public tasks::PointTask<FomoFamily> {
     static constexpr bool amp_default = false;  // FOMOConfig.amp = False
     static constexpr std::string_view fp32_reason = "its original trains in float32: FOMOConfig.amp = False";
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
+    // The weighted cross-entropy over the fixed target grid has fixed shapes and reads nothing back: the
+    // whole step can be one graph (cuda_graph=step).
+    static constexpr bool step_capturable = true;
     // FOMOConfig: optimizer "adam" (torch's Adam, betas 0.9 / 0.999, no weight decay = AdamW with
     // weight_decay 0), lr0 3e-4, scheduler cos, no warm-up, min_lr_ratio 0.05, no mosaic / mixup / HSV /
     // flip / affine, EMA and AMP off, 40 epochs, batch 32, validation every epoch, SyncBN under DDP;

@@ -36,12 +36,11 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
     // Its loss (SimOTA on padded targets, masks instead of boolean indexing, tensor normalisers) has fixed
-    // shapes and reads nothing back, and on the CPU the step path equals eager (tests/step). But on the
-    // H200 (session 10) the first whole-step recording of YOLOX-t fell back (the run's fallback reason was
-    // not kept in that log), so cuda_graph=step captures the network only here, with one notice, until a
-    // GPU run shows the recording works (tests/step/test_step_gpu.cpp has the case, skipped). The L1
-    // switch drops every graph (capture.invalidate in on(epoch_begin) below).
-    static constexpr bool step_capturable = false;
+    // shapes and reads nothing back, and on the CPU the step path equals eager (tests/step). On the H200
+    // (session 10) the first whole-step recording fell back: the IoU loss's prod(-1) backward reads a
+    // zero test back to the host; loss.hpp now multiplies the two sides (prod2). The L1 switch drops
+    // every graph (capture.invalidate in on(epoch_begin) below).
+    static constexpr bool step_capturable = true;
     // The original's YOLOXConfig over SPEC §3: SGD momentum 0.9 (nesterov, lr0 0.01, wd 5e-4 as the
     // defaults), yoloxwarmcos with 5 warm-up epochs from 0 and min_lr_ratio 0.05, no_aug_epochs 15, EMA
     // 0.9998, 4 workers (defaults); validation every 10 epochs; its MosaicMixupDataset (augment.hpp, the

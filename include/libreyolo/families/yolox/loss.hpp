@@ -57,13 +57,17 @@ inline torch::Tensor decode_boxes(const torch::Tensor& rows, const torch::Tensor
   return torch::cat({(rows.narrow(-1, 0, 2) + grid) * s, rows.narrow(-1, 2, 2).exp() * s}, -1);
 }
 
+// The product of the last dimension's two entries. Not prod(-1): its backward reads a value back to the
+// host (a zero test), which a CUDA graph capture of the whole step cannot do.
+inline torch::Tensor prod2(const torch::Tensor& x) { return x.select(-1, 0) * x.select(-1, 1); }
+
 // The IoU of cxcywh boxes, element-wise (IoULoss's formula).
 inline torch::Tensor paired_iou(const torch::Tensor& p, const torch::Tensor& t) {
   auto tl = torch::max(p.narrow(-1, 0, 2) - p.narrow(-1, 2, 2) / 2, t.narrow(-1, 0, 2) - t.narrow(-1, 2, 2) / 2);
   auto br = torch::min(p.narrow(-1, 0, 2) + p.narrow(-1, 2, 2) / 2, t.narrow(-1, 0, 2) + t.narrow(-1, 2, 2) / 2);
-  auto area_p = p.narrow(-1, 2, 2).prod(-1), area_g = t.narrow(-1, 2, 2).prod(-1);
-  auto en = (tl < br).to(tl.scalar_type()).prod(-1);
-  auto area_i = (br - tl).prod(-1) * en;
+  auto area_p = prod2(p.narrow(-1, 2, 2)), area_g = prod2(t.narrow(-1, 2, 2));
+  auto en = prod2((tl < br).to(tl.scalar_type()));
+  auto area_i = prod2(br - tl) * en;
   return area_i / (area_p + area_g - area_i + 1e-16);
 }
 
