@@ -40,7 +40,7 @@ struct Args {
   int warmup = 10, steps = 24, detail = 0;  // detail N: where a step's time goes, N largest entries per list
   int batch = 0, imgsz = 0, classes = 0;  // 0: the task's default (detect 8 / 640 / 80, classify 16 / 224 / 1000, semantic 16 / 224 / 150, point 16 / 224 / 80)
   std::string device = "cuda";  // cpu: a smoke test of the eager arm (no graphs, no kernel times)
-  bool nhwc = false;  // --nhwc 1: channels-last weights and input, cuDNN autotuning (the trainer's CUDA defaults)
+  bool nhwc = false;  // --nhwc 1: channels-last weights and input with cuDNN autotuning (cudnn_benchmark=true)
 };
 
 Args parse(int argc, char** argv) {

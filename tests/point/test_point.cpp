@@ -190,6 +190,16 @@ TEST_CASE("point loss: FOMO's weighted cross-entropy is the weighted mean (backg
   CHECK(got.item<double>() == doctest::Approx((1 * l0 + 100 * l1) / 101).epsilon(1e-6));
   CHECK(Stride8::weighted_ce(logits, target, 1.0).item<double>() == doctest::Approx((l0 + l1) / 2).epsilon(1e-6));
   CHECK_THROWS_AS(Stride8::weighted_ce(logits, torch::zeros({1, 2, 2}, torch::kInt64)), ly::Error);
+  // The value and gradient of PyTorch's CrossEntropyLoss(weight=[1, 100, 100]) on random cells.
+  namespace F = torch::nn::functional;
+  torch::manual_seed(3);
+  auto lg = torch::randn({2, 3, 4, 5}, torch::requires_grad());
+  auto tg = torch::randint(0, 3, {2, 4, 5}, torch::kInt64);
+  auto ours = Stride8::weighted_ce(lg, tg);
+  auto ref = F::cross_entropy(lg, tg, F::CrossEntropyFuncOptions().weight(torch::tensor({1.0f, 100.0f, 100.0f})));
+  CHECK(ours.item<double>() == doctest::Approx(ref.item<double>()).epsilon(1e-6));
+  auto g_ours = torch::autograd::grad({ours}, {lg})[0], g_ref = torch::autograd::grad({ref}, {lg})[0];
+  CHECK(torch::allclose(g_ours, g_ref, 1e-5, 1e-7));
   // The network input: (x / 255 - 0.5) / 0.5.
   auto x = Stride8::normalise(torch::tensor({0, 255, 51}, torch::kUInt8));
   CHECK(x[0].item<float>() == doctest::Approx(-1.0));

@@ -144,10 +144,13 @@ class PointTask {
     if (logits.dim() != 4 || grid.dim() != 3 || logits.size(2) != grid.size(1) || logits.size(3) != grid.size(2))
       throw Error("point loss: the network's output grid does not match the target grid (check imgsz against the "
                   "network's output stride)");
-    auto w = torch::full({logits.size(1)}, fg, logits.options().dtype(torch::kFloat32));
-    w.narrow(0, 0, 1).fill_(1.0);
-    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), grid,
-                                                torch::nn::functional::CrossEntropyFuncOptions().weight(w));
+    // Written out as sum(w_t * ce) / sum(w_t) rather than cross_entropy(weight=...): that kernel's weighted
+    // mean adds with atomics on CUDA, so its value varied in the last bits between identical runs; these
+    // sums are deterministic.
+    namespace F = torch::nn::functional;
+    auto ce = F::cross_entropy(logits.to(torch::kFloat32), grid, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto w = (grid > 0).to(torch::kFloat32).mul_(fg - 1.0).add_(1.0);  // background 1, foreground fg
+    return (ce * w).sum() / w.sum();
   }
 
   // Points from the network's output: per image [n, 4] x, y (grid cells), score, class.
