@@ -10,10 +10,12 @@
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include "support_extern.hpp"
 
 #include "kit/region_family.hpp"
 #include "support.hpp"
 #include "support_data.hpp"
+#include "support_synth.hpp"
 
 #undef CHECK
 #include <doctest/doctest.h>
@@ -619,15 +621,9 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: RTMDet-t on a small 
 
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: FOMO-s (point task, float32, EMA on for the check)") {
   lry_test::TempDir runs("lry_step_cpu_fomo");
-  ly::data::SynthOptions o;
-  o.out = runs.path / "set";
-  o.images = 12;
-  o.imgsz = 64;
-  o.classes = 3;
-  o.seed = 3;
-  ly::FomoFamily::synth(o);
+  const auto data = lry_test::task_set<ly::FomoFamily>(runs.path / "set", 12, 64, 3, 3);
   auto args = [&](const std::string& name, const std::string& graph) {
-    return std::vector<std::string>{"model=fomos", "data=" + (o.out / "data.yaml").string(), "imgsz=64", "batch=4",
+    return std::vector<std::string>{"model=fomos", "data=" + data.string(), "imgsz=64", "batch=4",
                                     "workers=0", "device=cpu", "ema=true", "project=" + runs.path.string(),
                                     "name=" + name, "seed=2", "val=false", "epochs=3", "max_steps=6",
                                     "cuda_graph=" + graph};

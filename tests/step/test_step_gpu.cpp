@@ -18,6 +18,7 @@
 
 #include "support.hpp"
 #include "support_data.hpp"
+#include "support_synth.hpp"
 
 #undef CHECK
 #include <doctest/doctest.h>
@@ -338,15 +339,9 @@ TEST_SUITE("gpu") {
   TEST_CASE("cuda_graph=step, FOMO-s (point task): 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_fomo");
-    ly::data::SynthOptions o;
-    o.out = runs.path / "set";
-    o.images = 60;
-    o.imgsz = 96;
-    o.classes = 3;
-    o.seed = 3;
-    ly::FomoFamily::synth(o);
+    const auto data = lry_test::task_set<ly::FomoFamily>(runs.path / "set", 60, 96, 3, 3);
     // 48 train images at batch 16: 3 full batches an epoch, one shape.
-    std::vector<std::string> base{"model=fomos", "data=" + (o.out / "data.yaml").string(), "imgsz=96", "batch=16",
+    std::vector<std::string> base{"model=fomos", "data=" + data.string(), "imgsz=96", "batch=16",
                                   "workers=0", "device=cuda", "amp=true", "amp_dtype=float16", "deterministic=true",
                                   "ema=true", "project=" + runs.path.string(), "seed=4", "val=false", "epochs=10",
                                   "max_steps=" + std::to_string(kSteps)};

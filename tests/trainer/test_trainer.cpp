@@ -1,6 +1,7 @@
 // End-to-end trainer tests on a tiny generated classification set (CPU).
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include "support_extern.hpp"
 
 #include "support.hpp"
 #include "support_data.hpp"
