@@ -267,7 +267,7 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
 
 // ---- capture: the whole-step graph's optimizer (cuda_graph=step; train/optimizer.hpp, train/ema.hpp) --
 // foreach_mul_by_tensor: out of place, as foreach_mul_by_tensor_ above (2.1+ multi-tensor, else one op
-// per tensor). Fused SGD / AdamW taking the LR as a device tensor and skipping the update on the device
+// per tensor). Fused SGD taking the LR as a device tensor and skipping the update on the device
 // when found_inf is 1 (PyTorch's fused=True optimizers call the same ops): LibTorch >= 2.5 on CUDA; there
 // has_fused_optimizers is true. Elsewhere the callers use their generic path, and these throw.
 namespace libreyolo::compat {
@@ -300,21 +300,4 @@ inline void fused_sgd_([[maybe_unused]] at::TensorList params, [[maybe_unused]] 
 #endif
 }
 
-// AdamW (decoupled weight decay, not amsgrad); state_steps are float32 0-d tensors already advanced.
-inline void fused_adamw_([[maybe_unused]] at::TensorList params, [[maybe_unused]] at::TensorList grads,
-                         [[maybe_unused]] at::TensorList exp_avgs, [[maybe_unused]] at::TensorList exp_avg_sqs,
-                         [[maybe_unused]] at::TensorList state_steps, [[maybe_unused]] const at::Tensor& lr,
-                         [[maybe_unused]] double beta1, [[maybe_unused]] double beta2,
-                         [[maybe_unused]] double weight_decay, [[maybe_unused]] double eps,
-                         [[maybe_unused]] const at::Tensor& found_inf) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
-  std::optional<at::Tensor> found;
-  if (found_inf.defined()) found = found_inf;
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/at::TensorList(), state_steps, lr, beta1,
-                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false,
-                    /*grad_scale=*/std::optional<at::Tensor>(), found);
-#else
-  throw std::runtime_error("compat::fused_adamw_: needs LibTorch >= 2.5");
-#endif
-}
 }  // namespace libreyolo::compat

@@ -131,7 +131,7 @@ class Optimizer {
     // AdamW with two weight-decay groups, channels-last) the fused AdamW path left the parameters up to
     // 0.07 (max rel. 1.9) away from eager after 30 steps, while the generic device path (`_foreach_` with
     // device scalars) in the same run equalled eager bit for bit. Until that difference is understood,
-    // AdamW takes the generic path.
+    // AdamW takes the generic path (its fused call was removed; it is in the history, commit 0ab1af1).
     dev_.fused = prefer_fused_ && compat::has_fused_optimizers && device.is_cuda() && opt_.foreach != 0 &&
                  kind_ == Kind::sgd;
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
@@ -177,9 +177,9 @@ class Optimizer {
       for (size_t j = 0, k = 0; j < groups_[i].params.size() && k < b.params.size(); ++j)
         if (b.params[k].is_same(groups_[i].params[j])) steps.push_back(&dev_.steps[i][j]), ++k;
       const torch::Tensor found = found_inf.defined() ? found_inf.to(b.params.front().device(), torch::kFloat32) : found_inf;
-      if (dev_.fused && (kind_ == Kind::adamw || momentum_ != 0)) {
+      if (dev_.fused && momentum_ != 0) {  // dev_.fused: SGD only (enable_device_state)
         try {  // the fused kernels check their lists before launching anything
-          kind_ == Kind::sgd ? sgd_fused(groups_[i], i, b, steps, found) : adamw_fused(groups_[i], i, b, steps, found);
+          sgd_fused(groups_[i], i, b, steps, found);
           continue;
         } catch (const c10::Error& e) {
           dev_.fused = false;
@@ -474,22 +474,6 @@ class Optimizer {
       step.copy_(next);
     }
   }
-  void adamw_fused(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
-                   const torch::Tensor& found) {
-    std::vector<torch::Tensor> m, v, st;
-    for (auto* s : b.states) m.push_back(s->a), v.push_back(s->b);
-    for (auto* t : steps) st.push_back(*t);
-    at::_foreach_add_(st, at::Scalar(1.0));
-    try {
-      compat::fused_adamw_(b.params, b.grads, m, v, st, dev_.lr32[gi], momentum_, opt_.beta2, g.weight_decay, opt_.eps,
-                           found);
-    } catch (...) {
-      at::_foreach_sub_(st, at::Scalar(1.0));  // the generic path counts the step itself
-      throw;
-    }
-    if (found.defined()) at::_foreach_sub_(st, std::vector<torch::Tensor>(st.size(), found));
-  }
-
   static void init_adam_state(ParamState& s, const torch::Tensor& p) {
     if (s.a.defined()) return;
     s.a = torch::zeros_like(p, at::MemoryFormat::Preserve);
