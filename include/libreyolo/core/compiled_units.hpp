@@ -1,0 +1,10 @@
+#pragma once
+// Every `*-inl.hpp` of the library: the definitions that a compiled build (core/api.hpp,
+// LIBREYOLO_COMPILED_LIB) compiles once, in the one unit that includes this header
+// (cmake/libreyolo_core.cpp). A header-only build never includes this file: each header includes its own
+// `*-inl.hpp`.
+#include <libreyolo/core/api.hpp>
+#if LIBREYOLO_HEADER_ONLY
+#error "core/compiled_units.hpp is for the compiled build's one unit (define LIBREYOLO_COMPILED_LIB)"
+#endif
+// One line per header split into declarations and a -inl.hpp (keep sorted).
