@@ -5,6 +5,11 @@
 // family is registered: the facade (model.hpp), `val`, `predict`, the command line's model list and help,
 // the conformance suite (tests/kit) and the build (tools/CMakeLists.txt makes one translation unit per
 // line) read it. Keep the format: CMake parses these lines.
+//
+// A build may compile some of them only (CMake: -DLIBREYOLO_FAMILIES="yolo9;resnet"): it then defines
+// LIBREYOLO_FAMILY_SELECTION and generates <libreyolo_family_selection.hpp> with the chosen lines as
+// LIBREYOLO_SELECTED_FAMILIES (and LIBREYOLO_UNSELECTED_FAMILY_NAMES, the folders left out, for errors).
+// Everything that enumerates families reads LIBREYOLO_REGISTERED_FAMILIES, below.
 #define LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY)       \
   LIBREYOLO_FAMILY(resnet, ResNetFamily)           \
   LIBREYOLO_FAMILY(yolo9, Yolo9Family)             \
@@ -21,3 +26,11 @@
   LIBREYOLO_FAMILY(dfine, DFineFamily)             \
   LIBREYOLO_FAMILY(deim, DEIMFamily)               \
   LIBREYOLO_FAMILY(rtdetrv4, RTDETRv4Family)
+
+#if defined(LIBREYOLO_FAMILY_SELECTION)
+#include <libreyolo_family_selection.hpp>
+#define LIBREYOLO_REGISTERED_FAMILIES(X) LIBREYOLO_SELECTED_FAMILIES(X)
+#else
+#define LIBREYOLO_REGISTERED_FAMILIES(X) LIBREYOLO_FAMILIES(X)
+#define LIBREYOLO_UNSELECTED_FAMILY_NAMES ""
+#endif

@@ -24,7 +24,7 @@
 
 // Each family's header.
 #define LIBREYOLO_FAMILY_AS_SEQ_(folder, Type) ((folder, Type))
-#define LIBREYOLO_FAMILY_SEQ_ LIBREYOLO_FAMILIES(LIBREYOLO_FAMILY_AS_SEQ_)
+#define LIBREYOLO_FAMILY_SEQ_ LIBREYOLO_REGISTERED_FAMILIES(LIBREYOLO_FAMILY_AS_SEQ_)
 #define BOOST_PP_ITERATION_LIMITS (0, BOOST_PP_DEC(BOOST_PP_SEQ_SIZE(LIBREYOLO_FAMILY_SEQ_)))
 #define BOOST_PP_FILENAME_1 <libreyolo/families/detail/include_family.hpp>
 #include BOOST_PP_ITERATE()
@@ -118,7 +118,13 @@ auto with_family_in(Registry reg, const std::string& model, const std::string& t
   });
   if (!out && family_matched)
     throw ConfigError("task=" + task + ": model " + model + " does not train this task; its tasks: " + family_tasks);
-  if (!out) throw ConfigError("model=" + model + ": unknown model; available: " + families::model_list(reg));
+  if (!out) {
+    const std::string_view left_out = LIBREYOLO_UNSELECTED_FAMILY_NAMES;
+    throw ConfigError("model=" + model + ": unknown model; available: " + families::model_list(reg) +
+                      (left_out.empty() ? std::string{}
+                                        : "; this build compiled some families only (LIBREYOLO_FAMILIES), leaving out: " +
+                                              std::string(left_out)));
+  }
   return R(std::move(*out));
 }
 
