@@ -21,7 +21,9 @@ TARGETS=${TARGETS:-libreyolo_cli graph_speedup $(for a in $AREAS; do printf 'tes
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 bt_pid=
 if has buildtime; then
-  arms=(); for d in .bt/*/; do arms+=("$(basename "$d")=$PWD/$d"); done; arms+=("this=$PWD")
+  # BT_ARMS (space-separated NAME=DIR[|CMAKE_ARG...], '@' = this tree) replaces the default arms.
+  if [ -n "${BT_ARMS:-}" ]; then arms=(${BT_ARMS//@/$PWD})
+  else arms=(); for d in .bt/*/; do arms+=("$(basename "$d")=$PWD/$d"); done; arms+=("this=$PWD"); fi
   CMAKE_PREFIX_PATH="$torch_prefix;/tmp/deps/usr" benchmarks/build_time/run.sh $L/build_time "${arms[@]}" > $L/build_time.txt 2>&1 &
   bt_pid=$!; ncores=$((2 * ${#arms[@]}))
 fi
