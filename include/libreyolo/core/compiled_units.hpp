@@ -8,3 +8,10 @@
 #error "core/compiled_units.hpp is for the compiled build's one unit (define LIBREYOLO_COMPILED_LIB)"
 #endif
 // One line per header split into declarations and a -inl.hpp (keep sorted).
+#include <libreyolo/io/original-inl.hpp>
+#include <libreyolo/io/pickle-inl.hpp>
+#include <libreyolo/io/pt_archive-inl.hpp>
+#include <libreyolo/io/pyvalue-inl.hpp>
+#include <libreyolo/io/zip-inl.hpp>
+#include <libreyolo/train/checkpoint-inl.hpp>
+#include <libreyolo/train/run_dir-inl.hpp>

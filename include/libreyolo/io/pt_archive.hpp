@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include <libreyolo/core/api.hpp>
 #include "libreyolo/core/error.hpp"
 #include "libreyolo/core/log.hpp"
 #include "libreyolo/io/pickle.hpp"
@@ -49,284 +50,52 @@ struct PtReadOptions {
 
 namespace detail {
 
-inline std::string c10_message(const c10::Error& e) {
-  std::string m = e.what_without_backtrace();
-  const auto nl = m.find('\n');
-  if (nl != std::string::npos) m.resize(nl);
-  return m;
-}
+LIBREYOLO_INLINE std::string c10_message(const c10::Error& e);
 
-inline PyValue read_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in, const std::string& src,
-                            const PtReadOptions& opt) {
-  const ZipDirectory dir = read_zip_directory(*in, src);
-  const ZipEntry* pkl = dir.find(dir.prefix + "data.pkl");
-  if (!pkl) {
-    if (dir.find(dir.prefix + "constants.pkl") || dir.find(dir.prefix + "code/" + dir.prefix.substr(0, dir.prefix.size() - 1) + ".py"))
-      throw CheckpointError(src + ": this is a TorchScript archive (torch.jit.save), not a torch.save checkpoint");
-    throw CheckpointError(src + ": missing record '" + dir.prefix + "data.pkl' (not a torch.save checkpoint)");
-  }
-  if (pkl->size > opt.max_pickle_bytes)
-    throw CheckpointError(src + ": data.pkl is " + std::to_string(pkl->size) + " bytes, more than the limit of " +
-                          std::to_string(opt.max_pickle_bytes));
-  // Only the sizes vetted above reach miniz's allocations.
-  for (const auto& en : dir.entries)
-    if (en.name.rfind(dir.prefix, 0) != 0)
-      throw CheckpointError(src + ": record '" + en.name + "' lies outside the archive folder '" + dir.prefix + "'");
-
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
-  try {
-    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(in);
-  } catch (const c10::Error& e) {
-    throw CheckpointError(src + ": unreadable torch.save archive: " + c10_message(e));
-  }
-
-  auto get = [&](const std::string& name) -> std::pair<at::DataPtr, size_t> {
-    const ZipEntry* en = dir.find(dir.prefix + name);
-    if (!en) throw CheckpointError(src + ": missing record '" + dir.prefix + name + "'");
-    std::tuple<at::DataPtr, size_t> rec;
-    try {
-      rec = reader->getRecord(name);
-    } catch (const c10::Error& e) {
-      throw CheckpointError(src + ": cannot read record '" + en->name + "': " + c10_message(e));
-    }
-    auto& [ptr, n] = rec;
-    if (n != en->size)
-      throw CheckpointError(src + ": record '" + en->name + "' read " + std::to_string(n) + " bytes, the directory says " +
-                            std::to_string(en->size));
-    if (opt.verify_crc && !(en->crc == 0 && n > 0)) {
-      const uint32_t c = crc32(ptr.get(), n);
-      if (c != en->crc) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "stored 0x%08x, computed 0x%08x", en->crc, c);
-        throw CheckpointError(src + ": CRC-32 mismatch in record '" + en->name + "' (" + buf +
-                              "): the file is corrupted");
-      }
-    }
-    return {std::move(ptr), n};
-  };
-
-  if (dir.find(dir.prefix + "byteorder")) {
-    auto [bo, n] = get("byteorder");
-    const std::string order(static_cast<const char*>(bo.get()), n);
-    if (order != "little")
-      throw CheckpointError(src + ": saved with byte order '" + order.substr(0, 16) + "'; only little-endian checkpoints are supported");
-  }
-
-  StorageLoader loader = [&](const std::string& key) -> torch::Tensor {
-    auto [ptr, n] = get("data/" + key);
-    if (n == 0) return torch::empty({0}, torch::kUInt8);
-    auto holder = std::make_shared<at::DataPtr>(std::move(ptr));
-    void* raw = holder->get();
-    return at::from_blob(raw, {static_cast<int64_t>(n)}, [holder](void*) mutable { holder.reset(); },
-                         torch::TensorOptions().dtype(torch::kUInt8));
-  };
-  auto [pdata, pn] = get("data.pkl");
-  std::vector<std::string> local;
-  std::vector<std::string>& warnings = opt.warnings ? *opt.warnings : local;
-  Unpickler up(static_cast<const char*>(pdata.get()), pn, src, loader, opt.limits);
-  PyValue v = up.load(warnings);
-  if (!opt.warnings)
-    for (const auto& w : local) log::warn(w);
-  return v;
-}
+LIBREYOLO_INLINE PyValue read_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in, const std::string& src,
+                                      const PtReadOptions& opt);
 
 }  // namespace detail
 
 // Reads a torch.save checkpoint. Throws CheckpointError naming the file and what is wrong.
-inline PyValue read_pt(const std::string& path, const PtReadOptions& opt = {}) {
-  auto in = std::make_shared<FileReadAdapter>(path);
-  return detail::read_archive(std::move(in), path, opt);
-}
-inline PyValue read_pt(const std::string& path, std::vector<std::string>* warnings) {
-  PtReadOptions o;
-  o.warnings = warnings;
-  return read_pt(path, o);
-}
+LIBREYOLO_INLINE PyValue read_pt(const std::string& path, const PtReadOptions& opt = {});
+LIBREYOLO_INLINE PyValue read_pt(const std::string& path, std::vector<std::string>* warnings);
 // The same from a buffer in memory (`name` stands for the file in messages). Writes nothing to disk.
-inline PyValue read_pt_bytes(const void* data, size_t size, const std::string& name = "<memory>",
-                             const PtReadOptions& opt = {}) {
-  auto in = std::make_shared<MemoryReadAdapter>(data, size);
-  return detail::read_archive(std::move(in), name, opt);
-}
-inline PyValue read_pt_bytes(const std::string& bytes, const std::string& name = "<memory>", const PtReadOptions& opt = {}) {
-  return read_pt_bytes(bytes.data(), bytes.size(), name, opt);
-}
+LIBREYOLO_INLINE PyValue read_pt_bytes(const void* data, size_t size, const std::string& name = "<memory>",
+                                       const PtReadOptions& opt = {});
+LIBREYOLO_INLINE PyValue read_pt_bytes(const std::string& bytes, const std::string& name = "<memory>", const PtReadOptions& opt = {});
 
 // Serialises `root` as torch.save does (zip: archive/data.pkl, archive/byteorder, archive/data/<k>,
 // archive/version). `what` names the destination in errors.
-inline std::string write_pt_bytes(const PyValue& root, const std::string& what = "<memory>") {
-  Pickler pk(what);
-  const std::string pkl = pk.dump(root);
-  std::string out;
-  try {
-    caffe2::serialize::PyTorchStreamWriter w([&out](const void* buf, size_t n) -> size_t {
-      out.append(static_cast<const char*>(buf), n);
-      return n;
-    });
-    w.writeRecord("data.pkl", pkl.data(), pkl.size());
-    w.writeRecord("byteorder", "little", 6);
-    for (const auto& s : pk.storages()) w.writeRecord("data/" + s.key, s.data, s.nbytes);
-    w.writeEndOfFile();
-  } catch (const c10::Error& e) {
-    throw CheckpointError(what + ": cannot build the checkpoint archive: " + detail::c10_message(e));
-  }
-  return out;
-}
+LIBREYOLO_INLINE std::string write_pt_bytes(const PyValue& root, const std::string& what = "<memory>");
 
 // Writes `root` to `path` atomically: a temporary file beside it, flushed to disk, then renamed.
-inline void write_pt(const std::string& path, const PyValue& root) {
-  const std::string bytes = write_pt_bytes(root, path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw CheckpointError(path + ": cannot create '" + tmp + "' (" + std::strerror(errno) + ")");
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = std::fflush(f) == 0 && ok;
-  const int e1 = errno;
-  ok = ::fsync(::fileno(f)) == 0 && ok;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw CheckpointError(path + ": cannot write the checkpoint (" + std::strerror(e1 ? e1 : errno) + ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw CheckpointError(path + ": cannot move the written checkpoint into place (" + ec.message() + ")");
-  }
-}
+LIBREYOLO_INLINE void write_pt(const std::string& path, const PyValue& root);
 
 // Metadata as JSON (dict order kept): tensors become "<tensor float32 [16, 3, 3, 3]>", bytes
 // "<bytes of N>", placeholders "<unsupported ...>", non-finite floats "nan"/"inf"/"-inf", and
 // non-string dict keys their Python repr (1 -> "1").
-inline nlohmann::ordered_json to_json(const PyValue& v) {
-  using K = PyValue::Kind;
-  switch (v.kind()) {
-    case K::None: return nullptr;
-    case K::Bool: return v.as_bool();
-    case K::Int: return v.as_int();
-    case K::Float: {
-      const double f = v.as_float();
-      if (std::isnan(f)) return "nan";
-      if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
-      return f;
-    }
-    case K::String: return v.as_string();
-    case K::Bytes:
-    case K::Tensor:
-    case K::Unsupported: return v.repr(200);
-    case K::List:
-    case K::Tuple: {
-      auto a = nlohmann::ordered_json::array();
-      for (const auto& e : v.items()) a.push_back(to_json(e));
-      return a;
-    }
-    case K::Dict: {
-      auto o = nlohmann::ordered_json::object();
-      for (const auto& [k, e] : v.dict_items()) o[k.is_string() ? k.as_string() : k.repr(200)] = to_json(e);
-      return o;
-    }
-  }
-  return nullptr;
-}
+LIBREYOLO_INLINE nlohmann::ordered_json to_json(const PyValue& v);
 
 using StateDict = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // The (name, tensor) pairs of a state dict, in file order: `root[key]`, or `root` itself when `key`
 // is empty. Throws CheckpointError (naming `what` and the key) when it is absent, not a dict, or
 // holds a non-string key or a value that is not a tensor.
-inline StateDict state_dict(const PyValue& root, std::string_view key = {}, std::string_view what = "checkpoint") {
-  const std::string w(what);
-  const PyValue* sd = &root;
-  std::string label = "the top-level value";
-  if (!key.empty()) {
-    label = "'" + std::string(key) + "'";
-    if (!root.is_dict()) throw CheckpointError(w + ": the checkpoint is of type " + root.kind_name() + ", not a dict");
-    sd = root.find(key);
-    if (!sd) {
-      std::string have;
-      for (const auto& [k, v] : root.dict_items()) have += (have.empty() ? "" : ", ") + k.repr(40);
-      throw CheckpointError(w + ": no " + label + " entry (the checkpoint has: " + have + ")");
-    }
-  }
-  if (!sd->is_dict()) throw CheckpointError(w + ": " + label + " is of type " + sd->kind_name() + ", not a state dict (a dict of tensors)");
-  StateDict out;
-  out.reserve(sd->size());
-  for (const auto& [k, v] : sd->dict_items()) {
-    if (!k.is_string()) throw CheckpointError(w + ": " + label + " has the non-string key " + k.repr(60));
-    if (!v.is_tensor())
-      throw CheckpointError(w + ": " + label + "['" + k.as_string() + "'] is " +
-                            (v.is_unsupported() ? v.repr(120) : std::string("a ") + v.kind_name()) + ", not a tensor");
-    out.emplace_back(k.as_string(), v.as_tensor());
-  }
-  return out;
-}
+LIBREYOLO_INLINE StateDict state_dict(const PyValue& root, std::string_view key = {}, std::string_view what = "checkpoint");
 
 // A module's parameters and buffers in the order PyTorch's state_dict() lists them: module by module
 // (the module, then its descendants depth-first), each module's own parameters, then its buffers.
 // With PyValue::state_dict() this makes a state dict a Python model can load_state_dict().
-inline StateDict module_state_dict(const torch::nn::Module& m) {
-  StateDict out;
-  auto own = [&out](const torch::nn::Module& mod, const std::string& prefix) {
-    for (const auto& p : mod.named_parameters(false)) out.emplace_back(prefix + p.key(), p.value());
-    for (const auto& b : mod.named_buffers(false))
-      if (b.value().defined()) out.emplace_back(prefix + b.key(), b.value());
-  };
-  own(m, "");
-  for (const auto& sub : m.named_modules("", /*include_self=*/false)) own(*sub.value(), sub.key() + ".");
-  return out;
-}
+LIBREYOLO_INLINE StateDict module_state_dict(const torch::nn::Module& m);
 
 // Copies `state` into `m`'s parameters and buffers by name, all or nothing: when any name is missing
 // from `state`, unexpected in it, duplicated, or has another shape, one CheckpointError lists the
 // first few of each (prefixed by `what`) and nothing is copied. Returns the number of tensors copied.
-inline size_t load_state_dict_strict(torch::nn::Module& m, const StateDict& state, std::string_view what = "checkpoint") {
-  std::vector<std::pair<std::string, torch::Tensor>> targets;
-  for (const auto& p : m.named_parameters(true)) targets.emplace_back(p.key(), p.value());
-  for (const auto& b : m.named_buffers(true))
-    if (b.value().defined()) targets.emplace_back(b.key(), b.value());
-  std::map<std::string, size_t> src;
-  std::vector<std::string> duplicate, missing, unexpected, shape;
-  for (size_t i = 0; i < state.size(); ++i)
-    if (!src.emplace(state[i].first, i).second) duplicate.push_back(state[i].first);
-  std::set<std::string> seen;
-  auto dims = [](const torch::Tensor& t) {
-    std::string s = "[";
-    for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-    return s + "]";
-  };
-  for (const auto& [name, t] : targets) {
-    seen.insert(name);
-    auto it = src.find(name);
-    if (it == src.end()) {
-      missing.push_back(name);
-      continue;
-    }
-    const torch::Tensor& s = state[it->second].second;
-    if (!s.defined() || s.sizes() != t.sizes())
-      shape.push_back(name + " (checkpoint " + (s.defined() ? dims(s) : std::string("undefined")) + ", model " + dims(t) + ")");
-  }
-  for (const auto& [name, t] : state)
-    if (!seen.count(name)) unexpected.push_back(name);
-  if (!duplicate.empty() || !missing.empty() || !unexpected.empty() || !shape.empty()) {
-    auto part = [](const std::vector<std::string>& v, const char* one, const char* many) {
-      if (v.empty()) return std::string();
-      std::string s = "; " + std::to_string(v.size()) + " " + (v.size() == 1 ? one : many) + ": ";
-      for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + v[i];
-      if (v.size() > 5) s += ", ... (" + std::to_string(v.size() - 5) + " more)";
-      return s;
-    };
-    std::string msg = std::string(what) + ": the state dict does not match the model (" + std::to_string(state.size()) +
-                      " tensors in the checkpoint, " + std::to_string(targets.size()) + " in the model)";
-    msg += part(missing, "missing key", "missing keys");
-    msg += part(unexpected, "unexpected key", "unexpected keys");
-    msg += part(shape, "shape mismatch", "shape mismatches");
-    msg += part(duplicate, "duplicated key", "duplicated keys");
-    throw CheckpointError(msg + "; nothing was loaded");
-  }
-  torch::NoGradGuard ng;
-  for (auto& [name, t] : targets) t.copy_(state[src.at(name)].second);
-  return targets.size();
-}
+LIBREYOLO_INLINE size_t load_state_dict_strict(torch::nn::Module& m, const StateDict& state, std::string_view what = "checkpoint");
 
 }  // namespace libreyolo::io
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/io/pt_archive-inl.hpp>
+#endif

@@ -1,5 +1,6 @@
 #pragma once
 // The run directory (project/name) and what is written into it each epoch: results.csv, results.json.
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
@@ -19,40 +20,10 @@ namespace fs = std::filesystem;
 
 // Picks the run directory. An existing project/name is never reused unless exist_ok or resume:
 // the name gets the next free numeric suffix instead (exp, exp2, exp3, ...), as Ultralytics does.
-inline fs::path prepare_run_dir(const TrainConfig& cfg) {
-  fs::path dir = cfg.run_dir();
-  if (cfg.resume) {
-    if (!fs::exists(dir / "weights" / "last.ckpt"))
-      throw SetupError("resume=true: no checkpoint at " + (dir / "weights" / "last.ckpt").string() +
-                       " (set project= and name= to the run to resume)");
-    return dir;
-  }
-  if (fs::exists(dir) && !cfg.exist_ok) {
-    for (int i = 2;; ++i) {
-      fs::path cand = fs::path(cfg.project) / (cfg.name + std::to_string(i));
-      if (!fs::exists(cand)) {
-        dir = cand;
-        break;
-      }
-    }
-  }
-  fs::create_directories(dir / "weights");
-  return dir;
-}
+LIBREYOLO_INLINE fs::path prepare_run_dir(const TrainConfig& cfg);
 
 // Writes a text file atomically (temporary file in the same folder, then rename).
-inline void write_text_atomic(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("cannot write " + tmp.string());
-    f << text;
-    f.flush();
-    if (!f) throw Error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
+LIBREYOLO_INLINE void write_text_atomic(const fs::path& path, const std::string& text);
 
 // results.csv (one row per epoch, header from the first row's keys) and results.json (run summary:
 // config, precision, capture, device, every epoch row, best).
@@ -60,56 +31,21 @@ class ResultsWriter {
  public:
   explicit ResultsWriter(fs::path dir) : dir_(std::move(dir)) {}
   // Restores the rows of an earlier run (resume) so the files keep the whole history.
-  void restore(const nlohmann::json& rows) {
-    rows_ = rows.is_array() ? rows : nlohmann::json::array();
-  }
+  void restore(const nlohmann::json& rows);
   const nlohmann::json& rows() const { return rows_; }
 
-  void add_epoch(nlohmann::json row, const nlohmann::json& summary) {
-    rows_.push_back(std::move(row));
-    write_csv();
-    nlohmann::json j = summary;
-    j["epochs"] = rows_;
-    write_text_atomic(dir_ / "results.json", j.dump(2) + "\n");
-  }
+  void add_epoch(nlohmann::json row, const nlohmann::json& summary);
 
  private:
-  void write_csv() const {
-    // Every row's keys, first seen first: with eval_interval > 1 the first rows have no val/ columns.
-    std::vector<std::string> cols;
-    for (auto& r : rows_)
-      for (auto& [k, v] : r.items())
-        if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
-    std::string s;
-    for (size_t i = 0; i < cols.size(); ++i) s += (i ? "," : "") + cols[i];
-    s += "\n";
-    for (auto& r : rows_) {
-      for (size_t i = 0; i < cols.size(); ++i) {
-        auto it = r.find(cols[i]);
-        s += (i ? "," : "");
-        if (it == r.end() || it->is_null()) continue;
-        if (it->is_number_float()) {
-          char buf[40];
-          std::snprintf(buf, sizeof buf, "%.6g", it->get<double>());
-          s += buf;
-        } else {
-          s += it->is_string() ? it->get<std::string>() : it->dump();
-        }
-      }
-      s += "\n";
-    }
-    write_text_atomic(dir_ / "results.csv", s);
-  }
+  void write_csv() const;
   fs::path dir_;
   nlohmann::json rows_ = nlohmann::json::array();
 };
 
-inline std::string format_duration(double seconds) {
-  if (seconds < 0 || !std::isfinite(seconds)) return "?";
-  long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-  return buf;
-}
+LIBREYOLO_INLINE std::string format_duration(double seconds);
 
 }  // namespace libreyolo::train
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/train/run_dir-inl.hpp>
+#endif

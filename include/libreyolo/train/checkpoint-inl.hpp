@@ -1,0 +1,268 @@
+#pragma once
+// Definitions of checkpoint.hpp (core/api.hpp): included by checkpoint.hpp when header-only, compiled once otherwise.
+#include <libreyolo/train/checkpoint.hpp>
+
+namespace libreyolo::train {
+
+namespace detail {
+
+LIBREYOLO_INLINE std::string shape_str(const torch::Tensor& t) {
+  std::ostringstream os;
+  os << t.sizes();
+  return os.str();
+}
+
+LIBREYOLO_INLINE std::string join_key(const std::string& prefix, const std::string& name) {
+  if (prefix.empty() || prefix.back() == '.') return prefix + name;
+  return prefix + "." + name;
+}
+
+LIBREYOLO_INLINE std::string meta_key(const std::string& prefix) {
+  return !prefix.empty() && prefix.back() == '.' ? prefix.substr(0, prefix.size() - 1) : prefix;
+}
+
+LIBREYOLO_INLINE uint32_t content_crc(const std::string& meta, const std::map<std::string, torch::Tensor>& tensors) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  auto add = [&](const void* p, size_t n) { crc = crc32_z(crc, static_cast<const Bytef*>(p), n); };
+  add(meta.data(), meta.size());
+  for (const auto& [key, t] : tensors) {
+    add(key.data(), key.size() + 1);
+    const int64_t header[2] = {static_cast<int64_t>(t.scalar_type()), t.dim()};
+    add(header, sizeof header);
+    add(t.sizes().data(), t.sizes().size() * sizeof(int64_t));
+    const torch::Tensor c = t.contiguous();
+    if (c.numel() > 0) add(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+LIBREYOLO_INLINE std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+LIBREYOLO_INLINE void write_file_atomically(const std::filesystem::path& target,
+                                            const std::function<void(const ByteSink&)>& produce) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError("cannot write checkpoint " + target.string() + ": creating temp file " +
+                          tmp.string() + " failed: " + errno_text(errno));
+  auto fail = [&](const std::string& why) {
+    ::close(fd);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw CheckpointError("cannot write checkpoint " + target.string() + ": " + why);
+  };
+  // The sink never throws: it is called from inside LibTorch's zip writer (whose destructor also
+  // writes), so the first write error is remembered and reported once `produce` returns.
+  int write_errno = 0;
+  const ByteSink sink = [&](const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0 && write_errno == 0) {
+      const ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        write_errno = w < 0 ? errno : EIO;
+        return;
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+  try {
+    produce(sink);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  if (write_errno != 0) fail("write to " + tmp.string() + " failed: " + errno_text(write_errno));
+  if (::fsync(fd) != 0) fail("fsync of " + tmp.string() + " failed: " + errno_text(errno));
+  if (::close(fd) != 0) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw CheckpointError("cannot write checkpoint " + target.string() + ": close failed: " +
+                          errno_text(errno));
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int e = errno;
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw CheckpointError("cannot write checkpoint " + target.string() + ": rename from " +
+                          tmp.string() + " failed: " + errno_text(e));
+  }
+  // Persist the rename itself; best effort, the data is already safe in the file.
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace detail
+
+LIBREYOLO_INLINE int remove_stale_temp_files(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  if (!fs::is_directory(dir, ec)) return 0;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || !it->is_regular_file(ec)) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid == ::getpid()) continue;  // ours: a save in progress on another thread
+    if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;  // still running
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
+}
+
+LIBREYOLO_INLINE void save_checkpoint(const Checkpoint& ck, const std::filesystem::path& path) {
+  c10::Dict<std::string, at::Tensor> dict;
+  std::map<std::string, torch::Tensor> cpu;
+  for (const auto& [key, t] : ck.tensors) {
+    if (!t.defined())
+      throw CheckpointError("cannot write checkpoint " + path.string() + ": tensor '" + key +
+                            "' is undefined");
+    cpu[key] = t.device().is_cpu() ? t.detach() : t.detach().cpu();
+    dict.insert(key, cpu[key]);
+  }
+  nlohmann::json meta = ck.meta;
+  if (!meta.is_object())
+    throw CheckpointError("cannot write checkpoint " + path.string() + ": meta must be a JSON object");
+  meta[kCheckpointFormatKey] = kCheckpointFormatVersion;
+
+  std::string meta_text;
+  try {
+    meta_text = meta.dump();
+  } catch (const nlohmann::json::exception& e) {  // type_error.316: a string that is not UTF-8
+    throw CheckpointError("cannot write checkpoint " + path.string() +
+                          ": its metadata holds text that is not valid UTF-8 (" + e.what() +
+                          "); class names, paths and other settings must be UTF-8");
+  }
+  torch::serialize::OutputArchive archive;
+  archive.write("meta", c10::IValue(meta_text));
+  archive.write("tensors", c10::IValue(dict));
+  archive.write("checksum", c10::IValue(detail::hex32(detail::content_crc(meta_text, cpu))));
+  detail::write_file_atomically(path, [&](const detail::ByteSink& sink) {
+    archive.save_to([&](const void* data, size_t n) -> size_t {
+      sink(data, n);
+      return n;
+    });
+  });
+}
+
+LIBREYOLO_INLINE Checkpoint load_checkpoint(const std::filesystem::path& path) {
+  const std::string where = "checkpoint " + path.string();
+  if (!std::filesystem::is_regular_file(path))
+    throw CheckpointError(where + ": no such file");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path.string(), torch::Device(torch::kCPU));
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    throw CheckpointError(where + ": not a libreyolo checkpoint (not a LibTorch archive: " + why + ")");
+  }
+  c10::IValue meta_iv, tensors_iv;
+  if (!archive.try_read("meta", meta_iv) || !meta_iv.isString() ||
+      !archive.try_read("tensors", tensors_iv) || !tensors_iv.isGenericDict())
+    throw CheckpointError(where + ": not a libreyolo checkpoint (a LibTorch archive without the "
+                                  "'meta' string and 'tensors' dict entries)");
+  Checkpoint ck;
+  ck.source = path;
+  constexpr int max_depth = 128;  // our meta nests a few levels; deeper would overflow the stack when printed
+  try {
+    ck.meta = nlohmann::json::parse(meta_iv.toStringRef(), [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > max_depth) throw CheckpointError(where + ": meta nests deeper than " + std::to_string(max_depth) + " levels");
+      return true;
+    });
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CheckpointError(where + ": meta is not valid JSON: " + e.what());
+  }
+  if (!ck.meta.is_object() || !ck.meta.contains(kCheckpointFormatKey) ||
+      !ck.meta[kCheckpointFormatKey].is_number_integer())
+    throw CheckpointError(where + ": not a libreyolo checkpoint (meta lacks '" +
+                          std::string(kCheckpointFormatKey) + "')");
+  const int version = ck.meta[kCheckpointFormatKey].get<int>();
+  if (version < 1 || version > kCheckpointFormatVersion)
+    throw CheckpointError(where + ": format version " + std::to_string(version) +
+                          " is not supported (this build reads 1.." +
+                          std::to_string(kCheckpointFormatVersion) + ")");
+  ck.meta.erase(kCheckpointFormatKey);
+  for (const auto& entry : tensors_iv.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor())
+      throw CheckpointError(where + ": 'tensors' holds an entry that is not string -> tensor");
+    const auto& t = entry.value().toTensor();
+    if (!t.defined() || !t.device().is_cpu())
+      throw CheckpointError(where + ": tensor '" + entry.key().toStringRef() + "' is undefined or not on the CPU");
+    ck.tensors[entry.key().toStringRef()] = t;
+  }
+  if (version >= 2) {
+    c10::IValue sum_iv;
+    if (!archive.try_read("checksum", sum_iv) || !sum_iv.isString())
+      throw CheckpointError(where + ": the 'checksum' entry of format " + std::to_string(version) +
+                            " is missing (truncated or edited file)");
+    const std::string want = sum_iv.toStringRef();
+    const std::string got = detail::hex32(detail::content_crc(meta_iv.toStringRef(), ck.tensors));
+    if (want != got)
+      throw CheckpointError(where + ": checksum mismatch (stored " + want + ", computed " + got +
+                            "): the file is corrupt (a flipped byte, a bad disk or copy); use another checkpoint");
+  }
+  for (const auto& [key, t] : ck.tensors) {
+    if (!t.is_floating_point() || t.numel() == 0) continue;
+    const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
+    if (bad > 0)
+      throw CheckpointError(where + ": tensor '" + key + "' holds " + std::to_string(bad) + " NaN/Inf value(s) of " +
+                            std::to_string(t.numel()) + " (the run that wrote it diverged); use an earlier checkpoint");
+  }
+  return ck;
+}
+
+LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix, const torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  auto put = [&](const std::string& name, const torch::Tensor& t) {
+    if (!t.defined()) return;
+    ck.tensors[detail::join_key(prefix, name)] =
+        t.detach().to(t.options().device(torch::kCPU), /*non_blocking=*/false, /*copy=*/true);
+  };
+  for (const auto& item : m.named_parameters(/*recurse=*/true)) put(item.key(), item.value());
+  for (const auto& item : m.named_buffers(/*recurse=*/true)) put(item.key(), item.value());
+}
+
+LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  const std::string where = ck.source.empty() ? std::string("checkpoint") : "checkpoint " + ck.source.string();
+  auto get = [&](const std::string& name, torch::Tensor& dst) {
+    if (!dst.defined()) return;
+    const std::string key = detail::join_key(prefix, name);
+    auto it = ck.tensors.find(key);
+    if (it == ck.tensors.end())
+      throw CheckpointError(where + " lacks module tensor '" + key + "' (shape " + detail::shape_str(dst) +
+                            "): it was written for another model or size");
+    if (it->second.sizes() != dst.sizes())
+      throw CheckpointError(where + ": tensor '" + key + "' has shape " + detail::shape_str(it->second) +
+                            " but the module expects " + detail::shape_str(dst) +
+                            " (a checkpoint of another model size?)");
+  };
+  // Check everything before copying anything, so a failed load leaves the module unchanged.
+  auto params = m.named_parameters(true);
+  auto buffers = m.named_buffers(true);
+  for (auto& item : params) get(item.key(), item.value());
+  for (auto& item : buffers) get(item.key(), item.value());
+  auto copy = [&](const std::string& name, torch::Tensor& dst) {
+    if (dst.defined()) dst.copy_(ck.tensors.at(detail::join_key(prefix, name)));
+  };
+  for (auto& item : params) copy(item.key(), item.value());
+  for (auto& item : buffers) copy(item.key(), item.value());
+}
+
+}  // namespace libreyolo::train
