@@ -8,10 +8,20 @@
 #error "core/compiled_units.hpp is for the compiled build's one unit (define LIBREYOLO_COMPILED_LIB)"
 #endif
 // One line per header split into declarations and a -inl.hpp (keep sorted).
+#include <libreyolo/core/config-inl.hpp>
+#include <libreyolo/core/log-inl.hpp>
+#include <libreyolo/dist/process_group-inl.hpp>
+#include <libreyolo/dist/reducer-inl.hpp>
+#include <libreyolo/eval/detection-inl.hpp>
+#include <libreyolo/eval/point-inl.hpp>
+#include <libreyolo/eval/semantic-inl.hpp>
 #include <libreyolo/io/original-inl.hpp>
 #include <libreyolo/io/pickle-inl.hpp>
 #include <libreyolo/io/pt_archive-inl.hpp>
 #include <libreyolo/io/pyvalue-inl.hpp>
 #include <libreyolo/io/zip-inl.hpp>
+#include <libreyolo/precision/grad_scaler-inl.hpp>
 #include <libreyolo/train/checkpoint-inl.hpp>
+#include <libreyolo/train/ema-inl.hpp>
+#include <libreyolo/train/optimizer-inl.hpp>
 #include <libreyolo/train/run_dir-inl.hpp>

@@ -6,6 +6,7 @@
 // A third form for cuda_graph=step (device_step): every value that changes between steps lives in a
 // device tensor (each group's lr, AdamW's step counts) and an inf/NaN step is skipped on the device, so
 // the whole step can be recorded in a CUDA graph; on the CPU it computes exactly what step() does.
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/train/checkpoint.hpp>
@@ -35,85 +36,26 @@ class Optimizer {
  public:
   enum class Kind { sgd, adamw };
 
-  Optimizer(std::vector<ParamGroup> groups, OptimizerOptions opt) : groups_(std::move(groups)), opt_(opt) {
-    kind_ = parse_kind(opt_.name);
-    opt_.name = kind_ == Kind::sgd ? "SGD" : "AdamW";
-    if (!(opt_.lr0 > 0)) throw ConfigError("optimizer lr0 = " + std::to_string(opt_.lr0) + ": must be > 0");
-    check_momentum(opt_.momentum);
-    if (kind_ == Kind::adamw && !(opt_.beta2 >= 0 && opt_.beta2 < 1))
-      throw ConfigError("optimizer beta2 = " + std::to_string(opt_.beta2) + ": allowed 0 <= beta2 < 1");
-    if (opt_.foreach < -1 || opt_.foreach > 1)
-      throw ConfigError("optimizer foreach = " + std::to_string(opt_.foreach) + ": allowed -1 (auto), 0, 1");
-    momentum_ = opt_.momentum;
-    state_.resize(groups_.size());
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      auto& g = groups_[i];
-      if (g.lr < 0) throw ConfigError("param group '" + g.name + "' lr = " + std::to_string(g.lr) + ": must be >= 0");
-      if (g.weight_decay < 0)
-        throw ConfigError("param group '" + g.name + "' weight_decay = " + std::to_string(g.weight_decay) +
-                          ": must be >= 0");
-      if (g.lr == 0) g.lr = opt_.lr0 * g.lr_mult;
-      state_[i].resize(g.params.size());
-    }
-  }
+  Optimizer(std::vector<ParamGroup> groups, OptimizerOptions opt);
 
   // One update of every parameter with a defined grad, using each group's current lr.
-  void step() {
-    torch::NoGradGuard no_grad;
-    const bool multi = uses_foreach();
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      Batch b = collect(i);
-      if (b.params.empty()) continue;
-      if (kind_ == Kind::sgd)
-        multi ? sgd_foreach(groups_[i], b) : sgd_loop(groups_[i], b);
-      else
-        multi ? adamw_foreach(groups_[i], b) : adamw_loop(groups_[i], b);
-    }
-  }
+  void step();
 
-  void zero_grad(bool set_to_none = true) {
-    for (auto& g : groups_)
-      for (auto& p : g.params) {
-        if (!p.grad().defined()) continue;
-        if (set_to_none) {
-          p.mutable_grad() = torch::Tensor();
-        } else {
-          p.mutable_grad().detach_();
-          p.mutable_grad().zero_();
-        }
-      }
-  }
+  void zero_grad(bool set_to_none = true);
 
   size_t num_groups() const { return groups_.size(); }
   ParamGroup& group(size_t i) { return groups_.at(check_group(i)); }
   const ParamGroup& group(size_t i) const { return groups_.at(check_group(i)); }
-  void set_lr(size_t i, double lr) {
-    if (!(lr >= 0)) throw ConfigError("optimizer lr = " + std::to_string(lr) + ": must be >= 0");
-    groups_[check_group(i)].lr = lr;
-    if (dev_.on) write_device_lr(i);  // a kernel launch, no sync: the graph reads the tensor
-  }
+  void set_lr(size_t i, double lr);
   double lr(size_t i) const { return groups_[check_group(i)].lr; }
-  void set_momentum(double m) {
-    check_momentum(m);
-    momentum_ = m;
-  }
+  void set_momentum(double m);
   double momentum() const { return momentum_; }
   const std::string& name() const { return opt_.name; }
   Kind kind() const { return kind_; }
 
-  std::vector<torch::Tensor> params() const {
-    std::vector<torch::Tensor> out;
-    for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
-    return out;
-  }
+  std::vector<torch::Tensor> params() const;
   // Decided per step from where the params are now (a model moved to CUDA after construction counts).
-  bool uses_foreach() const {
-    if (opt_.foreach != -1) return opt_.foreach == 1;
-    for (const auto& g : groups_)
-      for (const auto& p : g.params)
-        if (p.is_cuda()) return true;
-    return false;
-  }
+  bool uses_foreach() const;
 
 
   // ---- the device-state step (cuda_graph=step) ----------------------------------------------------
@@ -121,122 +63,26 @@ class Optimizer {
   // device_step): each group's lr (float64, and float32 for the fused kernels), AdamW's per-parameter
   // step counts, and every parameter's state (SGD momentum buffers start at zero, which the first
   // update turns into the gradient exactly as step() creates them). Afterwards set_lr writes the tensors.
-  void enable_device_state() {
-    torch::NoGradGuard no_grad;
-    const auto ps = params();
-    if (ps.empty()) throw Error("Optimizer::enable_device_state: no parameters");
-    const torch::Device device = ps.front().device();
-    dev_ = DeviceState{};
-    // The fused kernels for SGD only. On the H200 (session 10, tests/step/test_step_gpu.cpp, RTMDet-t's
-    // AdamW with two weight-decay groups, channels-last) the fused AdamW path left the parameters up to
-    // 0.07 (max rel. 1.9) away from eager after 30 steps, while the generic device path (`_foreach_` with
-    // device scalars) in the same run equalled eager bit for bit. Until that difference is understood,
-    // AdamW takes the generic path (its fused call was removed; it is in the history, commit 0ab1af1).
-    dev_.fused = prefer_fused_ && compat::has_fused_optimizers && device.is_cuda() && opt_.foreach != 0 &&
-                 kind_ == Kind::sgd;
-    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      dev_.lr.push_back(torch::full({}, groups_[i].lr, f64));
-      dev_.lr32.push_back(torch::full({}, groups_[i].lr, f64.dtype(torch::kFloat32)));
-      dev_.steps.emplace_back();
-      for (size_t j = 0; j < groups_[i].params.size(); ++j) {
-        ParamState& s = state_[i][j];
-        const torch::Tensor& p = groups_[i].params[j];
-        if (kind_ == Kind::sgd) {
-          if (momentum_ != 0 && !s.a.defined()) s.a = torch::zeros_like(p, at::MemoryFormat::Preserve);
-        } else {
-          init_adam_state(s, p);
-        }
-        dev_.steps.back().push_back(torch::full({}, static_cast<double>(s.step),
-                                                f64.dtype(dev_.fused ? torch::kFloat32 : torch::kFloat64)));
-      }
-    }
-    dev_.on = true;
-  }
+  void enable_device_state();
   bool device_state() const { return dev_.on; }
   // Whether device_step uses LibTorch's fused multi-tensor kernels (CUDA, LibTorch >= 2.5).
   bool device_fused() const { return dev_.on && dev_.fused; }
   // Why the fused kernels were given up for the generic device path (empty while they run).
   const std::string& device_fused_error() const { return fused_error_; }
   // false: the generic (per-tensor) device path on CUDA too (tests); before enable_device_state().
-  void set_device_fused(bool on) {
-    if (dev_.on) throw Error("Optimizer::set_device_fused: call it before enable_device_state()");
-    prefer_fused_ = on;
-  }
+  void set_device_fused(bool on);
 
   // One update of every parameter with a defined grad, reading lr and step counts from the device
   // tensors; when found_inf (0-d float, scale's device) is defined and 1, nothing changes (parameters,
   // state and step counts stay). Changes no host state, reads nothing back on CUDA: recordable.
-  void device_step(const torch::Tensor& found_inf = {}) {
-    if (!dev_.on) throw Error("Optimizer::device_step: call enable_device_state() first");
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      Batch b = collect(i);
-      if (b.params.empty()) continue;
-      std::vector<torch::Tensor*> steps;
-      for (size_t j = 0, k = 0; j < groups_[i].params.size() && k < b.params.size(); ++j)
-        if (b.params[k].is_same(groups_[i].params[j])) steps.push_back(&dev_.steps[i][j]), ++k;
-      const torch::Tensor found = found_inf.defined() ? found_inf.to(b.params.front().device(), torch::kFloat32) : found_inf;
-      if (dev_.fused && momentum_ != 0) {  // dev_.fused: SGD only (enable_device_state)
-        try {  // the fused kernels check their lists before launching anything
-          sgd_fused(groups_[i], i, b, steps, found);
-          continue;
-        } catch (const c10::Error& e) {
-          dev_.fused = false;
-          fused_error_ = e.what_without_backtrace();
-        }
-      }
-      if (kind_ == Kind::sgd)
-        sgd_device(groups_[i], i, b, steps, found);
-      else
-        adamw_device(groups_[i], i, b, steps, found);
-    }
-  }
+  void device_step(const torch::Tensor& found_inf = {});
 
   // Tensors go to "<prefix>.<group>.<param>.<field>" (CPU copies); the rest to meta["<prefix>"]
   // (a trailing dot on the prefix is optional).
-  void save(Checkpoint& ck, const std::string& prefix) const {
-    nlohmann::json groups = nlohmann::json::array();
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      nlohmann::json steps = nlohmann::json::array(), has_state = nlohmann::json::array();
-      for (size_t j = 0; j < state_[i].size(); ++j) {
-        const ParamState& s = state_[i][j];
-        // The device step counts are the true ones once the device path runs (a read-back at save).
-        steps.push_back(dev_.on ? static_cast<int64_t>(std::llround(dev_.steps[i][j].item<double>())) : s.step);
-        has_state.push_back(s.a.defined());
-        if (!s.a.defined()) continue;
-        ck.tensors[state_key(prefix, i, j, field_a())] = cpu_copy(s.a);
-        if (kind_ == Kind::adamw) ck.tensors[state_key(prefix, i, j, "exp_avg_sq")] = cpu_copy(s.b);
-      }
-      groups.push_back({{"name", groups_[i].name}, {"lr", groups_[i].lr}, {"weight_decay", groups_[i].weight_decay},
-                        {"num_params", groups_[i].params.size()}, {"steps", steps}, {"has_state", has_state}});
-    }
-    ck.meta[detail::meta_key(prefix)] = {{"optimizer", opt_.name}, {"momentum", momentum_}, {"groups", groups}};
-  }
+  void save(Checkpoint& ck, const std::string& prefix) const;
 
   // Restores state, step counts, group lrs and momentum; checks everything before changing anything.
-  void load(const Checkpoint& ck, const std::string& prefix) {
-    const nlohmann::json& m = checked_meta(ck, prefix);
-    std::vector<std::vector<ParamState>> fresh(groups_.size());
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      const auto& gm = m["groups"][i];
-      fresh[i].resize(groups_[i].params.size());
-      for (size_t j = 0; j < fresh[i].size(); ++j) {
-        const torch::Tensor& p = groups_[i].params[j];
-        fresh[i][j].step = gm["steps"][j].get<int64_t>();
-        if (!gm["has_state"][j].get<bool>()) continue;
-        fresh[i][j].a = fetch(ck, state_key(prefix, i, j, field_a()), p);
-        if (kind_ == Kind::adamw) fresh[i][j].b = fetch(ck, state_key(prefix, i, j, "exp_avg_sq"), p);
-      }
-    }
-    state_ = std::move(fresh);
-    for (size_t i = 0; i < groups_.size(); ++i) groups_[i].lr = m["groups"][i]["lr"].get<double>();
-    momentum_ = m["momentum"].get<double>();
-    if (dev_.on) {  // the device tensors follow the loaded state
-      dev_.on = false;
-      enable_device_state();
-    }
-  }
+  void load(const Checkpoint& ck, const std::string& prefix);
 
  private:
   // `a` is the SGD momentum buffer or the AdamW first moment, `b` the AdamW second moment.
@@ -250,135 +96,26 @@ class Optimizer {
     std::vector<ParamState*> states;
   };
 
-  static Kind parse_kind(const std::string& name) {
-    std::string low = name;
-    std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (low == "sgd") return Kind::sgd;
-    if (low == "adamw") return Kind::adamw;
-    throw ConfigError("optimizer name '" + name + "' is not supported; allowed: SGD, AdamW (case-insensitive)");
-  }
-  static void check_momentum(double m) {
-    if (!(m >= 0 && m < 1))
-      throw ConfigError("optimizer momentum = " + std::to_string(m) + ": allowed 0 <= momentum < 1");
-  }
-  size_t check_group(size_t i) const {
-    if (i >= groups_.size())
-      throw Error("optimizer group index " + std::to_string(i) + " out of range (have " +
-                  std::to_string(groups_.size()) + " groups)");
-    return i;
-  }
+  static Kind parse_kind(const std::string& name);
+  static void check_momentum(double m);
+  size_t check_group(size_t i) const;
   const char* field_a() const { return kind_ == Kind::sgd ? "momentum_buffer" : "exp_avg"; }
-  static std::string state_key(const std::string& prefix, size_t g, size_t p, const std::string& field) {
-    return detail::join_key(prefix, std::to_string(g) + "." + std::to_string(p) + "." + field);
-  }
-  static torch::Tensor cpu_copy(const torch::Tensor& t) {
-    return t.detach().to(t.options().device(torch::kCPU), false, /*copy=*/true);
-  }
+  static std::string state_key(const std::string& prefix, size_t g, size_t p, const std::string& field);
+  static torch::Tensor cpu_copy(const torch::Tensor& t);
 
-  Batch collect(size_t i) {
-    Batch b;
-    auto& g = groups_[i];
-    for (size_t j = 0; j < g.params.size(); ++j) {
-      const torch::Tensor& grad = g.params[j].grad();
-      if (!grad.defined()) continue;
-      b.params.push_back(g.params[j]);
-      b.grads.push_back(grad);
-      b.states.push_back(&state_[i][j]);
-    }
-    return b;
-  }
+  Batch collect(size_t i);
 
   // PyTorch SGD, dampening 0: d = g + wd*p; buf = d (first) or mu*buf + d; d = d + mu*buf (nesterov)
   // or buf; p -= lr*d.
-  void sgd_loop(const ParamGroup& g, Batch& b) {
-    const double mu = momentum_;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      torch::Tensor& p = b.params[k];
-      ParamState& s = *b.states[k];
-      torch::Tensor d = g.weight_decay != 0 ? b.grads[k].add(p, g.weight_decay) : b.grads[k];
-      if (mu != 0) {
-        if (!s.a.defined())
-          s.a = d.clone().detach();
-        else
-          s.a.mul_(mu).add_(d);
-        d = opt_.nesterov ? d.add(s.a, mu) : s.a;
-      }
-      p.add_(d, -g.lr);
-      ++s.step;
-    }
-  }
+  void sgd_loop(const ParamGroup& g, Batch& b);
 
-  void sgd_foreach(const ParamGroup& g, Batch& b) {
-    const double mu = momentum_;
-    std::vector<torch::Tensor> d =
-        g.weight_decay != 0 ? at::_foreach_add(b.grads, b.params, at::Scalar(g.weight_decay)) : b.grads;
-    if (mu != 0) {
-      std::vector<torch::Tensor> bufs;
-      bool all_have_buf = true;
-      for (auto* s : b.states) all_have_buf = all_have_buf && s->a.defined();
-      if (all_have_buf) {
-        for (auto* s : b.states) bufs.push_back(s->a);
-        at::_foreach_mul_(bufs, at::Scalar(mu));
-        at::_foreach_add_(bufs, d, at::Scalar(1.0));
-      } else {  // first step of some params: create their buffers one by one, as PyTorch does
-        for (size_t k = 0; k < b.states.size(); ++k) {
-          ParamState& s = *b.states[k];
-          if (!s.a.defined())
-            s.a = d[k].clone().detach();
-          else
-            s.a.mul_(mu).add_(d[k]);
-          bufs.push_back(s.a);
-        }
-      }
-      d = opt_.nesterov ? at::_foreach_add(d, bufs, at::Scalar(mu)) : bufs;
-    }
-    at::_foreach_add_(b.params, d, at::Scalar(-g.lr));
-    for (auto* s : b.states) ++s->step;
-  }
+  void sgd_foreach(const ParamGroup& g, Batch& b);
 
   // PyTorch AdamW: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
   // p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step from a host-side step count.
-  void adamw_loop(const ParamGroup& g, Batch& b) {
-    const double b1 = momentum_, b2 = opt_.beta2;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      torch::Tensor& p = b.params[k];
-      const torch::Tensor& grad = b.grads[k];
-      ParamState& s = *b.states[k];
-      init_adam_state(s, p);
-      if (g.weight_decay != 0) p.mul_(1 - g.lr * g.weight_decay);
-      ++s.step;
-      const double bc1 = 1 - std::pow(b1, static_cast<double>(s.step));
-      const double bc2 = 1 - std::pow(b2, static_cast<double>(s.step));
-      s.a.mul_(b1).add_(grad, 1 - b1);
-      s.b.mul_(b2).addcmul_(grad, grad, 1 - b2);
-      torch::Tensor denom = (s.b.sqrt() / std::sqrt(bc2)).add_(opt_.eps);
-      p.addcdiv_(s.a, denom, -g.lr / bc1);
-    }
-  }
+  void adamw_loop(const ParamGroup& g, Batch& b);
 
-  void adamw_foreach(const ParamGroup& g, Batch& b) {
-    const double b1 = momentum_, b2 = opt_.beta2;
-    std::vector<torch::Tensor> m, v;
-    std::vector<at::Scalar> bc2_sqrt, step_size;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      ParamState& s = *b.states[k];
-      init_adam_state(s, b.params[k]);
-      ++s.step;
-      m.push_back(s.a);
-      v.push_back(s.b);
-      bc2_sqrt.emplace_back(std::sqrt(1 - std::pow(b2, static_cast<double>(s.step))));
-      step_size.emplace_back(-g.lr / (1 - std::pow(b1, static_cast<double>(s.step))));
-    }
-    if (g.weight_decay != 0) at::_foreach_mul_(b.params, at::Scalar(1 - g.lr * g.weight_decay));
-    at::_foreach_mul_(m, at::Scalar(b1));
-    at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
-    at::_foreach_mul_(v, at::Scalar(b2));
-    at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
-    std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
-    at::_foreach_div_(denom, at::ArrayRef<at::Scalar>(bc2_sqrt));
-    at::_foreach_add_(denom, at::Scalar(opt_.eps));
-    at::_foreach_addcdiv_(b.params, m, denom, at::ArrayRef<at::Scalar>(step_size));
-  }
+  void adamw_foreach(const ParamGroup& g, Batch& b);
 
   // The device-state path's tensors (enable_device_state()).
   struct DeviceState {
@@ -386,139 +123,34 @@ class Optimizer {
     std::vector<torch::Tensor> lr, lr32;            // per group, 0-d float64 / float32
     std::vector<std::vector<torch::Tensor>> steps;  // per group and parameter, 0-d (AdamW's step counts)
   };
-  void write_device_lr(size_t i) {
-    dev_.lr[i].fill_(groups_[i].lr);
-    dev_.lr32[i].fill_(groups_[i].lr);
-  }
+  void write_device_lr(size_t i);
   // x + y * alpha, x * alpha, x / alpha, x + alpha * y / z for a 0-d alpha: on the CPU its value is read
   // (there is no device to wait for) and given as the Scalar step() uses, so the arithmetic is step()'s
   // to the bit; on CUDA it stays a tensor.
-  static torch::Tensor add_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& alpha) {
-    if (!alpha.is_cuda()) return x.add(y, alpha.item<double>());
-    return x.addcmul(y, alpha.to(x.scalar_type()));
-  }
-  static torch::Tensor mul_by(const torch::Tensor& x, const torch::Tensor& alpha) {
-    if (!alpha.is_cuda()) return x.mul(alpha.item<double>());
-    return x.mul(alpha.to(x.scalar_type()));
-  }
-  static torch::Tensor div_by(const torch::Tensor& x, const torch::Tensor& alpha) {
-    if (!alpha.is_cuda()) return x.div(alpha.item<double>());
-    return x.div(alpha.to(x.scalar_type()));
-  }
+  static torch::Tensor add_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& alpha);
+  static torch::Tensor mul_by(const torch::Tensor& x, const torch::Tensor& alpha);
+  static torch::Tensor div_by(const torch::Tensor& x, const torch::Tensor& alpha);
   static torch::Tensor addcdiv_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
-                                      const torch::Tensor& alpha) {
-    if (!alpha.is_cuda()) return x.addcdiv(y, z, alpha.item<double>());
-    return x.addcmul(y.div(z), alpha.to(x.scalar_type()));
-  }
+                                      const torch::Tensor& alpha);
   // live = keep ? fresh : live, where keep = (found == 0); without found_inf, live = fresh.
-  static void commit(torch::Tensor& live, const torch::Tensor& fresh, const torch::Tensor& keep) {
-    if (keep.defined()) live.copy_(torch::where(keep, fresh, live));
-    else live.copy_(fresh);
-  }
+  static void commit(torch::Tensor& live, const torch::Tensor& fresh, const torch::Tensor& keep);
 
   // step()'s SGD with the lr from the device and the update kept only when found_inf is 0.
   void sgd_device(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
-                  const torch::Tensor& found) {
-    const double mu = momentum_;
-    const torch::Tensor neg_lr = -dev_.lr[gi];
-    const torch::Tensor keep = found.defined() ? found.eq(0) : found;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      torch::Tensor& p = b.params[k];
-      ParamState& s = *b.states[k];
-      torch::Tensor d = g.weight_decay != 0 ? b.grads[k].add(p, g.weight_decay) : b.grads[k];
-      if (mu != 0) {
-        torch::Tensor buf = s.a.mul(mu).add_(d);
-        d = opt_.nesterov ? d.add(buf, mu) : buf;
-        commit(s.a, buf, keep);
-      }
-      commit(p, add_scaled(p, d, neg_lr), keep);
-      torch::Tensor& step = *steps[k];
-      step.copy_(keep.defined() ? step + keep.to(step.scalar_type()) : step + 1);  // the count step() keeps
-    }
-  }
+                  const torch::Tensor& found);
   void sgd_fused(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
-                 const torch::Tensor& found) {
-    std::vector<torch::Tensor> bufs, st;
-    for (auto* s : b.states) bufs.push_back(s->a);
-    compat::fused_sgd_(b.params, b.grads, bufs, g.weight_decay, momentum_, dev_.lr32[gi], opt_.nesterov, found);
-    for (auto* t : steps) st.push_back(*t);
-    at::_foreach_add_(st, at::Scalar(1.0));
-    if (found.defined()) at::_foreach_sub_(st, std::vector<torch::Tensor>(st.size(), found));
-  }
+                 const torch::Tensor& found);
 
   // step()'s AdamW (the per-tensor form) with lr and step counts from the device; the counts do not
   // advance on a skipped step.
   void adamw_device(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
-                    const torch::Tensor& found) {
-    const double b1 = momentum_, b2 = opt_.beta2;
-    const torch::Tensor& lr = dev_.lr[gi];
-    const torch::Tensor keep = found.defined() ? found.eq(0) : found;
-    const torch::Tensor decay = 1 - lr * g.weight_decay;
-    const torch::Tensor neg_lr = -lr;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      torch::Tensor& p = b.params[k];
-      const torch::Tensor& grad = b.grads[k];
-      ParamState& s = *b.states[k];
-      torch::Tensor& step = *steps[k];
-      const torch::Tensor next = keep.defined() ? step + keep.to(step.scalar_type()) : step + 1;
-      const torch::Tensor bc1 = 1 - torch::pow(b1, next);
-      const torch::Tensor bc2 = 1 - torch::pow(b2, next);
-      torch::Tensor q = g.weight_decay != 0 ? mul_by(p, decay) : p;
-      torch::Tensor m = s.a.mul(b1).add_(grad, 1 - b1);
-      torch::Tensor v = s.b.mul(b2).addcmul_(grad, grad, 1 - b2);
-      torch::Tensor denom = div_by(v.sqrt(), bc2.sqrt()).add_(opt_.eps);
-      q = addcdiv_scaled(q, m, denom, neg_lr / bc1);
-      commit(s.a, m, keep);
-      commit(s.b, v, keep);
-      commit(p, q, keep);
-      step.copy_(next);
-    }
-  }
-  static void init_adam_state(ParamState& s, const torch::Tensor& p) {
-    if (s.a.defined()) return;
-    s.a = torch::zeros_like(p, at::MemoryFormat::Preserve);
-    s.b = torch::zeros_like(p, at::MemoryFormat::Preserve);
-  }
+                    const torch::Tensor& found);
+  static void init_adam_state(ParamState& s, const torch::Tensor& p);
 
-  const nlohmann::json& checked_meta(const Checkpoint& ck, const std::string& prefix) const {
-    const std::string key = detail::meta_key(prefix);
-    const std::string where = "optimizer state '" + key + "'";
-    if (!ck.meta.contains(key) || !ck.meta[key].is_object() || !ck.meta[key].contains("groups"))
-      throw CheckpointError("checkpoint lacks " + where + " (meta key '" + key + "')");
-    const nlohmann::json& m = ck.meta[key];
-    if (m.value("optimizer", std::string()) != opt_.name)
-      throw CheckpointError(where + " was saved for optimizer '" + m.value("optimizer", std::string("?")) +
-                            "', this optimizer is '" + opt_.name + "'");
-    if (!m["groups"].is_array() || !m.contains("momentum") || !m["momentum"].is_number())
-      throw CheckpointError(where + " lacks a 'groups' array or a numeric 'momentum'");
-    if (m["groups"].size() != groups_.size())
-      throw CheckpointError(where + " has " + std::to_string(m["groups"].size()) + " param groups, expected " +
-                            std::to_string(groups_.size()));
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      const auto& gm = m["groups"][i];
-      const size_t n = groups_[i].params.size();
-      if (!gm.contains("steps") || !gm["steps"].is_array() || gm["steps"].size() != n ||
-          !gm.contains("has_state") || !gm["has_state"].is_array() || gm["has_state"].size() != n ||
-          !gm.contains("lr") || !gm["lr"].is_number())
-        throw CheckpointError(where + " group " + std::to_string(i) + " lacks 'lr' or " + std::to_string(n) +
-                              "-entry 'steps' / 'has_state' arrays");
-      if (gm.value("name", std::string()) != groups_[i].name || gm.value("num_params", size_t{0}) != n)
-        throw CheckpointError(where + " group " + std::to_string(i) + " is '" + gm.value("name", std::string("?")) +
-                              "' with " + std::to_string(gm.value("num_params", size_t{0})) + " params, expected '" +
-                              groups_[i].name + "' with " + std::to_string(groups_[i].params.size()));
-    }
-    return m;
-  }
+  const nlohmann::json& checked_meta(const Checkpoint& ck, const std::string& prefix) const;
 
   // A checkpoint tensor for state key `key`, as a fresh tensor on p's device with p's shape.
-  static torch::Tensor fetch(const Checkpoint& ck, const std::string& key, const torch::Tensor& p) {
-    auto it = ck.tensors.find(key);
-    if (it == ck.tensors.end()) throw CheckpointError("checkpoint lacks optimizer tensor '" + key + "'");
-    if (it->second.sizes() != p.sizes())
-      throw CheckpointError("checkpoint tensor '" + key + "' has shape " + detail::shape_str(it->second) +
-                            " but the parameter has shape " + detail::shape_str(p));
-    return it->second.to(p.options(), false, /*copy=*/true);
-  }
+  static torch::Tensor fetch(const Checkpoint& ck, const std::string& key, const torch::Tensor& p);
 
   std::vector<ParamGroup> groups_;
   OptimizerOptions opt_;
@@ -531,3 +163,7 @@ class Optimizer {
 };
 
 }  // namespace libreyolo::train
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/train/optimizer-inl.hpp>
+#endif
