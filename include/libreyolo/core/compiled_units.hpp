@@ -10,6 +10,19 @@
 // One line per header split into declarations and a -inl.hpp (keep sorted).
 #include <libreyolo/core/config-inl.hpp>
 #include <libreyolo/core/log-inl.hpp>
+#include <libreyolo/data/augment-inl.hpp>
+#include <libreyolo/data/classify-inl.hpp>
+#include <libreyolo/data/detect-inl.hpp>
+#include <libreyolo/data/detect_synth-inl.hpp>
+#include <libreyolo/data/detect_yaml-inl.hpp>
+#include <libreyolo/data/draw-inl.hpp>
+#include <libreyolo/data/image-inl.hpp>
+#include <libreyolo/data/image_cache-inl.hpp>
+#include <libreyolo/data/image_ops-inl.hpp>
+#include <libreyolo/data/label_cache-inl.hpp>
+#include <libreyolo/data/point-inl.hpp>
+#include <libreyolo/data/semantic-inl.hpp>
+#include <libreyolo/data/synth-inl.hpp>
 #include <libreyolo/dist/process_group-inl.hpp>
 #include <libreyolo/dist/reducer-inl.hpp>
 #include <libreyolo/eval/detection-inl.hpp>

@@ -12,6 +12,7 @@
 // DecodeBuffer: the last N decoded images, shared by all workers, with in-flight loads shared too
 // (a second request for an image being decoded waits for that decode instead of repeating it).
 // Mosaic partners are drawn near each sample in the epoch order, so they are mostly found here.
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/image_ops.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -35,23 +36,10 @@ namespace libreyolo::data {
 
 enum class CacheMode { off, ram, disk };
 
-inline CacheMode parse_cache_mode(const std::string& s) {
-  if (s == "off" || s == "false" || s.empty()) return CacheMode::off;
-  if (s == "ram" || s == "true") return CacheMode::ram;
-  if (s == "disk") return CacheMode::disk;
-  throw ConfigError("cache = '" + s + "' is not allowed (allowed: off, ram, disk)");
-}
+LIBREYOLO_INLINE CacheMode parse_cache_mode(const std::string& s);
 
 // Bytes of memory the kernel reports as available (MemAvailable), or 0 when unknown.
-inline uint64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
+LIBREYOLO_INLINE uint64_t available_memory_bytes();
 
 namespace detail {
 
@@ -62,13 +50,7 @@ struct DiskImageHeader {
   int64_t src_mtime = 0;
 };
 
-inline bool source_stamp(const std::filesystem::path& src, uint64_t& size, int64_t& mtime) {
-  std::error_code ec;
-  size = std::filesystem::file_size(src, ec);
-  if (ec) return false;
-  mtime = std::filesystem::last_write_time(src, ec).time_since_epoch().count();
-  return !ec;
-}
+LIBREYOLO_INLINE bool source_stamp(const std::filesystem::path& src, uint64_t& size, int64_t& mtime);
 
 }  // namespace detail
 
@@ -102,65 +84,16 @@ class ImageCache {
   }
 
   // Where the disk cache keeps image `src` resized for `imgsz`.
-  static std::filesystem::path disk_path(const std::filesystem::path& src, int imgsz) {
-    return src.parent_path() / ".libreyolo_cache" / (src.filename().string() + "." + std::to_string(imgsz) + ".rgb");
-  }
+  static std::filesystem::path disk_path(const std::filesystem::path& src, int imgsz);
 
-  size_t cached_in_ram() const {
-    size_t n = 0;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      std::lock_guard<std::mutex> lk(stripe(i));
-      n += slots_[i] != nullptr;
-    }
-    return n;
-  }
+  size_t cached_in_ram() const;
 
  private:
   std::mutex& stripe(size_t i) const { return locks_[i % locks_.size()]; }
 
-  std::shared_ptr<const Image> read_disk(const std::filesystem::path& file, const std::filesystem::path& src) const {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return nullptr;
-    detail::DiskImageHeader hd, want;
-    uint64_t size = 0;
-    int64_t mtime = 0;
-    if (!in.read(reinterpret_cast<char*>(&hd), sizeof hd) || std::memcmp(hd.magic, want.magic, 4) != 0 ||
-        hd.version != want.version || hd.imgsz != imgsz_ || hd.c != 3 || hd.h <= 0 || hd.w <= 0 ||
-        !detail::source_stamp(src, size, mtime) || hd.src_size != size || hd.src_mtime != mtime)
-      return nullptr;
-    auto img = std::make_shared<Image>(hd.h, hd.w, 3);
-    if (!in.read(reinterpret_cast<char*>(img->px.data()), static_cast<std::streamsize>(img->px.size()))) return nullptr;
-    if (in.peek() != std::char_traits<char>::eof()) return nullptr;  // a longer file is not ours
-    return img;
-  }
+  std::shared_ptr<const Image> read_disk(const std::filesystem::path& file, const std::filesystem::path& src) const;
 
-  void write_disk(const std::filesystem::path& file, const std::filesystem::path& src, const Image& img) const {
-    detail::DiskImageHeader hd;
-    hd.h = img.h, hd.w = img.w, hd.c = img.c, hd.imgsz = imgsz_;
-    if (!detail::source_stamp(src, hd.src_size, hd.src_mtime)) return;
-    std::error_code ec;
-    std::filesystem::create_directories(file.parent_path(), ec);
-    // A unique temporary name per thread, then rename: readers never see a half-written file.
-    const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
-    const std::filesystem::path tmp = file.string() + ".tmp" + std::to_string(mix64(tid) % 1000000007u);
-    bool ok = !ec;
-    if (ok) {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      ok = static_cast<bool>(out);
-      if (ok) {
-        out.write(reinterpret_cast<const char*>(&hd), sizeof hd);
-        out.write(reinterpret_cast<const char*>(img.px.data()), static_cast<std::streamsize>(img.px.size()));
-        ok = static_cast<bool>(out);
-      }
-    }
-    if (ok) std::filesystem::rename(tmp, file, ec);
-    if (!ok || ec) {
-      std::filesystem::remove(tmp, ec);
-      if (!disk_failed_.exchange(true))
-        log::warn("cache=disk: cannot write '", file.string(), "' (folder not writable?); images are decoded every ",
-                  "time instead");
-    }
-  }
+  void write_disk(const std::filesystem::path& file, const std::filesystem::path& src, const Image& img) const;
 
   CacheMode mode_;
   int imgsz_;
@@ -173,11 +106,7 @@ class DecodeBuffer {
  public:
   explicit DecodeBuffer(size_t capacity = 64) : capacity_(std::max<size_t>(1, capacity)) {}
 
-  void set_capacity(size_t capacity) {
-    std::lock_guard<std::mutex> lk(mu_);
-    capacity_ = std::max<size_t>(1, capacity);
-    evict();
-  }
+  void set_capacity(size_t capacity);
   size_t capacity() const { return capacity_; }
 
   // The image for `key`, from the buffer or from load() (run once however many threads ask).
@@ -213,12 +142,7 @@ class DecodeBuffer {
   uint64_t misses() const { return misses_; }
 
  private:
-  void evict() {  // oldest first; holders of an evicted image keep it alive until they are done
-    while (map_.size() > capacity_ && !fifo_.empty()) {
-      map_.erase(fifo_.front());
-      fifo_.pop_front();
-    }
-  }
+  void evict();  // oldest first; holders of an evicted image keep it alive until they are done
 
   std::mutex mu_;
   size_t capacity_;
@@ -228,3 +152,7 @@ class DecodeBuffer {
 };
 
 }  // namespace libreyolo::data
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/data/image_cache-inl.hpp>
+#endif

@@ -1,0 +1,368 @@
+#pragma once
+// Definitions of detect.hpp (core/api.hpp): included by detect.hpp when header-only, compiled once otherwise.
+#include <libreyolo/data/detect.hpp>
+
+namespace libreyolo::data {
+
+LIBREYOLO_INLINE DetectBatch DetectBatch::to(const torch::Device& device, bool non_blocking) const {
+  DetectBatch b = *this;
+  b.images = images.to(device, non_blocking);
+  b.targets = targets.to(device, non_blocking);
+  return b;
+}
+
+LIBREYOLO_INLINE void DetectStageTimes::reset() {
+  load_ns = augment_ns = tensor_ns = collate_ns = samples = 0;
+}
+
+LIBREYOLO_INLINE DetectStageTimes& detect_stage_times() {
+  static DetectStageTimes t;
+  return t;
+}
+
+namespace detail {
+
+LIBREYOLO_INLINE StageClock::~StageClock() {
+  if (sink) *sink += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+LIBREYOLO_INLINE void validate_detect_augment(const DetectAugment& a) {
+  auto bad = [](const std::string& key, double v, const char* allowed) {
+    throw ConfigError("detection augment " + key + " = " + log::cat(v) + " is outside " + allowed);
+  };
+  if (a.stride < 1) bad("stride", a.stride, "[1, inf)");
+  if (a.imgsz < a.stride || a.imgsz % a.stride != 0) bad("imgsz", a.imgsz, "the positive multiples of the stride (32)");
+  const std::pair<const char*, double> probs[] = {{"mosaic", a.mosaic}, {"mixup", a.mixup}, {"fliplr", a.fliplr},
+                                                  {"flipud", a.flipud}, {"translate", a.translate},
+                                                  {"hsv_prob", a.hsv_prob}};
+  for (const auto& [k, v] : probs)
+    if (!(v >= 0 && v <= 1)) bad(k, v, "[0, 1]");
+  if (a.hsv_mode != "multiply" && a.hsv_mode != "add")
+    throw ConfigError("detection augment hsv_mode = " + a.hsv_mode + " is not one of: multiply, add");
+  const bool add = a.hsv_mode == "add";
+  const std::pair<const char*, double> hsv[] = {{"hsv_h", a.hsv_h}, {"hsv_s", a.hsv_s}, {"hsv_v", a.hsv_v}};
+  for (size_t k = 0; k < 3; ++k) {
+    const double hi = add ? (k == 0 ? 180 : 255) : 1;
+    if (!(hsv[k].second >= 0 && hsv[k].second <= hi))
+      bad(hsv[k].first, hsv[k].second, add ? (k == 0 ? "[0, 180] (hsv_mode=add)" : "[0, 255] (hsv_mode=add)")
+                                           : "[0, 1] (hsv_mode=multiply)");
+  }
+  if (!(a.scale >= 0 && a.scale < 1)) bad("scale", a.scale, "[0, 1)");
+  if (!(a.degrees >= 0 && a.degrees <= 180)) bad("degrees", a.degrees, "[0, 180]");
+  if (!(a.shear >= 0 && a.shear < 90)) bad("shear", a.shear, "[0, 90)");
+  if (!(a.perspective >= 0 && a.perspective <= 0.01)) bad("perspective", a.perspective, "[0, 0.01]");
+  if (a.no_aug_epochs < 0) bad("no_aug_epochs", a.no_aug_epochs, "[0, inf)");
+  if (a.epochs < 1) bad("epochs", a.epochs, "[1, inf)");
+  if (a.max_boxes < 0) bad("max_boxes", a.max_boxes, "[0, inf) (0 = the batch's largest count)");
+  if (a.mosaic_window < 2) bad("mosaic_window", a.mosaic_window, "[2, inf)");
+  parse_cache_mode(a.cache);
+}
+
+}  // namespace detail
+
+LIBREYOLO_INLINE std::shared_ptr<DetectDataset> DetectDataset::open(const DatasetYaml& yaml, const std::string& split, DetectAugment aug) {
+  const auto& sources = yaml.split(split);
+  if (sources.empty())
+    throw DataError("dataset YAML '" + yaml.file.string() + "' has no '" + split + "' split");
+  const auto images = split_image_files(sources);
+  if (images.empty())
+    throw DataError("split '" + split + "' of dataset YAML '" + yaml.file.string() +
+                    "' lists no images (.jpg, .jpeg, .png) in its folders or list files");
+  return open_images(images, yaml.names, aug, label_cache_path(sources, images), split);
+}
+
+LIBREYOLO_INLINE std::shared_ptr<DetectDataset> DetectDataset::open_images(const std::vector<std::filesystem::path>& images,
+                                                                           std::vector<std::string> names, DetectAugment aug,
+                                                                           const std::filesystem::path& cache_file,
+                                                                           const std::string& split) {
+  detail::validate_detect_augment(aug);
+  if (names.empty()) throw ConfigError("detection dataset: no class names");
+  auto ds = std::shared_ptr<DetectDataset>(new DetectDataset());
+  ds->aug_ = aug;
+  ds->names_ = std::move(names);
+  ds->index_ = build_label_index(images, static_cast<int>(ds->names_.size()), cache_file);
+  log_label_summary(split, ds->index_);
+  require_class_ids_in_range(ds->index_, split);
+  if (ds->index_.entries.empty())
+    throw DataError("split '" + split + "' has no usable image: all " + std::to_string(images.size()) +
+                    " were skipped (see the warnings above)");
+  ds->affine_ = {aug.degrees, aug.translate, aug.scale, aug.shear, aug.perspective};
+  ds->failures_ = std::make_shared<detail::DetectLoadFailures>();
+  ds->failures_->bad.assign(ds->index_.entries.size(), false);
+  ds->mosaic_active_ = ds->mosaic_on(0);
+  ds->init_cache(split);
+  return ds;
+}
+
+LIBREYOLO_INLINE void DetectDataset::set_epoch(int epoch) {
+  const bool now = mosaic_on(epoch);
+  if (now != mosaic_active_) {
+    log::info(now ? "mosaic on from epoch " : "mosaic closed from epoch ", epoch + 1);
+    mosaic_active_ = now;
+    for (auto& f : listeners_) f(now, epoch);
+  }
+}
+
+LIBREYOLO_INLINE int DetectDataset::imgsz_for_batch(uint64_t seed, int epoch, size_t b) const {
+  if (!aug_.multi_scale || !aug_.train) return aug_.imgsz;
+  const int st = aug_.stride;
+  const int lo = std::max(1, (aug_.imgsz / 2 + st - 1) / st), hi = aug_.imgsz * 3 / 2 / st;
+  std::mt19937_64 rng(sample_seed(seed ^ 0x4D554C5449ull, epoch, b));
+  return static_cast<int>(randint(rng, lo, hi)) * st;
+}
+
+LIBREYOLO_INLINE DetectDataset::Sample DetectDataset::get(size_t i, std::mt19937_64& rng, int epoch, int out_size) const {
+  Sample s;
+  DetBoxes boxes;
+  size_t used = i;
+  if (aug_.train) {
+    s.image = build_train(i, rng, epoch, out_size, boxes, used);
+  } else {
+    auto loaded = load(i, &used);
+    boxes = pixel_boxes(used, loaded->w, loaded->h);
+    detail::StageClock clock(detect_stage_times().augment_ns);
+    LetterboxInfo lb;
+    const Image img = letterbox(*loaded, out_size, out_size, boxes, &lb);
+    s.ratio = static_cast<double>(loaded->w) * lb.scale_x / index_.entries[used].w;
+    s.pad_x = lb.pad_x, s.pad_y = lb.pad_y;
+    s.image = to_chw_tensor(img);
+  }
+  detail::StageClock clock(detect_stage_times().tensor_ns);
+  const auto& e = index_.entries[used];
+  s.path = e.image, s.orig_h = e.h, s.orig_w = e.w;
+  s.boxes = torch::empty({static_cast<int64_t>(boxes.size()), 5}, torch::kFloat32);
+  std::memcpy(s.boxes.data_ptr<float>(), boxes.data(), boxes.size() * sizeof(DetBox));
+  s.max_boxes = aug_.max_boxes;
+  if (detect_stage_times().enabled) ++detect_stage_times().samples;
+  return s;
+}
+
+LIBREYOLO_INLINE void DetectDataset::set_epoch_order(int epoch, const std::vector<size_t>& order, const LoaderOptions& opt) {
+  if (order.size() != size())
+    throw Error("DetectDataset::set_epoch_order: an order of " + std::to_string(order.size()) + " positions for " +
+                std::to_string(size()) + " images; it takes the whole epoch's order, before sharding over ranks");
+  pos_of_.assign(order.size(), 0);
+  for (size_t p = 0; p < order.size(); ++p) {
+    if (order[p] >= order.size())
+      throw Error("DetectDataset::set_epoch_order: position " + std::to_string(p) + " holds image " +
+                  std::to_string(order[p]) + ", outside 0 .. " + std::to_string(order.size() - 1));
+    pos_of_[order[p]] = p;
+  }
+  order_ = order;
+  order_epoch_ = epoch;
+  const size_t in_flight = static_cast<size_t>(std::max(1, opt.workers)) * opt.prefetch + 2;
+  buffer_->set_capacity(in_flight * static_cast<size_t>(opt.batch) + static_cast<size_t>(aug_.mosaic_window));
+}
+
+LIBREYOLO_INLINE size_t DetectDataset::partner(size_t i, int epoch, std::mt19937_64& rng) const {
+  const int64_t n = static_cast<int64_t>(size());
+  if (order_epoch_ != epoch || pos_of_.size() != static_cast<size_t>(n)) return static_cast<size_t>(randint(rng, 0, n - 1));
+  const int64_t half = aug_.mosaic_window / 2;
+  int64_t d = randint(rng, -half, half - 1);
+  d += d >= 0;  // in [-half, half] without 0
+  return order_[static_cast<size_t>(((static_cast<int64_t>(pos_of_[i]) + d) % n + n) % n)];
+}
+
+LIBREYOLO_INLINE std::shared_ptr<const Image> DetectDataset::load(size_t i, size_t* used) const {
+  detail::StageClock clock(detect_stage_times().load_ns);
+  return with_substitute(i, used, [&](size_t j) {
+    return cache_->get(j, index_.entries[j].image, [&] { return decode_resized(index_.entries[j]); });
+  });
+}
+
+LIBREYOLO_INLINE DetectDataset::Tile DetectDataset::load_tile(size_t i) const {
+  Tile t;
+  if (cache_->mode() != CacheMode::off) {
+    t.img = load(i, &t.index);
+  } else {
+    detail::StageClock clock(detect_stage_times().load_ns);
+    t.img = with_substitute(i, &t.index, [&](size_t j) {
+      return buffer_->get(j, [&] {
+        const auto& e = index_.entries[j];
+        const auto [w, h] = resized_size(e);
+        return read_image(e.image, std::max(e.h, e.w) > aug_.imgsz ? std::min(h, w) : 0);
+      });
+    });
+  }
+  std::tie(t.w, t.h) = resized_size(index_.entries[t.index]);
+  return t;
+}
+
+LIBREYOLO_INLINE DetBoxes DetectDataset::pixel_boxes(size_t i, int w, int h) const {
+  DetBoxes out;
+  const float W = static_cast<float>(w), H = static_cast<float>(h);
+  for (const auto& b : index_.entries[i].boxes) {
+    DetBox d{b[0], std::clamp((b[1] - b[3] / 2) * W, 0.f, W), std::clamp((b[2] - b[4] / 2) * H, 0.f, H),
+             std::clamp((b[1] + b[3] / 2) * W, 0.f, W), std::clamp((b[2] + b[4] / 2) * H, 0.f, H)};
+    if (d.x2 > d.x1 && d.y2 > d.y1) out.push_back(d);
+  }
+  return out;
+}
+
+LIBREYOLO_INLINE std::pair<int, int> DetectDataset::resized_size(const LabelEntry& e) const {
+  const int S = aug_.imgsz;
+  const double r = static_cast<double>(S) / std::max(e.h, e.w);
+  return {std::min(static_cast<int>(std::ceil(e.w * r - 1e-9)), S), std::min(static_cast<int>(std::ceil(e.h * r - 1e-9)), S)};
+}
+
+LIBREYOLO_INLINE Image DetectDataset::decode_resized(const LabelEntry& e) const {
+  const auto [w, h] = resized_size(e);
+  Image img = read_image(e.image, std::max(e.h, e.w) > aug_.imgsz ? std::min(h, w) : 0);
+  if (img.h == h && img.w == w) return img;
+  return resize_bilinear(img, h, w);
+}
+
+LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::make_canvas(size_t i, std::mt19937_64& rng, int epoch) const {
+  const int S = aug_.imgsz;
+  Canvas c;
+  auto place = [&](const Tile& t, int x, int y) {
+    WarpTile w;
+    w.img = t.img.get();
+    w.ox = static_cast<float>(x), w.oy = static_cast<float>(y);
+    w.sx = static_cast<float>(t.img->w) / t.w, w.sy = static_cast<float>(t.img->h) / t.h;
+    w.rx0 = static_cast<float>(std::max(x, 0)), w.ry0 = static_cast<float>(std::max(y, 0));
+    w.rx1 = static_cast<float>(std::min(x + t.w, c.w)), w.ry1 = static_cast<float>(std::min(y + t.h, c.h));
+    if (w.rx1 > w.rx0 && w.ry1 > w.ry0) c.tiles.push_back(w);
+    c.hold.push_back(t.img);
+    for (auto b : pixel_boxes(t.index, t.w, t.h)) {
+      b.x1 = std::clamp(b.x1 + x, 0.f, float(c.w)), b.x2 = std::clamp(b.x2 + x, 0.f, float(c.w));
+      b.y1 = std::clamp(b.y1 + y, 0.f, float(c.h)), b.y2 = std::clamp(b.y2 + y, 0.f, float(c.h));
+      if (b.x2 > b.x1 && b.y2 > b.y1) c.boxes.push_back(b);
+    }
+  };
+  if (mosaic_on(epoch) && bernoulli(rng, aug_.mosaic)) {
+    const std::array<size_t, 4> idx{i, partner(i, epoch, rng), partner(i, epoch, rng), partner(i, epoch, rng)};
+    std::array<Tile, 4> t;
+    for (int k = 0; k < 4; ++k) t[k] = load_tile(idx[k]);
+    c.h = c.w = 2 * S;
+    // Ultralytics' mosaic4: tile 0 ends at the centre from the top-left, 1 top-right, 2 bottom-left, 3 bottom-right.
+    const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
+    for (int k = 0; k < 4; ++k) place(t[k], (k == 0 || k == 2) ? xc - t[k].w : xc, k < 2 ? yc - t[k].h : yc);
+    c.primary = t[0].index;
+  } else {
+    const Tile t = load_tile(i);
+    c.h = c.w = S;
+    place(t, (S - t.w) / 2, (S - t.h) / 2);
+    c.primary = t.index;
+  }
+  return c;
+}
+
+LIBREYOLO_INLINE torch::Tensor DetectDataset::build_train(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const {
+  if (aug_.pipeline) return aug_.pipeline(*this, i, rng, epoch, out, boxes, used);
+  const Canvas c = make_canvas(i, rng, epoch);
+  used = c.primary;
+  Canvas c2;
+  const bool mix = aug_.mixup > 0 && bernoulli(rng, aug_.mixup);
+  if (mix) c2 = make_canvas(partner(i, epoch, rng), rng, epoch);
+  detail::StageClock clock(detect_stage_times().augment_ns);
+  const double extra = static_cast<double>(out) / aug_.imgsz;  // multi-scale: the canvas shrinks or grows
+  double sc = 1;
+  // One canvas -> output transform and its boxes: a random affine, or (affine = false) a plain resize.
+  auto transform = [&](const Canvas& cv, Mat3& M, DetBoxes& out_boxes) {
+    if (aug_.affine) {
+      M = random_affine_matrix(cv.h, cv.w, out, out, affine_, extra, rng, &sc);
+      out_boxes = warp_boxes(cv.boxes, M, out, out, sc);
+      return;
+    }
+    const double k = static_cast<double>(out) / cv.w;
+    M = kIdentity3;
+    M[0] = k, M[4] = static_cast<double>(out) / cv.h;
+    const float min_side = cv.w > aug_.imgsz ? 2.f : 1.f;  // mosaic canvases: > 2 px, as the original
+    out_boxes.clear();
+    for (const auto& b : cv.boxes) {
+      DetBox m{b.cls, static_cast<float>(b.x1 * M[0]), static_cast<float>(b.y1 * M[4]),
+               static_cast<float>(b.x2 * M[0]), static_cast<float>(b.y2 * M[4])};
+      if (m.x2 - m.x1 > min_side && m.y2 - m.y1 > min_side) out_boxes.push_back(m);
+    }
+  };
+  Mat3 M;
+  transform(c, M, boxes);
+  Mat3 M2 = kIdentity3;
+  double r = 1;
+  if (mix) {
+    DetBoxes b2;
+    transform(c2, M2, b2);
+    boxes.insert(boxes.end(), b2.begin(), b2.end());
+    r = beta_draw(32.0, 32.0, rng);
+  }
+  // Flips are folded into the warp (a mirror of the output is a mirror of its transform).
+  Mat3 F = kIdentity3;
+  if (bernoulli(rng, aug_.flipud)) F[4] = -1, F[5] = out, flip_boxes_ud(boxes, out);
+  if (bernoulli(rng, aug_.fliplr)) F[0] = -1, F[2] = out, flip_boxes_lr(boxes, out);
+  Image img = warp_tiles(c.tiles, mat_mul(F, M), out, out);
+  if (mix) blend_into(img, warp_tiles(c2.tiles, mat_mul(F, M2), out, out), r);
+  if (aug_.hsv_prob < 1 && !bernoulli(rng, aug_.hsv_prob)) return to_chw_tensor(img);
+  if (aug_.hsv_mode == "add") return hsv_add_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
+  return hsv_augment_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
+}
+
+LIBREYOLO_INLINE void DetectDataset::init_cache(const std::string& split) {
+  CacheMode mode = parse_cache_mode(aug_.cache);
+  if (mode == CacheMode::ram) {
+    uint64_t bytes = 0;
+    for (const auto& e : index_.entries) {
+      const double r = static_cast<double>(aug_.imgsz) / std::max(e.h, e.w);
+      bytes += static_cast<uint64_t>(std::ceil(e.h * r)) * static_cast<uint64_t>(std::ceil(e.w * r)) * 3;
+    }
+    const uint64_t avail = available_memory_bytes();
+    if (avail > 0 && bytes > avail / 10 * 7) {
+      log::warn(split, ": cache=ram needs ", bytes >> 20, " MiB but only ", avail >> 20,
+                " MiB are available; not caching (use cache=disk)");
+      mode = CacheMode::off;
+    } else {
+      log::info(split, ": cache=ram will hold ", bytes >> 20, " MiB of decoded images");
+    }
+  }
+  cache_ = std::make_shared<ImageCache>(mode, size(), aug_.imgsz);
+  buffer_ = std::make_shared<DecodeBuffer>(64);
+}
+
+LIBREYOLO_INLINE torch::Tensor pad_targets_to_bucket(const torch::Tensor& targets) {
+  const int64_t m = targets.size(1);
+  int64_t rows = 1;
+  while (rows < m) rows <<= 1;
+  if (rows == m) return targets;
+  auto pad = torch::zeros({targets.size(0), rows - m, targets.size(2)}, targets.options());
+  pad.select(2, 0).fill_(-1);
+  return torch::cat({targets, pad}, 1);
+}
+
+LIBREYOLO_INLINE DetectBatch DetectDataset::collate(std::vector<DetectSample>&& samples) {
+  if (samples.empty()) throw Error("DetectDataset::collate: empty batch");
+  detail::StageClock clock(detect_stage_times().collate_ns);
+  DetectBatch b;
+  const int64_t B = static_cast<int64_t>(samples.size());
+  const auto& first = samples.front().image;
+  for (const auto& s : samples)
+    if (!s.image.sizes().equals(first.sizes()))
+      throw Error("DetectDataset::collate: image '" + s.path + "' has a different size than '" + samples.front().path + "'");
+  b.images = torch::empty({B, first.size(0), first.size(1), first.size(2)}, torch::kUInt8);
+  int64_t most = 1;
+  for (const auto& s : samples) most = std::max(most, s.boxes.size(0));
+  const int64_t M = samples.front().max_boxes > 0 ? samples.front().max_boxes : most;
+  b.targets = torch::zeros({B, M, 5}, torch::kFloat32);
+  float* t = b.targets.data_ptr<float>();
+  for (int64_t k = 0; k < B; ++k) {
+    auto& s = samples[k];
+    b.images[k].copy_(s.image);
+    torch::Tensor rows = s.boxes;
+    if (rows.size(0) > M) {
+      log::notice_once("detect_collate_truncate:" + std::to_string(M),
+                       "max_boxes = " + std::to_string(M) + ": image '" + s.path + "' has " + std::to_string(rows.size(0)) +
+                           " boxes; the padded targets keep the largest " + std::to_string(M) +
+                           " (raise max_boxes to keep all; warned once)",
+                       log::Level::warn);
+      const auto area = (rows.select(1, 3) - rows.select(1, 1)) * (rows.select(1, 4) - rows.select(1, 2));
+      rows = rows.index_select(0, std::get<0>(std::get<1>(area.topk(M)).sort()));
+    }
+    for (int64_t m = 0; m < M; ++m) t[(k * M + m) * 5] = -1.f;
+    if (rows.size(0) > 0) std::memcpy(t + k * M * 5, rows.contiguous().data_ptr<float>(), rows.numel() * sizeof(float));
+    b.boxes.push_back(std::move(s.boxes));
+    b.paths.push_back(std::move(s.path));
+    b.letterbox.push_back({double(s.orig_h), double(s.orig_w), s.ratio, s.pad_x, s.pad_y});
+  }
+  return b;
+}
+
+}  // namespace libreyolo::data
