@@ -8,3 +8,14 @@
 #error "core/compiled_units.hpp is for the compiled build's one unit (define LIBREYOLO_COMPILED_LIB)"
 #endif
 // One line per header split into declarations and a -inl.hpp (keep sorted).
+#include <libreyolo/plot/canvas-inl.hpp>
+#include <libreyolo/plot/charts-inl.hpp>
+#include <libreyolo/plot/curves-inl.hpp>
+#include <libreyolo/profile/analysis-inl.hpp>
+#include <libreyolo/profile/kernel_names-inl.hpp>
+#include <libreyolo/profile/lenses-inl.hpp>
+#include <libreyolo/profile/report-inl.hpp>
+#include <libreyolo/profile/report_text-inl.hpp>
+#include <libreyolo/profile/timeline_html-inl.hpp>
+#include <libreyolo/profile/verdict-inl.hpp>
+#include <libreyolo/profile/writers-inl.hpp>
