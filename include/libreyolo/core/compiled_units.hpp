@@ -12,10 +12,12 @@
 #include <libreyolo/plot/charts-inl.hpp>
 #include <libreyolo/plot/curves-inl.hpp>
 #include <libreyolo/profile/analysis-inl.hpp>
+#include <libreyolo/profile/collector-inl.hpp>
 #include <libreyolo/profile/kernel_names-inl.hpp>
 #include <libreyolo/profile/lenses-inl.hpp>
 #include <libreyolo/profile/report-inl.hpp>
 #include <libreyolo/profile/report_text-inl.hpp>
+#include <libreyolo/profile/step_timing-inl.hpp>
 #include <libreyolo/profile/timeline_html-inl.hpp>
 #include <libreyolo/profile/verdict-inl.hpp>
 #include <libreyolo/profile/writers-inl.hpp>
