@@ -3,6 +3,7 @@
 // runtime/driver calls, kernels and memcpy/memset; other builds (Debian's CPU-only 1.13 has no
 // Kineto) keep host timings only and leave trace_collected false. Peak VRAM and cudaMalloc counts
 // come from the caching allocator in either case (zero on CPU).
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/profile/events.hpp>
@@ -39,35 +40,12 @@ inline std::string phase_range_name(Phase p) { return "phase/" + std::string(pha
 // Host spans measured with host_now_ns(), plus the phases the tracer saw: those are the last
 // `traced.size()` phases of the record (the tracer starts part-way into the window). Replaces their times
 // by the traced ones (same order) and shifts every other span by the median offset between the two.
-inline void align_host_to_trace(WindowRecord& rec, const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& traced) {
-  if (traced.empty() || traced.size() > rec.phases.size()) return;  // cannot pair: keep the shared clock
-  const size_t first = rec.phases.size() - traced.size();
-  for (size_t i = 0; i < traced.size(); ++i)
-    if (traced[i].first != phase_range_name(rec.phases[first + i].phase)) return;  // order differs: do not guess
-  std::vector<int64_t> offsets;
-  for (size_t i = 0; i < traced.size(); ++i) {
-    auto& p = rec.phases[first + i];
-    offsets.push_back(traced[i].second.first - p.start_ns);
-    p.start_ns = traced[i].second.first;
-    p.end_ns = traced[i].second.second;
-  }
-  std::nth_element(offsets.begin(), offsets.begin() + offsets.size() / 2, offsets.end());
-  const int64_t shift = offsets[offsets.size() / 2];
-  for (size_t i = 0; i < first; ++i) rec.phases[i].start_ns += shift, rec.phases[i].end_ns += shift;
-  for (auto& s : rec.steps) s.start_ns += shift, s.end_ns += shift;
-}
+LIBREYOLO_INLINE void align_host_to_trace(WindowRecord& rec, const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& traced);
 
 // The tracer is read out after training has moved on, so it also holds the first events of the steps
 // after the window: only what started before the window's last step ended is kept (that step is
 // synchronised, so its kernels finished inside it).
-inline void drop_after_window(WindowRecord& rec) {
-  if (rec.steps.empty()) return;
-  const int64_t end = rec.steps.back().end_ns;
-  const auto late = [end](const auto& e) { return e.start_ns > end; };
-  std::erase_if(rec.gpu, late);
-  std::erase_if(rec.runtime, late);
-  std::erase_if(rec.cpu_ops, late);
-}
+LIBREYOLO_INLINE void drop_after_window(WindowRecord& rec);
 
 class Collector {
  public:
@@ -78,10 +56,7 @@ class Collector {
       : device_(device), teardown_(teardown_cupti), background_(background_readout) {}
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
-  ~Collector() {
-    abandon();
-    finish_teardown();
-  }
+  ~Collector();
 
   // Whether stop() leaves Kineto's read-out to convert() (see the constructor).
   bool background_readout() const { return background_; }
@@ -91,10 +66,7 @@ class Collector {
   // The window begins: the device-malloc count is measured from here. Peak VRAM is not reset: the
   // report gives the run's peak up to the window's end (SPEC §2.1/§2.3), which includes what was
   // allocated before the window, e.g. the CUDA-graph pools captured during the warm-up steps.
-  void begin_window() {
-    if (!device_.is_cuda()) return;
-    mallocs_at_start_ = compat::cuda_device_allocs(index());
-  }
+  void begin_window();
 
   // Sets the tracer up (CUPTI: tracer_setup_ms) and attaches it (tracer_start_ms); its events go into
   // the record at stop(). Call it between steps: both costs then fall outside every measured step.
@@ -102,68 +74,20 @@ class Collector {
   // on, and from then every kernel launch pays for it. Measured on the H200 with the set-up two steps
   // ahead of the window: the untraced steps in between ran ~60% slower (ResNet-18) and ~40% slower
   // (YOLOv9-t), and those were the unsynchronised steps the verdict is made from.
-  void start_trace() {
-    if (!can_trace() || tracing_) return;
-    int64_t t0 = host_now_ns();
-    const bool prepared = prepare_kineto();
-    setup_ms_ = ms_since(t0);
-    if (!prepared) return;
-    t0 = host_now_ns();
-    tracing_ = start_kineto();
-    traced_once_ = traced_once_ || tracing_;
-    start_ms_ = ms_since(t0);
-  }
+  void start_trace();
 
   // Ends the window on the training thread: device figures go into `rec`, and the tracer is detached
   // from this thread (its operator callback removed, its state taken) — microseconds. Kineto's stop
   // and read-out, the expensive part, run later in convert(), on whichever thread calls it.
-  void stop(WindowRecord& rec) {
-    if (device_.is_cuda()) {
-      compat::cuda_synchronize(device_);
-      rec.peak_vram_bytes = compat::cuda_peak_allocated(index());
-      rec.device_mallocs = compat::cuda_device_allocs(index()) - mallocs_at_start_;
-    }
-    rec.trace_collected = false;
-    if (tracing_) {
-      tracing_ = false;
-      const int64_t t0 = host_now_ns();
-      if (background_) {
-        detached_ = detach_kineto();
-        rec.tracer_detach_ms = ms_since(t0);
-      } else {
-        rec.trace_collected = stop_kineto();
-        finish_teardown();
-        rec.tracer_readout_ms = ms_since(t0);
-      }
-    }
-    rec.tracer_setup_ms = setup_ms_, rec.tracer_start_ms = start_ms_;
-  }
+  void stop(WindowRecord& rec);
 
   // Stops the detached trace, reads it out and copies its events into `rec` (phases aligned to the
   // trace clock; events after the window's last step, which the tracer saw while training went on,
   // are left out). Call it once, after stop(); it may run on another thread than the training loop.
-  void convert(WindowRecord& rec) {
-    if (detached_) {
-      detached_ = false;
-      const int64_t t0 = host_now_ns();
-      rec.trace_collected = read_out_kineto();
-      finish_teardown();
-      rec.tracer_readout_ms = ms_since(t0);
-    }
-    const int64_t t0 = host_now_ns();
-    convert_kineto(rec);
-    rec.tracer_convert_ms = ms_since(t0);
-  }
+  void convert(WindowRecord& rec);
 
   // Stops a running trace without keeping anything (training ended before the window filled).
-  void abandon() {
-    if (!tracing_ && !detached_) return;
-    if (tracing_) stop_kineto();
-    if (detached_) read_out_kineto();
-    tracing_ = detached_ = false;
-    drop_result();
-    finish_teardown();
-  }
+  void abandon();
 
  private:
   int index() const { return compat::device_index(device_); }
@@ -298,3 +222,7 @@ class Collector {
 };
 
 }  // namespace libreyolo::profile
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/profile/collector-inl.hpp>
+#endif

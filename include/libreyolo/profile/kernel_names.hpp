@@ -1,6 +1,8 @@
 #pragma once
 // Classification of GPU kernels by name: category (gemm/conv, elementwise, reduction/norm,
 // layout/copy, other), Tensor-Core use, and a short display name without template arguments.
+#include <libreyolo/core/api.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -14,88 +16,29 @@ inline constexpr std::array<std::string_view, 5> kernel_categories = {"gemm/conv
                                                                       "reduction/norm", "layout/copy", "other"};
 
 namespace detail {
-inline std::string lowercase(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-inline bool contains_any(const std::string& haystack, std::initializer_list<std::string_view> needles) {
-  for (auto n : needles)
-    if (haystack.find(n) != std::string::npos) return true;
-  return false;
-}
+LIBREYOLO_INLINE std::string lowercase(std::string_view s);
+LIBREYOLO_INLINE bool contains_any(const std::string& haystack, std::initializer_list<std::string_view> needles);
 }  // namespace detail
 
 // Tensor-Core kernels are recognised by the instruction/tile names vendors put into kernel names;
 // "warpgroup" marks Hopper's warpgroup-MMA (wgmma) cuBLAS kernels (sm90_xmma_..._warpgroupsize...).
-inline bool is_tensorcore_kernel(std::string_view name) {
-  return detail::contains_any(detail::lowercase(name),
-                              {"hmma", "16816", "s1688", "tensorop", "wmma", "gmma", "warpgroup"});
-}
+LIBREYOLO_INLINE bool is_tensorcore_kernel(std::string_view name);
 
 // The name up to its parameter list (template arguments kept: a copy often shows only there, as in
 // unrolled_elementwise_kernel<direct_copy_kernel_cuda...>); parameter types such as
 // cudnn::reduced_divisor would otherwise mislead the patterns below.
-inline std::string without_parameter_list(std::string_view raw) {
-  std::string s(raw);
-  for (auto pos = s.find("(anonymous namespace)"); pos != std::string::npos; pos = s.find("(anonymous namespace)"))
-    s.replace(pos, 21, "anon");
-  int angle = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '<') ++angle;
-    if (s[i] == '>' && angle > 0) --angle;
-    if (s[i] == '(' && angle == 0) return s.substr(0, i);
-  }
-  return s;
-}
+LIBREYOLO_INLINE std::string without_parameter_list(std::string_view raw);
 
 // Checked in this order because names overlap: a cuDNN layout transform or a copy runs through
 // kernels named like convolutions or elementwise templates; cuBLAS split-K "reduce" kernels are gemm.
-inline std::string_view kernel_category(std::string_view raw_name) {
-  const std::string n = detail::lowercase(without_parameter_list(raw_name));
-  if (detail::contains_any(n, {"copy", "transpose", "permute", "nchwtonhwc", "nhwctonchw", "cat_", "concat",
-                               "im2col", "col2im", "gather", "scatter", "index_elementwise", "indexselect",
-                               "index_select", "constant_pad", "reflection_pad", "upsample"}))
-    return kernel_categories[3];
-  if (detail::contains_any(n, {"gemm", "conv", "cutlass", "xmma", "cublas", "wgrad", "dgrad", "fprop",
-                               "matmul", "winograd", "implicit", "hmma", "16816", "s1688", "tensorop",
-                               "wmma", "gmma"}))
-    return kernel_categories[0];
-  if (detail::contains_any(n, {"reduce", "norm", "bn_fw", "bn_bw", "softmax", "welford", "pool",
-                               "cross_entropy", "nll_loss", "cumsum", "argmax", "topk", "sort"}))
-    return kernel_categories[2];
-  if (detail::contains_any(n, {"elementwise", "pointwise", "vectorized", "unrolled", "foreach", "fill",
-                               "add", "mul", "div", "relu", "silu", "sigmoid", "tanh", "gelu", "clamp",
-                               "where", "activation", "triton_poi"}))
-    return kernel_categories[1];
-  return kernel_categories[4];
-}
+LIBREYOLO_INLINE std::string_view kernel_category(std::string_view raw_name);
 
 // "void at::native::foo<float, 4>(int, float*)" -> "at::native::foo": template arguments and the
 // parameter list removed, so kernels read like function names in reports.
-inline std::string short_kernel_name(std::string_view raw) {
-  std::string s(raw);
-  for (std::string_view anon : {"(anonymous namespace)", "(anonymous)"})
-    for (auto pos = s.find(anon); pos != std::string::npos; pos = s.find(anon))
-      s.replace(pos, anon.size(), "anon");
-  if (s.rfind("void ", 0) == 0) s.erase(0, 5);
-  std::string out;
-  int angle = 0;
-  for (char c : s) {
-    if (c == '<') {
-      ++angle;
-      continue;
-    }
-    if (c == '>') {
-      angle = std::max(0, angle - 1);
-      continue;
-    }
-    if (angle > 0) continue;
-    if (c == '(') break;  // the parameter list
-    out.push_back(c);
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out.empty() ? std::string(raw) : out;
-}
+LIBREYOLO_INLINE std::string short_kernel_name(std::string_view raw);
 
 }  // namespace libreyolo::profile
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/profile/kernel_names-inl.hpp>
+#endif

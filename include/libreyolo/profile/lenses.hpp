@@ -3,6 +3,7 @@
 // numbers a script wants, one JSON document on stdout), `profile ops` (the host's top operators, the
 // `ops` table) and `profile what-if` (from the measured window, what each lever would give: an
 // estimate, and labelled as one).
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/profile/report.hpp>
 
 #include <nlohmann/json.hpp>
@@ -16,104 +17,18 @@
 namespace libreyolo::profile {
 
 // ---- --json documents -----------------------------------------------------------------------------
-inline nlohmann::json summary_doc(const nlohmann::json& p) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const char* k : {"schema", "model", "config", "bound", "bound_why", "levers", "notes", "trace_collected", "img_per_s",
-                        "step_ms", "dataload_ms", "dataload_frac", "compute_ms", "gpu_util", "gpu_util_raw",
-                        "gpu_busy_ms_per_step", "kernels_per_step", "mean_kernel_us", "unique_kernels", "tensorcore_pct",
-                        "peak_vram_mb", "memcpy_ms_per_step", "host_overhead_ms_per_step", "launches_per_step",
-                        "memory_pressure", "categories", "top_kernels"})
-    if (p.contains(k)) j[k] = p.at(k);
-  return j;
-}
-inline nlohmann::json phases_doc(const nlohmann::json& p) {
-  return {{"model", p.value("model", std::string())}, {"phases", p.value("phases", nlohmann::json::array())}};
-}
+LIBREYOLO_INLINE nlohmann::json summary_doc(const nlohmann::json& p);
+LIBREYOLO_INLINE nlohmann::json phases_doc(const nlohmann::json& p);
 
 // The kernel rows a query selects, sorted (kernels_text's selection, as JSON).
-inline nlohmann::json kernels_doc(const nlohmann::json& p, const KernelQuery& q) {
-  (void)kernels_text(p, q);  // the same checks (ConfigError on a bad query)
-  nlohmann::json list = q.phase.empty() ? p.value("kernels", nlohmann::json::array())
-                                        : p.value("kernels_by_phase", nlohmann::json::object()).value(q.phase, nlohmann::json::array());
-  const detail::NameMatcher match(q.grep);
-  std::vector<nlohmann::json> rows;
-  for (const auto& k : list) {
-    if (!k.is_object()) continue;
-    if (!q.category.empty() && k.value("category", std::string()) != q.category) continue;
-    if (q.tensorcore_only && !k.value("tensorcore", false)) continue;
-    if (!match(k.value("raw_name", std::string()))) continue;
-    rows.push_back(k);
-  }
-  const char* key = q.sort == "count" ? "count_per_step" : "ms_per_step";
-  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
-    if (q.sort == "name") return a.value("kernel", std::string()) < b.value("kernel", std::string());
-    return a.value(key, 0.0) > b.value(key, 0.0);
-  });
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(q.top); ++i) out.push_back(rows[i]);
-  return {{"model", p.value("model", std::string())}, {"matched", rows.size()}, {"kernels", out},
-          {"trace_collected", p.value("trace_collected", false)}};
-}
+LIBREYOLO_INLINE nlohmann::json kernels_doc(const nlohmann::json& p, const KernelQuery& q);
 
-inline nlohmann::json compare_doc(const nlohmann::json& a, const nlohmann::json& b) {
-  nlohmann::json metrics = nlohmann::json::object();
-  for (const char* key : repeat_metrics) {
-    const auto sa = detail::metric_sample(a, key), sb = detail::metric_sample(b, key);
-    nlohmann::json m = {{"a", sa.n ? nlohmann::json(sa.mean) : nlohmann::json()},
-                        {"b", sb.n ? nlohmann::json(sb.mean) : nlohmann::json()},
-                        {"delta", nullptr}, {"delta_pct", nullptr}, {"significant", nullptr}};
-    if (sa.n && sb.n) {
-      const double delta = sb.mean - sa.mean;
-      m["delta"] = delta;
-      if (sa.mean != 0) m["delta_pct"] = 100.0 * delta / std::abs(sa.mean);
-      if (sa.n >= 2 && sb.n >= 2)
-        m["significant"] = std::abs(delta) > 2.0 * std::sqrt(sa.sd * sa.sd / double(sa.n) + sb.sd * sb.sd / double(sb.n));
-    }
-    metrics[key] = m;
-  }
-  return {{"bound_a", a.value("bound", std::string("?"))}, {"bound_b", b.value("bound", std::string("?"))}, {"metrics", metrics}};
-}
+LIBREYOLO_INLINE nlohmann::json compare_doc(const nlohmann::json& a, const nlohmann::json& b);
 
 // ---- profile ops ---------------------------------------------------------------------------------
 // The host's operators (LibTorch ops the training thread ran), largest time first; --phase picks one.
-inline nlohmann::json ops_doc(const nlohmann::json& p, int top, const std::string& phase) {
-  if (top < 1) throw ConfigError("profile ops: --top " + std::to_string(top) + " must be >= 1");
-  nlohmann::json list = p.value("ops", nlohmann::json::array());
-  if (!phase.empty()) {
-    if (std::find(report_phases.begin(), report_phases.end(), phase) == report_phases.end()) {
-      std::vector<std::string> v(report_phases.begin(), report_phases.end());
-      throw ConfigError("profile ops: unknown --phase '" + phase + "'; allowed: " + detail::joined(v, ", "));
-    }
-    list = p.value("ops_by_phase", nlohmann::json::object()).value(phase, nlohmann::json::array());
-  }
-  std::vector<nlohmann::json> rows;
-  for (const auto& o : list)
-    if (o.is_object()) rows.push_back(o);
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const auto& a, const auto& b) { return a.value("ms_per_step", 0.0) > b.value("ms_per_step", 0.0); });
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(top); ++i) out.push_back(rows[i]);
-  return {{"model", p.value("model", std::string())}, {"phase", phase.empty() ? nlohmann::json() : nlohmann::json(phase)},
-          {"total", rows.size()}, {"ops", out}};
-}
-inline std::string ops_text(const nlohmann::json& doc) {
-  std::ostringstream o;
-  char line[96];
-  std::snprintf(line, sizeof line, "%7s %10s %9s  %s\n", "pct", "ms/step", "count", "operator");
-  o << line;
-  for (const auto& r : doc["ops"]) {
-    std::snprintf(line, sizeof line, "%6s%% %10s %9s  ", detail::num_at(r, "pct_of_cpu_ops", 1).c_str(),
-                  detail::num_at(r, "ms_per_step", 4).c_str(), detail::num_at(r, "count_per_step", 1).c_str());
-    o << line << r.value("op", std::string()) << "\n";
-  }
-  const auto total = doc["total"].get<size_t>();
-  if (total == 0)
-    o << "no operators recorded (the operator table comes from the kernel tracer, which CUDA builds have; a CPU build "
-         "keeps host phase timings only)\n";
-  else
-    o << total << " operators" << (total > doc["ops"].size() ? " (top " + std::to_string(doc["ops"].size()) + " shown)" : "") << "\n";
-  return o.str();
-}
+LIBREYOLO_INLINE nlohmann::json ops_doc(const nlohmann::json& p, int top, const std::string& phase);
+LIBREYOLO_INLINE std::string ops_text(const nlohmann::json& doc);
 
 // ---- profile what-if -------------------------------------------------------------------------------
 // From the measured window: each lever's estimated step time. The models are simple and stated:
@@ -121,72 +36,8 @@ inline std::string ops_text(const nlohmann::json& doc) {
 //  amp         gemm/conv kernels run about 2x faster on Tensor Cores in fp16/bf16; the rest is unchanged;
 //  workers     dataloader-bound: twice the workers halve the loading time left on the step (workers=0:
 //              loading moves off the training thread and the step approaches its compute time).
-inline nlohmann::json what_if_doc(const nlohmann::json& p) {
-  using nlohmann::json;
-  const auto num = [&](const char* k) { return p.contains(k) && p.at(k).is_number() ? p.at(k).get<double>() : -1.0; };
-  const auto& cfg = p.value("config", json::object());
-  const double step = num("step_ms"), load = std::max(0.0, num("dataload_ms")), busy = num("gpu_busy_ms_per_step");
-  const bool traced = p.value("trace_collected", false) && busy >= 0;
-  const bool amp = cfg.value("amp", json(false)).is_boolean() && cfg.value("amp", json(false)).get<bool>();
-  // CUDA graphs in the run: `cuda_graph` true (graphs active) or "step" (as the config key writes it), or
-  // the trainer's `cuda_graph_step` (the whole step is recorded).
-  const json cg = cfg.value("cuda_graph", json(false));
-  const bool step_graphs = (cg.is_string() && detail::lowercase(cg.get<std::string>()) == "step") ||
-                           cfg.value("cuda_graph_step", json(false)) == json(true);
-  const bool graphs = step_graphs || (cg.is_boolean() && cg.get<bool>());
-  const int workers = cfg.value("workers", json(0)).is_number_integer() ? cfg.value("workers", json(0)).get<int>() : 0;
-  if (step <= 0) throw DataError("profile what-if: the profile has no step_ms; nothing to estimate from");
-  json levers = json::array();
-  auto add = [&](const std::string& lever, const std::string& setting, bool applies, double est, const std::string& why) {
-    json l = {{"lever", lever}, {"setting", setting}, {"applies", applies}, {"why", why},
-              {"step_ms", step}, {"estimated_step_ms", nullptr}, {"estimated_speedup", nullptr}};
-    if (applies && est > 0) l["estimated_step_ms"] = est, l["estimated_speedup"] = step / est;
-    levers.push_back(l);
-  };
-  // CUDA graphs
-  if (step_graphs) add("cuda_graph", "cuda_graph=step", false, -1, "already on in this run (cuda_graph=step: the whole training step)");
-  else if (graphs) add("cuda_graph", "cuda_graph=true", false, -1, "already on in this run");
-  else if (!traced) add("cuda_graph", "cuda_graph=true", false, -1, "needs a kernel trace (a CUDA run) to know the GPU busy time");
-  else add("cuda_graph", "cuda_graph=true", true, std::min(step, std::max(busy, load)),
-           "the step approaches max(GPU busy " + detail::num(busy, 2) + " ms, dataload " + detail::num(load, 2) + " ms)");
-  // AMP
-  double gemm_pct = -1;
-  for (const auto& c : p.value("categories", json::array()))
-    if (c.value("name", std::string()) == "gemm/conv" && c.contains("pct") && c.at("pct").is_number()) gemm_pct = c.at("pct").get<double>();
-  if (amp) add("amp", "amp=true", false, -1, "already on in this run");
-  else if (!traced || gemm_pct < 0) add("amp", "amp=true", false, -1, "needs a kernel trace (a CUDA run) for the gemm/conv share");
-  else {
-    const double saved = busy * gemm_pct / 100.0 * 0.5;
-    add("amp", "amp=true", true, std::max(step - saved, std::max(load, 1e-3)),
-        "gemm/conv are " + detail::num(gemm_pct, 0) + "% of GPU time; on Tensor Cores about 2x faster");
-  }
-  // data loader workers
-  const double frac = step > 0 ? load / step : 0;
-  if (frac < 0.1) add("workers", "workers=" + std::to_string(std::max(1, workers * 2)), false, -1,
-                      "not dataloader-bound (dataload " + detail::num(100 * frac, 0) + "% of the step)");
-  else if (workers == 0) add("workers", "workers=4", true, std::max(step - load, 1e-3),
-                             "workers=0 loads on the training thread; with workers the step approaches its compute time");
-  else add("workers", "workers=" + std::to_string(workers * 2), true, step - load / 2,
-           "dataload is " + detail::num(100 * frac, 0) + "% of the step; twice the workers halve it");
-  return {{"model", p.value("model", std::string())}, {"estimate", true},
-          {"note", "estimates from the measured window, not measurements: try the lever and profile again"},
-          {"bound", p.value("bound", std::string("?"))}, {"step_ms", step}, {"levers", levers}};
-}
-inline std::string what_if_text(const nlohmann::json& d) {
-  std::ostringstream o;
-  o << "what-if for " << d.value("model", std::string("?")) << " (bound: " << d.value("bound", std::string("?")) << ", step "
-    << detail::num(d["step_ms"], 2) << " ms)\n";
-  o << "ESTIMATES from the measured window, not measurements: try the lever and profile again.\n";
-  char line[200];
-  for (const auto& l : d["levers"]) {
-    const bool a = l.value("applies", false);
-    std::snprintf(line, sizeof line, "  %-18s %s", l.value("setting", std::string()).c_str(),
-                  a ? ("~" + detail::num(l["estimated_step_ms"], 2) + " ms/step (x" + detail::num(l["estimated_speedup"], 2) + ")").c_str()
-                    : "n/a");
-    o << line << "  -- " << l.value("why", std::string()) << "\n";
-  }
-  return o.str();
-}
+LIBREYOLO_INLINE nlohmann::json what_if_doc(const nlohmann::json& p);
+LIBREYOLO_INLINE std::string what_if_text(const nlohmann::json& d);
 
 // ---- entry points with --json ----------------------------------------------------------------------
 namespace detail {
@@ -199,37 +50,17 @@ int lens(const std::vector<std::filesystem::path>& files, bool as_json, std::ost
 }
 }  // namespace detail
 
-inline int run_summary(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
-  return detail::lens({f}, as_json, out, err, [&] { return summary_doc(load_profile_file(f)); },
-                      [&] { return summary_text(load_profile_file(f)); });
-}
-inline int run_phases(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
-  return detail::lens({f}, as_json, out, err, [&] { return phases_doc(load_profile_file(f)); },
-                      [&] { return phases_text(load_profile_file(f)); });
-}
-inline int run_kernels(const std::filesystem::path& f, const KernelQuery& q, bool as_json, std::ostream& out, std::ostream& err) {
-  return detail::lens({f}, as_json, out, err, [&] { return kernels_doc(load_profile_file(f), q); },
-                      [&] { return kernels_text(load_profile_file(f), q); });
-}
-inline int run_ops(const std::filesystem::path& f, int top, const std::string& phase, bool as_json, std::ostream& out,
-                   std::ostream& err) {
-  return detail::lens({f}, as_json, out, err, [&] { return ops_doc(load_profile_file(f), top, phase); },
-                      [&] { return ops_text(ops_doc(load_profile_file(f), top, phase)); });
-}
-inline int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
-  return detail::lens({f}, as_json, out, err, [&] { return what_if_doc(load_profile_file(f)); },
-                      [&] { return what_if_text(what_if_doc(load_profile_file(f))); });
-}
-inline int run_compare(const std::filesystem::path& a, const std::filesystem::path& b, bool as_json, std::ostream& out,
-                       std::ostream& err) {
-  if (!as_json) return run_compare(a, b, out, err);
-  return detail::guarded(err, {a, b}, [&] {
-    const auto ja = load_profile_file(a, {analysis_schema, repeat_schema});
-    const auto jb = load_profile_file(b, {analysis_schema, repeat_schema});
-    detail::check_metrics(ja, a);
-    detail::check_metrics(jb, b);
-    out << compare_doc(ja, jb).dump(2) << "\n";
-  });
-}
+LIBREYOLO_INLINE int run_summary(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
+LIBREYOLO_INLINE int run_phases(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
+LIBREYOLO_INLINE int run_kernels(const std::filesystem::path& f, const KernelQuery& q, bool as_json, std::ostream& out, std::ostream& err);
+LIBREYOLO_INLINE int run_ops(const std::filesystem::path& f, int top, const std::string& phase, bool as_json, std::ostream& out,
+                   std::ostream& err);
+LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
+LIBREYOLO_INLINE int run_compare(const std::filesystem::path& a, const std::filesystem::path& b, bool as_json, std::ostream& out,
+                       std::ostream& err);
 
 }  // namespace libreyolo::profile
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/profile/lenses-inl.hpp>
+#endif

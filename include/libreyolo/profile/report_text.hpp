@@ -1,6 +1,7 @@
 #pragma once
 // Text of the `libreyolo profile summary|phases|kernels` subcommands, made from a profile.json
 // document, and the loader that checks a file is one (see report.hpp for the run_* entry points).
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/profile/events.hpp>
 #include <libreyolo/profile/kernel_names.hpp>
@@ -49,26 +50,12 @@ struct KernelQuery {
 };
 
 namespace detail {
-inline std::string num(const nlohmann::json& v, int decimals) {
-  if (!v.is_number()) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v.get<double>());
-  return buf;
-}
-inline std::string num_at(const nlohmann::json& j, const char* key, int decimals) {
-  return j.contains(key) ? num(j.at(key), decimals) : "n/a";
-}
+LIBREYOLO_INLINE std::string num(const nlohmann::json& v, int decimals);
+LIBREYOLO_INLINE std::string num_at(const nlohmann::json& j, const char* key, int decimals);
 // The value with its unit ("612 MB"), or a bare "n/a" when there is none (no "n/a MB").
-inline std::string num_at(const nlohmann::json& j, const char* key, int decimals, std::string_view unit) {
-  const std::string v = num_at(j, key, decimals);
-  return v == "n/a" ? v : v + std::string(unit);
-}
-inline std::string pct(const nlohmann::json& v) { return v.is_number() ? num(v.get<double>() * 100.0, 0) + "%" : "n/a"; }
-inline std::string joined(const std::vector<std::string>& parts, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
-  return s;
-}
+LIBREYOLO_INLINE std::string num_at(const nlohmann::json& j, const char* key, int decimals, std::string_view unit);
+LIBREYOLO_INLINE std::string pct(const nlohmann::json& v);
+LIBREYOLO_INLINE std::string joined(const std::vector<std::string>& parts, const char* sep);
 
 // --grep. With RE2 (LIBREYOLO_WITH_RE2): a regular expression matched in time linear in the name,
 // without recursion, so a hostile pattern or a shared profile.json with huge kernel names cannot hang
@@ -76,48 +63,11 @@ inline std::string joined(const std::vector<std::string>& parts, const char* sep
 // '|' between alternatives; other regex syntax is refused rather than silently taken literally.
 class NameMatcher {
  public:
-  explicit NameMatcher(const std::string& pattern) : pattern_(pattern) {
-    if (pattern.empty()) return;
-    if (pattern.size() > max_grep_length)
-      throw ConfigError("profile kernels: --grep is " + std::to_string(pattern.size()) +
-                        " characters long; allowed: at most " + std::to_string(max_grep_length));
-#if defined(LIBREYOLO_WITH_RE2)
-    re2::RE2::Options opt;
-    opt.set_case_sensitive(false);
-    opt.set_log_errors(false);
-    re_ = std::make_shared<re2::RE2>(pattern, opt);
-    if (!re_->ok())
-      throw ConfigError("profile kernels: --grep '" + pattern + "' is not a valid regular expression (" + re_->error() +
-                        "; RE2 syntax: no backreferences or lookaround)");
-#else
-    if (pattern.find_first_of("\\^$.[]()*+?{}") != std::string::npos)
-      throw ConfigError("profile kernels: --grep '" + pattern + "': this build has no RE2, so --grep takes plain text "
-                        "(case-insensitive, '|' between alternatives) without the characters \\^$.[]()*+?{}");
-    for (size_t b = 0;;) {
-      const size_t e = pattern.find('|', b);
-      alternatives_.push_back(lower(pattern.substr(b, e == std::string::npos ? std::string::npos : e - b)));
-      if (e == std::string::npos) break;
-      b = e + 1;
-    }
-#endif
-  }
-  bool operator()(const std::string& name) const {
-    if (pattern_.empty()) return true;
-#if defined(LIBREYOLO_WITH_RE2)
-    return re2::RE2::PartialMatch(name, *re_);
-#else
-    const std::string l = lower(name);
-    for (const auto& a : alternatives_)
-      if (l.find(a) != std::string::npos) return true;
-    return false;
-#endif
-  }
+  explicit NameMatcher(const std::string& pattern);
+  bool operator()(const std::string& name) const;
 
  private:
-  static std::string lower(std::string s) {
-    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return s;
-  }
+  static std::string lower(std::string s);
   std::string pattern_;
 #if defined(LIBREYOLO_WITH_RE2)
   std::shared_ptr<re2::RE2> re_;
@@ -128,131 +78,18 @@ class NameMatcher {
 }  // namespace detail
 
 // Reads a JSON file whose "schema" is one of `schemas`; DataError names the file and what is wrong.
-inline nlohmann::json load_profile_file(const std::filesystem::path& path,
-                                        std::initializer_list<std::string_view> schemas = {analysis_schema}) {
-  if (!std::filesystem::exists(path)) throw DataError("profile: file '" + path.string() + "' does not exist");
-  if (std::filesystem::is_directory(path))
-    throw DataError("profile: '" + path.string() + "' is a directory; give a profile.json or profile_repeat.json file");
-  std::ifstream f(path);
-  if (!f) throw DataError("profile: cannot read '" + path.string() + "'");
-  nlohmann::json j;
-  // A profile.json nests 4 levels; a file nested thousands deep would overflow the stack when printed.
-  constexpr int max_depth = 64;
-  try {
-    j = nlohmann::json::parse(f, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > max_depth)
-        throw DataError("profile: '" + path.string() + "' nests deeper than " + std::to_string(max_depth) +
-                        " levels; not a libreyolo profile");
-      return true;
-    });
-  } catch (const nlohmann::json::parse_error& e) {
-    throw DataError("profile: '" + path.string() + "' is not JSON (" + e.what() + ")");
-  }
-  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
-  std::vector<std::string> allowed;
-  for (auto s : schemas) {
-    if (schema == s) return j;
-    allowed.emplace_back(s);
-  }
-  throw DataError("profile: '" + path.string() + "' is not a libreyolo profile: schema is '" +
-                  (schema.empty() ? std::string("(none)") : schema) + "', expected " + detail::joined(allowed, " or "));
-}
+LIBREYOLO_INLINE nlohmann::json load_profile_file(const std::filesystem::path& path,
+                                        std::initializer_list<std::string_view> schemas = {analysis_schema});
 
-inline std::string summary_text(const nlohmann::json& p) {
-  using detail::num_at;
-  std::ostringstream o;
-  const auto& c = p.value("config", nlohmann::json::object());
-  o << "model: " << p.value("model", std::string("(unnamed)")) << "  (device " << c.value("device", std::string("?"))
-    << ", batch " << (c.contains("batch") ? c["batch"].dump() : "?") << ", imgsz "
-    << (c.contains("imgsz") ? c["imgsz"].dump() : "?") << ", amp " << (c.contains("amp") ? c["amp"].dump() : "?") << ")\n";
-  o << "throughput: " << num_at(p, "img_per_s", 1, " img/s") << ", step " << num_at(p, "step_ms", 2, " ms") << " (dataload "
-    << num_at(p, "dataload_ms", 2, " ms") << ", " << detail::pct(p.value("dataload_frac", nlohmann::json())) << ")\n";
-  o << "kernels/step: " << num_at(p, "kernels_per_step", 0) << " at mean " << num_at(p, "mean_kernel_us", 1, " us") << " ("
-    << num_at(p, "unique_kernels", 0) << " unique)\n";
-  o << "GPU util: " << detail::pct(p.value("gpu_util", nlohmann::json())) << " (raw " << num_at(p, "gpu_util_raw", 2)
-    << "), busy " << num_at(p, "gpu_busy_ms_per_step", 2, " ms/step") << "\n";
-  o << "Tensor Cores: " << num_at(p, "tensorcore_pct", 0, "% of kernel time") << "\n";
-  o << "peak VRAM: " << num_at(p, "peak_vram_mb", 0, " MB") << "\n";
-  o << "memcpy: " << num_at(p, "memcpy_ms_per_step", 3, " ms/step") << "\n";
-  o << "host overhead: " << num_at(p, "host_overhead_ms_per_step", 2, " ms/step") << ", "
-    << num_at(p, "launches_per_step", 0, " launches/step") << "\n";
-  if (p.value("memory_pressure", false))
-    o << "!! MEMORY PRESSURE: " << num_at(p, "cuda_mallocs_per_step", 1) << " device mallocs/step, raw util "
-      << num_at(p, "gpu_util_raw", 2) << "\n";
-  o << ">> BOUND: " << p.value("bound", std::string("?")) << ": " << p.value("bound_why", std::string()) << "\n";
-  if (p.contains("levers") && !p["levers"].empty())
-    o << "   levers: " << detail::joined(p["levers"].get<std::vector<std::string>>(), "; ") << "\n";
-  for (const auto& n : p.value("notes", nlohmann::json::array())) o << "   note: " << n.get<std::string>() << "\n";
-  if (p.value("trace_collected", false)) {
-    o << "kernel mix:";
-    for (const auto& cat : p.value("categories", nlohmann::json::array()))
-      o << "  " << cat.value("name", std::string()) << " " << detail::num(cat.value("pct", nlohmann::json()), 0) << "%";
-    o << "\ntop kernels:\n";
-    for (const auto& k : p.value("top_kernels", nlohmann::json::array()))
-      o << "  " << detail::num(k.value("pct", nlohmann::json()), 1) << "%  " << detail::num(k.value("ms", nlohmann::json()), 3)
-        << " ms  x" << detail::num(k.value("count", nlohmann::json()), 1) << "  " << k.value("name", std::string()) << "\n";
-  }
-  return o.str();
-}
+LIBREYOLO_INLINE std::string summary_text(const nlohmann::json& p);
 
-inline std::string phases_text(const nlohmann::json& p) {
-  std::ostringstream o;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-10s %10s %10s %10s %10s\n", "phase", "gpu_ms", "wall_ms", "kernels", "ops");
-  o << line;
-  for (const auto& r : p.value("phases", nlohmann::json::array())) {
-    std::snprintf(line, sizeof line, "%-10s %10s %10s %10s %10s\n", r.value("phase", std::string()).c_str(),
-                  detail::num_at(r, "gpu_ms_per_step", 3).c_str(), detail::num_at(r, "wall_ms_per_step", 3).c_str(),
-                  detail::num_at(r, "kernels_per_step", 1).c_str(), detail::num_at(r, "ops_per_step", 1).c_str());
-    o << line;
-  }
-  return o.str();
-}
+LIBREYOLO_INLINE std::string phases_text(const nlohmann::json& p);
 
 // Throws ConfigError for a bad query (unknown phase/category/sort, bad regex, top < 1).
-inline std::string kernels_text(const nlohmann::json& p, const KernelQuery& q) {
-  auto allowed = [](auto list) {
-    std::vector<std::string> v(list.begin(), list.end());
-    return detail::joined(v, ", ");
-  };
-  if (q.top < 1) throw ConfigError("profile kernels: --top " + std::to_string(q.top) + " must be >= 1");
-  if (q.sort != "time" && q.sort != "count" && q.sort != "name")
-    throw ConfigError("profile kernels: unknown --sort '" + q.sort + "'; allowed: time, count, name");
-  if (!q.category.empty() && std::find(kernel_categories.begin(), kernel_categories.end(), q.category) == kernel_categories.end())
-    throw ConfigError("profile kernels: unknown --category '" + q.category + "'; allowed: " + allowed(kernel_categories));
-  nlohmann::json list = p.value("kernels", nlohmann::json::array());
-  if (!q.phase.empty()) {
-    if (std::find(report_phases.begin(), report_phases.end(), q.phase) == report_phases.end())
-      throw ConfigError("profile kernels: unknown --phase '" + q.phase + "'; allowed: " + allowed(report_phases));
-    list = p.value("kernels_by_phase", nlohmann::json::object()).value(q.phase, nlohmann::json::array());
-  }
-  const detail::NameMatcher match(q.grep);
-  std::vector<nlohmann::json> rows;
-  for (const auto& k : list) {
-    if (!k.is_object()) continue;
-    if (!q.category.empty() && k.value("category", std::string()) != q.category) continue;
-    if (q.tensorcore_only && !k.value("tensorcore", false)) continue;
-    if (!match(k.value("raw_name", std::string()))) continue;
-    rows.push_back(k);
-  }
-  auto key = q.sort == "count" ? "count_per_step" : "ms_per_step";
-  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
-    if (q.sort == "name") return a.value("kernel", std::string()) < b.value("kernel", std::string());
-    return a.value(key, 0.0) > b.value(key, 0.0);
-  });
-  std::ostringstream o;
-  char line[96];
-  std::snprintf(line, sizeof line, "%7s %10s %9s  %-14s %2s  %s\n", "pct", "ms/step", "count", "category", "TC", "kernel");
-  o << line;
-  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(q.top); ++i) {
-    const auto& k = rows[i];
-    std::snprintf(line, sizeof line, "%6s%% %10s %9s  %-14s %2s  ", detail::num_at(k, "pct_of_gpu", 1).c_str(),
-                  detail::num_at(k, "ms_per_step", 4).c_str(), detail::num_at(k, "count_per_step", 1).c_str(),
-                  k.value("category", std::string()).c_str(), k.value("tensorcore", false) ? "TC" : "");
-    o << line << k.value("kernel", std::string()) << "\n";
-  }
-  o << rows.size() << " kernels match" << (rows.size() > static_cast<size_t>(q.top) ? " (top " + std::to_string(q.top) + " shown)" : "") << "\n";
-  return o.str();
-}
+LIBREYOLO_INLINE std::string kernels_text(const nlohmann::json& p, const KernelQuery& q);
 
 }  // namespace libreyolo::profile
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/profile/report_text-inl.hpp>
+#endif

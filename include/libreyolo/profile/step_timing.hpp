@@ -2,6 +2,7 @@
 // Timing of a training step replayed without the dataloader (SPEC §2.4's method), shared by the
 // benchmarks: `steps` synchronised calls timed on the host, then the same number again under the Kineto
 // collector for the GPU kernel busy time (a second pass, so the tracer does not inflate the timed one).
+#include <libreyolo/core/api.hpp>
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/collector.hpp>
@@ -29,20 +30,8 @@ struct StepTiming {
 // a no-op in the timed pass. A step function that takes a StepPhases& gets one.
 class StepPhases {
  public:
-  void mark(Phase p) {
-    if (!rec_) return;
-    close();
-    open_ = PhaseSpan{step_, p, host_now_ns(), 0, true};
-    range_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);  // aligns host and trace clocks
-    if (range_->isActive()) range_->before(phase_range_name(p));
-  }
-  void close() {
-    if (!rec_ || !open_) return;
-    range_.reset();
-    open_->end_ns = host_now_ns();
-    rec_->phases.push_back(*open_);
-    open_.reset();
-  }
+  void mark(Phase p);
+  void close();
 
  private:
   template <class Fn>
@@ -102,25 +91,9 @@ StepTiming time_steps(Fn&& step, int steps, torch::Device dev, int images_per_st
 
 // Where a benchmarked step's time goes: GPU time and kernel/op counts per phase, the kernel categories,
 // and the `top` largest kernels and CPU operators per step.
-inline nlohmann::json step_breakdown_json(const Analysis& a, size_t top = 12) {
-  nlohmann::json j;
-  j["cpu_ops_per_step"] = 0.0;
-  for (const auto& o : a.ops) j["cpu_ops_per_step"] = j["cpu_ops_per_step"].get<double>() + o.count_per_step;
-  j["launches_per_step"] = a.launches_per_step;
-  j["mean_kernel_us"] = a.mean_kernel_us;
-  for (const auto& p : a.phases)
-    if (p.kernels_per_step > 0 || p.ops_per_step > 0)
-      j["phases"][p.phase] = {{"gpu_ms", p.gpu_ms_per_step}, {"kernels", p.kernels_per_step}, {"cpu_ops", p.ops_per_step}};
-  for (const auto& c : a.categories)
-    if (c.ms_per_step > 0) j["categories"][c.name] = {{"ms", c.ms_per_step}, {"pct", c.pct}};
-  for (size_t i = 0; i < a.kernels.size() && i < top; ++i) {
-    const auto& k = a.kernels[i];
-    j["top_kernels"].push_back({{"name", k.name}, {"ms", k.ms_per_step}, {"count", k.count_per_step}, {"pct", k.pct_of_gpu}});
-  }
-  for (size_t i = 0; i < a.ops.size() && i < top; ++i) {
-    const auto& o = a.ops[i];
-    j["top_ops"].push_back({{"name", o.name}, {"ms", o.ms_per_step}, {"count", o.count_per_step}});
-  }
-  return j;
-}
+LIBREYOLO_INLINE nlohmann::json step_breakdown_json(const Analysis& a, size_t top = 12);
 }  // namespace libreyolo::profile
+
+#if LIBREYOLO_HEADER_ONLY
+#include <libreyolo/profile/step_timing-inl.hpp>
+#endif
