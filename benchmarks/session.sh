@@ -30,7 +30,7 @@ fi
 if has build; then
   if [ -n "$bt_pid" ]; then
     t0=$(date +%s)
-    timeout 420 taskset -c $ncores-$(($(nproc) - 1)) scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 $TARGETS > $L/build.log 2>&1
+    timeout ${BUILD_TIMEOUT:-420} taskset -c $ncores-$(($(nproc) - 1)) scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 $TARGETS > $L/build.log 2>&1
     echo "build rc=$? in $(( $(date +%s) - t0 ))s (cores $ncores+)"; grep -E "error|FAILED" $L/build.log | head -20; pack
   else
     build_cuda 420 $TARGETS
