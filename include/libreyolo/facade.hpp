@@ -1,11 +1,12 @@
 #pragma once
 // The per-family entry points of the run-time facade: train_with (the five trainers a run can need:
-// cuda_graph x profile, and the distributed one), validate_with and predict_with. They need the family's
+// cuda_graph x profile, and the distributed one), validate_with, predict_with and export_with. They need the family's
 // header only, not the family list: the generated per-family translation units (families/instantiate.hpp)
 // include this and their own family, so a change to one family recompiles that family's unit alone.
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/io/original.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/tasks/task.hpp>
 #include <libreyolo/train/trainer.hpp>
@@ -89,6 +90,15 @@ nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::fi
   po.save_txt = cfg.save_txt;
   auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
   return family.predict(forward, source, po, dev, out_dir);
+}
+
+// Writes a checkpoint's network (EMA weights when present) as the original's .pt at `out` (io/original.hpp).
+template <class F>
+void export_with(F family, const train::Checkpoint& ck, const std::filesystem::path& out) {
+  family.restore(ck.meta.at("family"));
+  auto net = family.make_network();
+  train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
+  io::write_original_checkpoint(out, ck, *net, std::string(F::task_info::name), "libreyolo-cpp");
 }
 
 }  // namespace libreyolo

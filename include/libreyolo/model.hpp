@@ -65,11 +65,7 @@ class Model {
     if (fs::exists(out) && fs::equivalent(out, weights_))
       throw ConfigError("export: out=" + out.string() + " is the checkpoint being exported; give another out=");
     with_family(model_, task_, [&](auto fam) {
-      using P = std::decay_t<decltype(fam)>;
-      fam.restore(ck.meta.at("family"));
-      auto net = fam.make_network();
-      train::get_module_state(ck, ck.tensors.count("ema.__present__") ? "ema." : "model.", *net);
-      io::write_original_checkpoint(out, ck, *net, std::string(P::task_info::name), "libreyolo-cpp");
+      export_with(std::move(fam), ck, out);
       return 0;
     });
     return out;

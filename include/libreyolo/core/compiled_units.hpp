@@ -7,7 +7,11 @@
 #if LIBREYOLO_HEADER_ONLY
 #error "core/compiled_units.hpp is for the compiled build's one unit (define LIBREYOLO_COMPILED_LIB)"
 #endif
-// One line per header split into declarations and a -inl.hpp (keep sorted).
+// One line per header split into declarations and a -inl.hpp (keep sorted), in two parts: a unit that
+// defines LIBREYOLO_COMPILED_PART as 1 or 2 compiles that part only, otherwise both. The in-tree build
+// compiles part 1 (most of the code) beside the precompiled header and the small part 2 with it, in place
+// of an empty anchor unit (cmake/libreyolo_core_*.cpp): on 2 cores that packs the clean build best.
+#if !defined(LIBREYOLO_COMPILED_PART) || LIBREYOLO_COMPILED_PART == 1
 #include <libreyolo/core/config-inl.hpp>
 #include <libreyolo/core/log-inl.hpp>
 #include <libreyolo/data/augment-inl.hpp>
@@ -33,9 +37,6 @@
 #include <libreyolo/io/pt_archive-inl.hpp>
 #include <libreyolo/io/pyvalue-inl.hpp>
 #include <libreyolo/io/zip-inl.hpp>
-#include <libreyolo/plot/canvas-inl.hpp>
-#include <libreyolo/plot/charts-inl.hpp>
-#include <libreyolo/plot/curves-inl.hpp>
 #include <libreyolo/precision/grad_scaler-inl.hpp>
 #include <libreyolo/profile/analysis-inl.hpp>
 #include <libreyolo/profile/collector-inl.hpp>
@@ -47,7 +48,13 @@
 #include <libreyolo/profile/timeline_html-inl.hpp>
 #include <libreyolo/profile/verdict-inl.hpp>
 #include <libreyolo/profile/writers-inl.hpp>
+#endif
+#if !defined(LIBREYOLO_COMPILED_PART) || LIBREYOLO_COMPILED_PART == 2
+#include <libreyolo/plot/canvas-inl.hpp>
+#include <libreyolo/plot/charts-inl.hpp>
+#include <libreyolo/plot/curves-inl.hpp>
 #include <libreyolo/train/checkpoint-inl.hpp>
 #include <libreyolo/train/ema-inl.hpp>
 #include <libreyolo/train/optimizer-inl.hpp>
 #include <libreyolo/train/run_dir-inl.hpp>
+#endif
