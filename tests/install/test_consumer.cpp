@@ -2,6 +2,7 @@
 // project that finds it with find_package(libreyolo) — the way users embed it.
 #include <doctest/doctest.h>
 
+#include "install/install_support.hpp"
 #include "support.hpp"
 
 #include <algorithm>
@@ -10,15 +11,8 @@
 #include <sstream>
 
 namespace {
-int sh(const std::string& cmd, const std::filesystem::path& log) {
-  return std::system((cmd + " > " + log.string() + " 2>&1").c_str());
-}
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using lry_test::sh;
+using lry_test::slurp;
 }  // namespace
 
 TEST_CASE("an installed libreyolo is found by find_package and builds a consumer") {
@@ -48,5 +42,5 @@ TEST_CASE("an installed libreyolo is found by find_package and builds a consumer
   auto out = slurp(log);
   INFO(out);
   CHECK(rc == 0);
-  CHECK(out.find("consumer ok 2x10 epochs=2") != std::string::npos);
+  CHECK(out.find("consumer ok 2x10 epochs=2 checkpoint=same") != std::string::npos);
 }

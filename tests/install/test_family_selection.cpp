@@ -4,6 +4,7 @@
 // a message that says what is allowed.
 #include <doctest/doctest.h>
 
+#include "install/install_support.hpp"
 #include "support.hpp"
 
 #include <nlohmann/json.hpp>
@@ -14,15 +15,8 @@
 #include <sstream>
 
 namespace {
-int sh(const std::string& cmd, const std::filesystem::path& log) {
-  return std::system((cmd + " > " + log.string() + " 2>&1").c_str());
-}
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using lry_test::sh;
+using lry_test::slurp;
 // cmake -S <source> -B <dir> with this build's dependency prefixes and `args`.
 int configure(const std::filesystem::path& dir, const std::string& args, const std::filesystem::path& log) {
   std::string deps = LIBREYOLO_PREFIX_PATH;
