@@ -8,6 +8,9 @@ pkgs=(build-essential cmake ninja-build libtorch-dev libboost-dev nlohmann-json3
 # that is the reference BLAS (measured 1.5 against 32 GFLOP/s for a 512x512 sgemm on one core), which
 # made the transformer families' CPU steps ~20x slower. OpenMP build: LibTorch's own threads are OpenMP.
 [ "${LIBREYOLO_WITH_CHROMIUM:-0}" = 1 ] && pkgs+=(chromium)
+# The tests' cross-checks against PyTorch itself (torch.load of our .pt files, the semantic references) run
+# /usr/bin/python3 with python3-torch; without it they skip with a message (scripts/test.sh asks for it).
+[ "${LIBREYOLO_WITH_PYTORCH:-0}" = 1 ] && pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

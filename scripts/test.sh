@@ -2,7 +2,7 @@
 # Installs what is missing, builds everything and runs the test suite (doctest prints its summary last).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+LIBREYOLO_WITH_PYTORCH=1 scripts/deps.sh
 # LIBREYOLO_TEST_OPT (e.g. -O1, as CI sets it) replaces Release's -O3: the suite is compile-bound on small
 # machines, and -O1 compiles a family's conformance unit in 42 s of CPU against 59 s at -O3 (2-core VM).
 opt=()
