@@ -45,11 +45,11 @@ std::string message_of(F&& f) {
 
 }  // namespace lry_test
 
-// Inside a test case of the "gpu" suite: skip the rest of the case when there is no CUDA device.
-#define LRY_REQUIRE_CUDA()                                  \
-  do {                                                      \
-    if (!lry_test::have_cuda()) {                           \
-      MESSAGE("skipped: no CUDA device in this build/run"); \
-      return;                                               \
-    }                                                       \
-  } while (0)
+// The "gpu" test suite: skipped (counted as skipped) in a build without CUDA; in a CUDA build its cases
+// need a device (LRY_REQUIRE_CUDA fails, naming it, when none is visible). Cases needing two GPUs are in
+// LRY_GPU2_SUITE ("gpu2"), run on a machine with two.
+#define LRY_GPU_SUITE TEST_SUITE("gpu" * doctest::skip(!libreyolo::compat::with_cuda))
+#define LRY_GPU2_SUITE TEST_SUITE("gpu2" * doctest::skip(!libreyolo::compat::with_cuda))
+
+// Inside a case of the gpu suites: fail, naming it, when no CUDA device is visible.
+#define LRY_REQUIRE_CUDA() REQUIRE_MESSAGE(lry_test::have_cuda(), "no CUDA device is visible: the gpu suites need one")

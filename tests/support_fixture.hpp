@@ -9,6 +9,8 @@
 //   - applies the deterministic fill to a module by name, in keys.tsv order (fill),
 //   - builds the deterministic input (input),
 //   - compares our tensors with the references, naming the first that differs (compare, compare_all).
+#include "support_prereq.hpp"
+
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -30,7 +32,7 @@
 namespace lry_test::fixture {
 
 // shared/fixtures/libreyolo next to the worktree (tests get LIBREYOLO_SOURCE_DIR).
-inline std::filesystem::path root() { return std::filesystem::path(LIBREYOLO_SOURCE_DIR "/../shared/fixtures/libreyolo"); }
+inline std::filesystem::path root() { return lry_test::fixtures_root(); }
 
 // One row of keys.tsv.
 struct Key {
@@ -389,11 +391,12 @@ inline Comparison compare_all(const Fixture& f, const std::vector<std::pair<std:
 
 }  // namespace lry_test::fixture
 
-// Inside a test case: open fixture `model` into `var`, or skip the rest of the case with a MESSAGE.
-#define LRY_OPEN_FIXTURE(var, model)                                                                  \
-  auto var##_opt = lry_test::fixture::Fixture::open(model);                                           \
-  if (!var##_opt) {                                                                                   \
-    MESSAGE("skipped: fixture " << (lry_test::fixture::root() / (model)).string() << " is not present"); \
-    return;                                                                                           \
-  }                                                                                                   \
+// Inside a test case registered with lry_test::needs({lry_test::Need::fixtures}): open fixture `model`
+// into `var`. Without the fixtures the case was skipped (locally) or fails naming them (CI); a missing
+// model folder inside present fixtures is a failure naming the folder.
+#define LRY_OPEN_FIXTURE(var, model)                                                                     \
+  LRY_NEED(lry_test::Need::fixtures);                                                                    \
+  auto var##_opt = lry_test::fixture::Fixture::open(model);                                              \
+  REQUIRE_MESSAGE(var##_opt.has_value(),                                                                 \
+                  "the fixture folder " << (lry_test::fixture::root() / (model)).string() << " is missing"); \
   const lry_test::fixture::Fixture& var = *var##_opt

@@ -130,7 +130,7 @@ auto resnet_loss() {
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("graph vs eager: ResNet-18 b16 224, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager(make_resnet18, image_batches(3, 16, 224), resnet_loss());

@@ -218,7 +218,7 @@ TEST_CASE("loader: option validation and pin_memory without CUDA") {
   CHECK(b->index.is_pinned() == lry_test::have_cuda());
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("loader: pin_memory pins every tensor of the batch when CUDA is available") {
     LRY_REQUIRE_CUDA();
     LoaderOptions o;

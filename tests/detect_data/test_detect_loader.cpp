@@ -270,7 +270,7 @@ TEST_CASE("synth_detect: JPEGs, labels with 1-6 objects, data.yaml; deterministi
   CHECK_THROWS_AS(synth(o), ConfigError);
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("pinned detection batches copy to the GPU without blocking") {
     LRY_REQUIRE_CUDA();
     auto ds = open_synth("train", train_aug());

@@ -170,7 +170,7 @@ TEST_CASE("D-FINE network: a clone keeps decoder.decoder.up / reg_scale the deco
 
 TEST_CASE("D-FINE network: unknown size") { CHECK_THROWS_AS(DFine(DFineOptions{"m", 80, Variant::dfine, 640}), libreyolo::ConfigError); }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("D-FINE-line network on CUDA: eval matches the CPU's encoder maps; a training step under fp16 autocast stays finite") {
     LRY_REQUIRE_CUDA();
     torch::manual_seed(0);

@@ -526,7 +526,7 @@ TEST_CASE("dist worker" * doctest::skip()) {
   }
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   // One GPU: NCCL cannot put two ranks on one device, so this is a world of one through
   // ProcessGroupNCCL — the TCPStore rendezvous, the communicator, the overlapped bucket all-reduce and
   // SyncBatchNorm's all-reduces all run on CUDA; the result must match the plain trainer.
@@ -574,16 +574,18 @@ TEST_SUITE("gpu") {
     CHECK(max_diff(ref[0], ref[2]) > 1e-4);  // it trained
   }
 
-  // Two GPUs: one NCCL rank per device (device=0,1), launched as processes like `libreyolo train`.
-  bool two_gpus() {
-    if (torch::cuda::device_count() >= 2) return true;
-    MESSAGE("skipped: this case needs two CUDA devices (" << torch::cuda::device_count() << " visible)");
-    return false;
+}
+
+// Two GPUs: one NCCL rank per device (device=0,1), launched as processes like `libreyolo train`; the suite
+// "gpu2" runs on a machine with two (--test-suite=gpu2).
+LRY_GPU2_SUITE {
+  void require_two_gpus() {
+    LRY_REQUIRE_CUDA();
+    REQUIRE_MESSAGE(torch::cuda::device_count() >= 2, "the gpu2 suite needs two CUDA devices (" << torch::cuda::device_count() << " visible)");
   }
 
   TEST_CASE("dist on two GPUs: NCCL ranks with sync_bn train ResNet-18 like one GPU on the global batch") {
-    LRY_REQUIRE_CUDA();
-    if (!two_gpus()) return;
+    require_two_gpus();
     REQUIRE_MESSAGE(LIBREYOLO_HAS_NCCL, "this CUDA build has no NCCL (see CMake's 'libreyolo: no NCCL' line)");
     lry_test::TempDir out("lry_nccl2"), plain("lry_nccl2_plain"), single("lry_nccl2_single");
     const std::string exact = "deterministic=true amp=false channels_last=false";
@@ -614,8 +616,7 @@ TEST_SUITE("gpu") {
   }
 
   TEST_CASE("dist on two GPUs: SyncBatchNorm under AMP (bfloat16 and float16) keeps the ranks identical") {
-    LRY_REQUIRE_CUDA();
-    if (!two_gpus()) return;
+    require_two_gpus();
     REQUIRE(LIBREYOLO_HAS_NCCL);
     for (const std::string dtype : {"bfloat16", "float16"}) {
       CAPTURE(dtype);
@@ -651,8 +652,7 @@ TEST_SUITE("gpu") {
   }
 
   TEST_CASE("dist on two GPUs: a rank that fails under NCCL stops the run with an error naming it") {
-    LRY_REQUIRE_CUDA();
-    if (!two_gpus()) return;
+    require_two_gpus();
     REQUIRE(LIBREYOLO_HAS_NCCL);
     lry_test::TempDir out("lry_nccl2_fail");
     EnvGuard env;

@@ -25,10 +25,10 @@ namespace {
 const std::string kTrained = LIBREYOLO_SOURCE_DIR "/../shared/fixtures/libreyolo/yolo9-t-trained/ly9t_ckpt.pt";
 const std::string kData = LIBREYOLO_SOURCE_DIR "/tests/data/pt/";
 
-bool have_trained() {
-  if (fs::exists(kTrained)) return true;
-  MESSAGE("skipped: the fixture " << kTrained << " is absent");
-  return false;
+// Inside a case registered with lry_test::needs({lry_test::Need::fixtures}): the trained checkpoint is there.
+void require_trained() {
+  LRY_NEED(lry_test::Need::fixtures);
+  REQUIRE_MESSAGE(fs::exists(kTrained), "the fixture file " << kTrained << " is missing");
 }
 
 
@@ -50,8 +50,8 @@ PyValue original_like(const io::StateDict& sd, const std::string& family, const 
 }
 }  // namespace
 
-TEST_CASE("original .pt: the trained YOLOv9-t becomes one of our checkpoints (names, classes, weights)") {
-  if (!have_trained()) return;
+TEST_CASE("original .pt: the trained YOLOv9-t becomes one of our checkpoints (names, classes, weights)" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_trained();
   const auto ck = io::load_any_checkpoint(kTrained);
   CHECK(ck.meta.at("model") == "yolo9t");
   CHECK(ck.meta.at("family_name") == "yolo9");
@@ -74,8 +74,8 @@ TEST_CASE("original .pt: the trained YOLOv9-t becomes one of our checkpoints (na
   CHECK(torch::equal(net->named_parameters()["head.cv3.0.2.weight"], ck.tensors.at("model.head.cv3.0.2.weight")));
 }
 
-TEST_CASE("original .pt: `val` of the original's trained YOLOv9-t on its regenerated set gives its own mAP50-95 (0.5150)") {
-  if (!have_trained()) return;
+TEST_CASE("original .pt: `val` of the original's trained YOLOv9-t on its regenerated set gives mAP50-95 0.5120 (its own: 0.5150)" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_trained();
   lry_test::TempDir dir("lry_ly9t_val");
   ly::data::SynthOptions o;  // the set the original trained on: data synth --task detect --images 400 --imgsz 640 --classes 8 --seed 0
   o.task = "detect";
@@ -88,24 +88,39 @@ TEST_CASE("original .pt: `val` of the original's trained YOLOv9-t on its regener
   auto cfg = ly::parse_args({"data=" + (o.out / "data.yaml").string(), "imgsz=640", "batch=8", "workers=2", "device=cpu"});
   const auto r = ly::Model(kTrained).val(cfg);
   MESSAGE(r.summary << "  " << r.metrics.dump());
-  // The original measured 0.5150 with pycocotools; ours in fp32 on the CPU against its fp16 CUDA run.
-  CHECK(std::abs(r.metrics.at("mAP50-95").get<double>() - 0.5150) <= 0.01);
+  // Deterministic on the CPU in fp32: pinned to the value measured here (and on the H200), 0.5120. The
+  // original's own COCOeval reported 0.5150 for this checkpoint (`best_mAP50_95` in its metadata), measured
+  // by its validator during its training run on CUDA (under autocast with `half`), on images decoded and
+  // resized by OpenCV. The 0.003 is those pipelines, not the weights; it was not isolated further (README).
+  const double m = r.metrics.at("mAP50-95").get<double>();
+  CHECK_MESSAGE(std::abs(m - 0.5120) <= 5e-4, "mAP50-95 " << m << " moved from the pinned 0.5120");
 }
+
+namespace {
+// A trained-looking YOLOv9-t checkpoint (3 classes, EMA present, 77 EMA updates) written to dir/best.ckpt.
+struct ExportSample {
+  ly::Yolo9Family fam{"t"};
+  decltype(std::declval<ly::Yolo9Family&>().make_network()) net;
+  explicit ExportSample(const fs::path& dir) {
+    fam.restore({{"names", std::vector<std::string>{"a", "b", "c"}}, {"nc", 3}, {"size", "t"}});
+    torch::manual_seed(3);
+    net = fam.make_network();
+    ly::train::Checkpoint ck;
+    ck.meta = {{"format", io::kTrainerCheckpointFormat}, {"family_name", "yolo9"}, {"model", "yolo9t"},
+               {"family", fam.describe()}, {"config", {{"imgsz", 320}}}, {"state", {{"epoch", 4}, {"best_fitness", 0.25}}},
+               {"ema", {{"updates", 77}}}};
+    ly::train::put_module_state(ck, "ema.", *net);
+    ck.tensors["ema.__present__"] = torch::ones({1});
+    ly::train::save_checkpoint(ck, dir / "best.ckpt");
+  }
+};
+}  // namespace
 
 TEST_CASE("original .pt: our checkpoint exports with the original's schema and reads back equal") {
   lry_test::TempDir dir("lry_export");
-  ly::Yolo9Family fam("t");
-  fam.restore({{"names", std::vector<std::string>{"a", "b", "c"}}, {"nc", 3}, {"size", "t"}});
-  torch::manual_seed(3);
-  auto net = fam.make_network();
-  ly::train::Checkpoint ck;
-  ck.meta = {{"format", io::kTrainerCheckpointFormat}, {"family_name", "yolo9"}, {"model", "yolo9t"},
-             {"family", fam.describe()}, {"config", {{"imgsz", 320}}}, {"state", {{"epoch", 4}, {"best_fitness", 0.25}}},
-             {"ema", {{"updates", 77}}}};
-  ly::train::put_module_state(ck, "ema.", *net);
-  ck.tensors["ema.__present__"] = torch::ones({1});
-  ly::train::save_checkpoint(ck, dir.path / "best.ckpt");
-  // What `libreyolo export model=best.ckpt format=libreyolo` does: next to it, best.pt.
+  ExportSample sample(dir.path);
+  auto& fam = sample.fam;
+  auto& net = sample.net;
   const fs::path out = ly::Model((dir.path / "best.ckpt").string()).export_original();
   CHECK(out == dir.path / "best.pt");
   CHECK_THROWS_WITH_AS(ly::Model((dir.path / "best.ckpt").string()).export_original(dir.path / "best.ckpt"),
@@ -126,12 +141,16 @@ TEST_CASE("original .pt: our checkpoint exports with the original's schema and r
                         "imgsz", "ema", "is_ema_weights", "ema_updates", "epoch"})
     CHECK_MESSAGE(root.contains(k), k);
   CHECK(root.at("ema_updates").as_int() == 77);
+}
+
+TEST_CASE("original .pt: Python's torch.load reads our export with the original's schema" *
+          lry_test::needs({lry_test::Need::python_torch})) {
+  LRY_NEED(lry_test::Need::python_torch);
+  lry_test::TempDir dir("lry_export_py");
+  ExportSample sample(dir.path);
+  const fs::path out = ly::Model((dir.path / "best.ckpt").string()).export_original();
   // Python's torch.load sees the original's schema (names int-keyed, model an OrderedDict in state_dict order).
   const std::string py = lry_test::python_with_torch();
-  if (py.empty()) {
-    MESSAGE("skipped the Python check: no python3 that can import torch");
-    return;
-  }
   const std::string script = (dir.path / "check.py").string();
   std::ofstream(script) << R"PY(import collections, sys, torch
 ck = torch.load(sys.argv[1])

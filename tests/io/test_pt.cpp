@@ -27,17 +27,17 @@ using io::PyValue;
 
 namespace {
 
-const std::string kData = LIBREYOLO_SOURCE_DIR "/tests/data/pt/";
+const std::string kPtData = LIBREYOLO_SOURCE_DIR "/tests/data/pt/";
 const std::string kShared = LIBREYOLO_SOURCE_DIR "/../shared/fixtures/libreyolo/";
 const std::string kCkpt = kShared + "yolo9-t-trained/ly9t_ckpt.pt";
 const std::string kRef = kShared + "yolo9-t-trained/ly9t_ref.pt";
 const std::string kRefTxt = kShared + "yolo9-t-trained/ly9t_ref.txt";
 const std::string kKeys = kShared + "yolo9-t/keys.tsv";
 
-bool have(const std::string& p) {
-  if (fs::exists(p)) return true;
-  MESSAGE("skipped: fixture " << p << " is absent");
-  return false;
+// Inside a case registered with lry_test::needs({lry_test::Need::fixtures}): the fixture files are there.
+void require_files(std::initializer_list<std::string> files) {
+  LRY_NEED(lry_test::Need::fixtures);
+  for (const auto& p : files) REQUIRE_MESSAGE(fs::exists(p), "the fixture file " << p << " is missing");
 }
 
 std::string slurp(const std::string& p) {
@@ -94,8 +94,8 @@ bool same(const PyValue& a, const PyValue& b) {
 
 // ---- the original's files ------------------------------------------------------------------------
 
-TEST_CASE("pt: reads LibreYOLO's trained YOLOv9-t checkpoint: state dict against keys.tsv, metadata") {
-  if (!have(kCkpt) || !have(kKeys)) return;
+TEST_CASE("pt: reads LibreYOLO's trained YOLOv9-t checkpoint: state dict against keys.tsv, metadata" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_files({kCkpt, kKeys});
   std::vector<std::string> warnings;
   const PyValue ck = io::read_pt(kCkpt, &warnings);
   CHECK(warnings.empty());
@@ -179,8 +179,8 @@ TEST_CASE("pt: reads LibreYOLO's trained YOLOv9-t checkpoint: state dict against
   CHECK(j.at("config").at("momentum") == 0.937);
 }
 
-TEST_CASE("pt: reads the reference outputs file; shapes and statistics match ly9t_ref.txt") {
-  if (!have(kRef) || !have(kRefTxt)) return;
+TEST_CASE("pt: reads the reference outputs file; shapes and statistics match ly9t_ref.txt" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_files({kRef, kRefTxt});
   const PyValue ref = io::read_pt(kRef);
   CHECK(ref.at("input").as_tensor().sizes() == torch::IntArrayRef({2, 3, 320, 320}));
   const PyValue& outs = ref.at("outputs");
@@ -220,8 +220,8 @@ TEST_CASE("pt: reads the reference outputs file; shapes and statistics match ly9
   CHECK(checked == 7);
 }
 
-TEST_CASE("pt: module_state_dict lists a module in PyTorch's state_dict order (YOLOv9-t against keys.tsv)") {
-  if (!have(kKeys)) return;
+TEST_CASE("pt: module_state_dict lists a module in PyTorch's state_dict order (YOLOv9-t against keys.tsv)" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_files({kKeys});
   libreyolo::families::yolo9::Yolo9 net(libreyolo::families::yolo9::Yolo9Options{"t", 80, 16});
   const auto sd = io::module_state_dict(*net);
   std::ifstream tsv(kKeys);
@@ -254,8 +254,8 @@ TEST_CASE("pt: module_state_dict lists a module in PyTorch's state_dict order (Y
   for (size_t k = 0; k < sd.size(); ++k) CHECK(torch::equal(back[k].second, sd[k].second));
 }
 
-TEST_CASE("pt: the original's checkpoint loads strictly into the C++ YOLOv9-t and reproduces its head outputs") {
-  if (!have(kCkpt) || !have(kRef)) return;
+TEST_CASE("pt: the original's checkpoint loads strictly into the C++ YOLOv9-t and reproduces its head outputs" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_files({kCkpt, kRef});
   const PyValue ck = io::read_pt(kCkpt);
   libreyolo::families::yolo9::Yolo9 net(libreyolo::families::yolo9::Yolo9Options{"t", ck.at("nc").as_int(), 16});
   CHECK(io::load_state_dict_strict(*net, io::state_dict(ck, "model", kCkpt), kCkpt) == 1338);
@@ -277,7 +277,7 @@ TEST_CASE("pt: the original's checkpoint loads strictly into the C++ YOLOv9-t an
 
 TEST_CASE("pt: a small torch.save-layout file: values, shared storages, offsets, strides, numpy scalars, placeholders") {
   std::vector<std::string> warnings;
-  const PyValue v = io::read_pt(kData + "tiny_ok.pt", &warnings);
+  const PyValue v = io::read_pt(kPtData + "tiny_ok.pt", &warnings);
   const auto sd = io::state_dict(v, "model", "tiny_ok.pt");
   REQUIRE(sd.size() == 6);
   std::map<std::string, torch::Tensor> t(sd.begin(), sd.end());
@@ -329,19 +329,19 @@ TEST_CASE("pt: a small torch.save-layout file: values, shared storages, offsets,
   auto prev = libreyolo::log::set_sink([&](libreyolo::log::Level l, std::string_view m) {
     if (l == libreyolo::log::Level::warn) logged.emplace_back(m);
   });
-  io::read_pt(kData + "tiny_ok.pt");
+  io::read_pt(kPtData + "tiny_ok.pt");
   libreyolo::log::set_sink(prev);
   CHECK(logged.size() == 2);
 
   // The same file re-zipped with deflate reads the same.
   std::vector<std::string> w3;
-  const PyValue d = io::read_pt(kData + "deflated.pt", &w3);
+  const PyValue d = io::read_pt(kPtData + "deflated.pt", &w3);
   CHECK(torch::equal(d.at("model").at("w_t").as_tensor(), torch::arange(6, torch::kFloat).view({2, 3}).t()));
   CHECK(d.at("np_f8").as_float() == 0.25);
   CHECK(w3.size() == 2);
 
   // The same bytes from memory.
-  const std::string bytes = slurp(kData + "tiny_ok.pt");
+  const std::string bytes = slurp(kPtData + "tiny_ok.pt");
   std::vector<std::string> w2;
   io::PtReadOptions o;
   o.warnings = &w2;
@@ -353,7 +353,7 @@ TEST_CASE("pt: a small torch.save-layout file: values, shared storages, offsets,
 TEST_CASE("pt: a file from Python's torch.save: Parameter, dtypes, shared views, numpy scalars, set, tuple keys") {
   // tests/data/pt/make_torch_files.py (torch 1.13).
   std::vector<std::string> warnings;
-  const PyValue v = io::read_pt(kData + "torch_mixed.pt", &warnings);
+  const PyValue v = io::read_pt(kPtData + "torch_mixed.pt", &warnings);
   const auto sd = io::state_dict(v, "model", "torch_mixed.pt");
   REQUIRE(sd.size() == 9);
   std::map<std::string, torch::Tensor> t(sd.begin(), sd.end());
@@ -395,7 +395,7 @@ TEST_CASE("pt: a file from Python's torch.save: Parameter, dtypes, shared views,
 
 TEST_CASE("pt: hostile and broken files are refused with the file and the problem named") {
   auto msg = [](const std::string& f) {
-    return lry_test::message_of<CheckpointError>([&] { io::read_pt(kData + f, nullptr); });
+    return lry_test::message_of<CheckpointError>([&] { io::read_pt(kPtData + f, nullptr); });
   };
   auto has = [](const std::string& m, const std::string& part) {
     INFO(m);
@@ -425,7 +425,7 @@ TEST_CASE("pt: hostile and broken files are refused with the file and the proble
   has(msg("dup_case.pt"), "record 'dup_case/DATA.PKL' appears twice");
   has(msg("recursive.pt"), "contains itself");
   has(msg("bomb.pt"), "too many values");
-  has(lry_test::message_of<CheckpointError>([] { io::read_pt(kData + "does_not_exist.pt"); }), "cannot open");
+  has(lry_test::message_of<CheckpointError>([] { io::read_pt(kPtData + "does_not_exist.pt"); }), "cannot open");
 
   // The CRC check is ours: with it off, the flipped byte reaches the tensor unnoticed (neither
   // LibTorch's stream reader nor miniz verify it).
@@ -433,14 +433,14 @@ TEST_CASE("pt: hostile and broken files are refused with the file and the proble
   no_crc.verify_crc = false;
   std::vector<std::string> ignored;
   no_crc.warnings = &ignored;
-  const PyValue flipped = io::read_pt(kData + "crc_flipped.pt", no_crc);
-  const PyValue good = io::read_pt(kData + "tiny_ok.pt", no_crc);
+  const PyValue flipped = io::read_pt(kPtData + "crc_flipped.pt", no_crc);
+  const PyValue good = io::read_pt(kPtData + "tiny_ok.pt", no_crc);
   CHECK_FALSE(torch::equal(flipped.at("model").at("w").as_tensor(), good.at("model").at("w").as_tensor()));
   CHECK(torch::equal(flipped.at("model").at("idx").as_tensor(), good.at("model").at("idx").as_tensor()));
 }
 
 TEST_CASE("pt: every truncation and many corruptions of a file end in a CheckpointError or a value, nothing else") {
-  const std::string good = slurp(kData + "tiny_ok.pt");
+  const std::string good = slurp(kPtData + "tiny_ok.pt");
   REQUIRE(good.size() > 1000);
   io::PtReadOptions o;
   std::vector<std::string> w;
@@ -548,20 +548,17 @@ TEST_CASE("pt: write -> read round trip keeps every value, dict order, key types
   CHECK_FALSE(fs::exists(dir / "bad.pt"));
 }
 
-TEST_CASE("pt: the original's checkpoint survives read -> write -> read unchanged") {
-  if (!have(kCkpt)) return;
+TEST_CASE("pt: the original's checkpoint survives read -> write -> read unchanged" * lry_test::needs({lry_test::Need::fixtures})) {
+  require_files({kCkpt});
   lry_test::TempDir dir("lry_pt");
   const PyValue ck = io::read_pt(kCkpt);
   io::write_pt((dir / "re.pt").string(), ck);
   CHECK(same(ck, io::read_pt((dir / "re.pt").string())));
 }
 
-TEST_CASE("pt: files written here load in Python's torch.load as the same dict") {
+TEST_CASE("pt: files written here load in Python's torch.load as the same dict" * lry_test::needs({lry_test::Need::python_torch})) {
+  LRY_NEED(lry_test::Need::python_torch);
   const std::string py = lry_test::python_with_torch();
-  if (py.empty()) {
-    MESSAGE("skipped: no python3 that can import torch");
-    return;
-  }
   lry_test::TempDir dir("lry_pt");
   const PyValue v = sample_checkpoint();
   const std::string path = (dir / "ck.pt").string();

@@ -22,6 +22,17 @@ using family_policies = typename decltype(boost::hana::unpack(libreyolo::familie
   return boost::hana::type_c<std::tuple<typename decltype(t)::type...>>;
 }))::type;
 
+// The policies of a std::tuple<...> list whose task is captured (capture/eager.hpp's resolve).
+template <class Tuple>
+struct captured_policies_of;
+template <class... P>
+struct captured_policies_of<std::tuple<P...>> {
+  using type = decltype(std::tuple_cat(
+      std::declval<std::conditional_t<libreyolo::task_is_captured<P>(), std::tuple<P>, std::tuple<>>>()...));
+};
+template <class Tuple>
+using captured_policies = typename captured_policies_of<Tuple>::type;
+
 // The task's synthetic set for policy P (30 images of 64 px, 3 classes: 24 train, 6 val), made once.
 template <class P>
 std::filesystem::path kit_data() {

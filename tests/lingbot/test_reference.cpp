@@ -6,12 +6,9 @@
 #include "semantic/reference_support.hpp"
 #include "support.hpp"
 
-TEST_CASE("lingbot s: eval logits equal the original's forward (Python transcription, deterministic fill)") {
+TEST_CASE("lingbot s: eval logits equal the original's forward (Python transcription, deterministic fill)" * lry_test::needs({lry_test::Need::python_torch})) {
+  LRY_NEED(lry_test::Need::python_torch);
   const auto py = lry_test::semantic_python();
-  if (py.empty()) {
-    MESSAGE("skipped: no python3 with torch and numpy");
-    return;
-  }
   lry_test::TempDir dir("lry_lingbot_ref");
   libreyolo::lingbot::LingBot net("s", 5);
   lry_test::semantic_fill(*net, 13);

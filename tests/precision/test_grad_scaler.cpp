@@ -254,7 +254,7 @@ TEST_CASE("the 50-step reference sequence on CPU matches the hand-derived trajec
     MESSAGE("tests/data/precision/scaler_reference.json not recorded yet: compared with the hand derivation only");
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("GradScaler on CUDA (fused ops): an injected inf skips exactly that step and halves the scale") {
     LRY_REQUIRE_CUDA();
     check_state_machine(torch::Device(torch::kCUDA, 0));

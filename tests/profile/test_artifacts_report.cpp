@@ -1,5 +1,6 @@
 // Artifacts (profile.json, profile_summary.json, profile_trace.json, timeline.html) checked key by key
 // against SPEC §2.1, and the `libreyolo profile` subcommand functions: text, exit codes, errors.
+#include "support_prereq.hpp"
 #include "support.hpp"
 
 #include <libreyolo/profile/report.hpp>
@@ -196,10 +197,12 @@ TEST_CASE("timeline.html is one self-contained file with countable steps and pha
   CHECK(html.find("https://") == std::string::npos);
   CHECK(html.find("url(") == std::string::npos);
   CHECK(count_of(html, "</script>") == 2);  // kernel names with '<' did not end the data block early
-  if (!fs::exists("/usr/bin/chromium")) {
-    MESSAGE("skipped: /usr/bin/chromium is not installed");
-    return;
-  }
+}
+
+TEST_CASE("timeline.html renders in Chromium without a script error, one element per step and phase" *
+          lry_test::needs({lry_test::Need::chromium})) {
+  LRY_NEED(lry_test::Need::chromium);
+  Written w;
   lry_test::TempDir profile_dir{"lry_chromium"};
   const fs::path dom = profile_dir / "dom.html", log = profile_dir / "stderr.txt";
   const std::string cmd = "timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-background-networking "

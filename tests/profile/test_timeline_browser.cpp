@@ -1,6 +1,7 @@
 // timeline.html rendered by headless Chromium (issue 26): time-axis labels that do not overlap, the
 // per-phase table, the kernel categories and top kernels beside the timeline, and on a run without a
 // kernel trace (CPU) no "n/a" carrying a unit.
+#include "support_prereq.hpp"
 #include "support.hpp"
 
 #include <libreyolo/profile/writers.hpp>
@@ -17,22 +18,22 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-json read_json_file(const fs::path& p) {
+json tl_read_json_file(const fs::path& p) {
   std::ifstream f(p);
   REQUIRE(f.good());
   return json::parse(f);
 }
-WindowRecord fixture() {
-  return record_from_json(read_json_file(std::string(LIBREYOLO_SOURCE_DIR) + "/tests/data/profile/synthetic_record.json"));
+WindowRecord tl_fixture() {
+  return record_from_json(tl_read_json_file(std::string(LIBREYOLO_SOURCE_DIR) + "/tests/data/profile/synthetic_record.json"));
 }
-size_t count_of(const std::string& text, const std::string& needle) {
+size_t tl_count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
   return n;
 }
 // The page after its scripts ran (Chromium's --dump-dom); "" when Chromium is not installed.
 std::string rendered(const fs::path& html, const lry_test::TempDir& scratch) {
-  if (!fs::exists("/usr/bin/chromium")) return {};
+  LRY_NEED(lry_test::Need::chromium);
   const fs::path dom = scratch / "dom.html";
   const std::string cmd = "timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
                           "--disable-component-update --disable-sync --no-first-run --window-size=1280,900 --user-data-dir=" +
@@ -58,20 +59,16 @@ size_t table_rows(const std::string& dom, const std::string& id) {
   const auto b = dom.find("<table id=\"" + id + "\"");
   if (b == std::string::npos) return 0;
   const auto e = dom.find("</table>", b);
-  return count_of(dom.substr(b, e - b), "<tr>");
+  return tl_count_of(dom.substr(b, e - b), "<tr>");
 }
 }  // namespace
 
-TEST_CASE("timeline.html in Chromium: readable time axis, phase table, kernel categories and top kernels") {
+TEST_CASE("timeline.html in Chromium: readable time axis, phase table, kernel categories and top kernels" * lry_test::needs({lry_test::Need::chromium})) {
   lry_test::TempDir dir("lry_tl");
-  const WindowRecord rec = fixture();
+  const WindowRecord rec = tl_fixture();
   const Analysis a = analyse(rec);
   write_artifacts(dir.path, rec, a);
   const std::string dom = rendered(dir / "timeline.html", dir);
-  if (dom.empty()) {
-    MESSAGE("skipped: /usr/bin/chromium is not installed");
-    return;
-  }
   CHECK(dom.find("id=\"js-error\"") == std::string::npos);
   REQUIRE(dom.find("id=\"render-ok\"") != std::string::npos);
   const auto t = ticks(dom);
@@ -93,9 +90,9 @@ TEST_CASE("timeline.html in Chromium: readable time axis, phase table, kernel ca
   CHECK(dom.find(">gemm/conv</td>") != std::string::npos);
 }
 
-TEST_CASE("timeline.html of a run without a kernel trace: n/a without units, the tables say why") {
+TEST_CASE("timeline.html of a run without a kernel trace: n/a without units, the tables say why" * lry_test::needs({lry_test::Need::chromium})) {
   lry_test::TempDir dir("lry_tl_cpu");
-  WindowRecord rec = fixture();
+  WindowRecord rec = tl_fixture();
   rec.gpu.clear();
   rec.runtime.clear();
   rec.cpu_ops.clear();
@@ -105,10 +102,6 @@ TEST_CASE("timeline.html of a run without a kernel trace: n/a without units, the
   const Analysis a = analyse(rec);
   write_artifacts(dir.path, rec, a);
   const std::string dom = rendered(dir / "timeline.html", dir);
-  if (dom.empty()) {
-    MESSAGE("skipped: /usr/bin/chromium is not installed");
-    return;
-  }
   REQUIRE(dom.find("id=\"render-ok\"") != std::string::npos);
   for (const char* bad : {"n/a%", "n/a MB", "n/a ms", "n/a us", "n/a @"}) CHECK_MESSAGE(dom.find(bad) == std::string::npos, bad);
   CHECK(dom.find("no kernel trace in this run") != std::string::npos);

@@ -206,7 +206,7 @@ TEST_CASE("Off compiles to no-ops") {
   CHECK(prof.finished());
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("Window on CUDA collects a kernel trace with correlation-attributed phases") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir dir{"lry_window_gpu"};
@@ -266,7 +266,7 @@ TEST_SUITE("gpu") {
 // ---- profile::time_steps (the benchmarks' step timing) on CUDA: its traced pass is read out, so the
 // analysis has kernels and busy time (it used to stop the collector without the read-out: 0 kernels).
 namespace lp = libreyolo::profile;
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("time_steps on CUDA (after the Window case: each traces in its own Collector): kernels and busy time, twice") {
     LRY_REQUIRE_CUDA();
     const torch::Device dev(torch::kCUDA, 0);

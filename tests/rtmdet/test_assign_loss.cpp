@@ -143,7 +143,7 @@ TEST_CASE("rtmdet loss equals the original's RTMDetLoss on the same maps and gts
   CHECK_THROWS_AS(loss(maps, torch::zeros({3, 1, 5})), libreyolo::DataError);
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
 TEST_CASE("rtmdet forward under fp16 autocast + soft-label loss on CUDA: float32 outputs, no host synchronisation") {
   LRY_REQUIRE_CUDA();
 #if defined(LIBREYOLO_WITH_CUDA)

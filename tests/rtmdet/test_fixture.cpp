@@ -17,7 +17,7 @@ using libreyolo::families::rtmdet::Rtmdet;
 using libreyolo::families::rtmdet::RtmdetOptions;
 namespace fx = lry_test::fixture;
 
-TEST_CASE("rtmdet-t matches the original parameter for parameter and output for output") {
+TEST_CASE("rtmdet-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "rtmdet-t");
   Rtmdet net(RtmdetOptions{"t", 80});
   const auto diffs = fx::name_differences(f, *net);

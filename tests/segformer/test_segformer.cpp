@@ -260,7 +260,7 @@ TEST_CASE("segformer: graph_eager_spread covers two eager runs that differ only 
 // that differ only in the random stream of drop-path / dropout (seed= of the torch generator) give the
 // spread; the graph run's mean step loss over N steps must lie within the eager runs' range widened by
 // their spread, and the random-stream notice appears exactly once.
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("segformer b0: a graph run is statistically equivalent to eager (loss means within the eager spread)") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir dir("lry_segformer_gpu");

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "support_prereq.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,12 +17,8 @@
 
 namespace lry_test {
 
-// A python3 that can import torch ("" = none).
-inline std::string semantic_python() {
-  for (const char* py : {"/usr/bin/python3", "python3"})
-    if (std::system((std::string(py) + " -c \"import torch, numpy\" > /dev/null 2>&1").c_str()) == 0) return py;
-  return "";
-}
+// A python3 that can import torch and numpy ("" = none): Need::python_torch (support_prereq.hpp).
+inline std::string semantic_python() { return python_with_torch(); }
 
 // Overwrites every parameter and the BatchNorm statistics with seeded values that exercise every path
 // (non-zero biases, LayerNorm scales near 1, LayerScale gammas of 0.3, positive variances).

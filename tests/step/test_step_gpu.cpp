@@ -58,7 +58,7 @@ struct Poisoned : Base {
   }
 };
 
-struct Run {
+struct GpuRun {
   std::vector<torch::Tensor> losses, params, buffers, ema;
   std::vector<double> scales, checksums;
   std::vector<int> epochs;                               // per step
@@ -68,7 +68,7 @@ struct Run {
   std::string fused_error;
 };
 
-bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+bool all_equal_gpu(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (!a[i].equal(b[i])) return false;
@@ -93,7 +93,7 @@ double max_abs(const std::vector<torch::Tensor>& a, const std::vector<torch::Ten
 // The step_end client of a run: records the running loss sums, the scale and a parameter checksum after
 // each step, then prepares the next one (on_next).
 struct Hook {
-  Run* r;
+  GpuRun* r;
   std::function<void(int)> on_next;
   std::function<double()> scale, checksum;
   void operator()(ly::event::step_end, const ly::StepInfo& s) {
@@ -106,7 +106,7 @@ struct Hook {
 };
 
 template <class T>
-void train_and_record(T& t, Run& r, const std::function<void(int)>& prepare, int fail_at, bool fused) {
+void train_and_record(T& t, GpuRun& r, const std::function<void(int)>& prepare, int fail_at, bool fused) {
   t.setup();
   if (!fused) t.optimizer().set_device_fused(false);
   bool armed = false;
@@ -145,8 +145,8 @@ void train_and_record(T& t, Run& r, const std::function<void(int)>& prepare, int
 // One run with `args`; through CudaGraph<> (graph_policy) or Eager; `fail_at` >= 0 arms the
 // replay-failure hook before that step; fused = false keeps the optimizer's generic device path.
 template <class F>
-Run run(F family, std::vector<std::string> args, bool graph_policy, int fail_at = -1, bool fused = true) {
-  Run r;
+GpuRun run(F family, std::vector<std::string> args, bool graph_policy, int fail_at = -1, bool fused = true) {
+  GpuRun r;
   auto state = family.state;
   const std::function<void(int)> prepare = [state](int next) {
     if (state->factor.defined())
@@ -162,7 +162,7 @@ Run run(F family, std::vector<std::string> args, bool graph_policy, int fail_at 
   return r;
 }
 
-void check_poison_skipped(const Run& r, const char* arm) {
+void check_poison_skipped(const GpuRun& r, const char* arm) {
   CAPTURE(arm);
   REQUIRE(r.scales.size() == static_cast<size_t>(kSteps));
   CHECK(r.checksums[kPoisonStep] == r.checksums[kPoisonStep - 1]);  // parameters unchanged by the inf step
@@ -170,12 +170,12 @@ void check_poison_skipped(const Run& r, const char* arm) {
 }
 
 // A key of a run's results.json meta (null when absent).
-nlohmann::json meta_at(const Run& r, const char* key) {
+nlohmann::json meta_at(const GpuRun& r, const char* key) {
   return r.meta.is_object() && r.meta.contains(key) ? r.meta.at(key) : nlohmann::json();
 }
 
 struct Arms {
-  Run step, nograph, failed, network, eager, generic;
+  GpuRun step, nograph, failed, network, eager, generic;
 };
 
 template <class F>
@@ -194,7 +194,7 @@ Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const 
   arms.network = run<F>(make(), with("network", {"cuda_graph=true"}), true);
   arms.eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
   arms.generic = run<F>(make(), with("step_generic", {"cuda_graph=step"}), true, -1, /*fused=*/false);
-  const Run &step = arms.step, &nograph = arms.nograph, &failed = arms.failed, &network = arms.network,
+  const GpuRun &step = arms.step, &nograph = arms.nograph, &failed = arms.failed, &network = arms.network,
             &eager = arms.eager, &generic = arms.generic;
 
   // The graph replays what the graph-less step path computes: bit for bit.
@@ -211,10 +211,10 @@ Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const 
                << " step graphs");
   CHECK(replayed >= min_replayed);
   CHECK(nograph.report["replayed_steps"] == 0);
-  CHECK(all_equal(step.losses, nograph.losses));
-  CHECK(all_equal(step.params, nograph.params));
-  CHECK(all_equal(step.buffers, nograph.buffers));
-  CHECK(all_equal(step.ema, nograph.ema));
+  CHECK(all_equal_gpu(step.losses, nograph.losses));
+  CHECK(all_equal_gpu(step.params, nograph.params));
+  CHECK(all_equal_gpu(step.buffers, nograph.buffers));
+  CHECK(all_equal_gpu(step.ema, nograph.ema));
   CHECK(step.scales == nograph.scales);
   double vram = 0;
   for (const auto& g : step.report["step"]["graphs"]) {
@@ -230,12 +230,12 @@ Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const 
   else
     MESSAGE(what << ": no replay after the first capture; the failure hook never fired");
   CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
-  CHECK(all_equal(failed.losses, nograph.losses));
-  CHECK(all_equal(failed.params, nograph.params));
+  CHECK(all_equal_gpu(failed.losses, nograph.losses));
+  CHECK(all_equal_gpu(failed.params, nograph.params));
   // The forced inf step is skipped everywhere.
   for (const auto* r : {&step, &nograph, &network, &eager, &generic}) check_poison_skipped(*r, what);
   // Against the network-only graph and eager (which agree bit for bit): the spread of the device forms.
-  CHECK(all_equal(network.losses, eager.losses));
+  CHECK(all_equal_gpu(network.losses, eager.losses));
   const double loss_rel = max_rel(step.losses, eager.losses), param_rel = max_rel(step.params, eager.params);
   const double gen_loss_rel = max_rel(generic.losses, eager.losses), gen_param_rel = max_rel(generic.params, eager.params);
   MESSAGE(what << ": cuda_graph=step vs eager over " << kSteps << " steps: loss sums max rel " << loss_rel
@@ -263,7 +263,7 @@ std::vector<std::string> detect_base(const std::string& model, const std::filesy
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("cuda_graph=step, ResNet-18: 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_r18");
@@ -307,7 +307,7 @@ TEST_SUITE("gpu") {
                                                          "no_aug_epochs=" + std::to_string(kNoAug)});
     const Arms arms =
         compare_arms<Poisoned<ly::YoloxFamily>>([] { return Poisoned<ly::YoloxFamily>("t"); }, base, "yoloxt", 1);
-    const Run& s = arms.step;
+    const GpuRun& s = arms.step;
     REQUIRE(s.epochs.size() == static_cast<size_t>(kSteps));
     REQUIRE(s.captures.size() == static_cast<size_t>(kSteps));
     // The first step of the L1 epochs; the L1 column is 0 before it and > 0 from it (the graph-less arm

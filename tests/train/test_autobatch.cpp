@@ -168,7 +168,7 @@ TEST_CASE("probe_memory runs a training step and leaves the network as it was") 
   CHECK_THROWS_AS(t.probe_memory(0), ly::ConfigError);
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("batch=-1 on CUDA: peaks measured per batch, a power of two within the training set") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_runs");

@@ -285,7 +285,7 @@ TEST_CASE("ModelEMA: copies at construction, decay ramp, update of a weight and 
   CHECK(standard.current_decay() == 0.0);
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
   TEST_CASE("Optimizer/clip/EMA on CUDA: auto foreach path matches the CPU loop") {
     LRY_REQUIRE_CUDA();
     const torch::Device cuda(torch::kCUDA);

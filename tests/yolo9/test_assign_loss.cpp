@@ -239,7 +239,7 @@ TEST_CASE("yolo9-t overfits one synthetic 128 px image with two boxes") {
   CHECK(last < 0.5 * first);
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
 TEST_CASE("yolo9 forward under fp16 autocast + loss on CUDA: float32, finite, no host synchronisation") {
   LRY_REQUIRE_CUDA();
 #if defined(LIBREYOLO_WITH_CUDA)

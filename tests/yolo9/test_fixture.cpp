@@ -82,11 +82,11 @@ void check_detect(const std::string& model, const std::string& size) {
 
 }  // namespace
 
-TEST_CASE("yolo9-t matches the original parameter for parameter and output for output") { check_detect("yolo9-t", "t"); }
+TEST_CASE("yolo9-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check_detect("yolo9-t", "t"); }
 
-TEST_CASE("yolo9-s matches the original parameter for parameter and output for output") { check_detect("yolo9-s", "s"); }
+TEST_CASE("yolo9-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check_detect("yolo9-s", "s"); }
 
-TEST_CASE("yolo9-t-classify matches the original's classification network") {
+TEST_CASE("yolo9-t-classify matches the original's classification network" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "yolo9-t-classify");
   Yolo9Classify net(Yolo9ClassifyOptions{"t", 80});
   const auto diffs = fx::name_differences(f, *net);
@@ -113,7 +113,7 @@ TEST_CASE("yolo9-t-classify matches the original's classification network") {
   MESSAGE("yolo9-t-classify: " << result.message);
 }
 
-TEST_CASE("the fixture harness reports a changed weight, a wrong shape and differing names") {
+TEST_CASE("the fixture harness reports a changed weight, a wrong shape and differing names" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "yolo9-t");
   Yolo9 net(Yolo9Options{"t", 80, 16});
   fx::fill(f, *net);

@@ -15,7 +15,7 @@
 namespace nas = libreyolo::families::yolonas;
 namespace fx = lry_test::fixture;
 
-TEST_CASE("yolonas-s matches the original parameter for parameter and output for output") {
+TEST_CASE("yolonas-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "yolonas-s");
   nas::YoloNas net(nas::YoloNasOptions{"s", 80, 16});
 

@@ -199,7 +199,7 @@ TEST_CASE("yolox loss: gradients reach every output channel; no gts gives only t
   CHECK_THROWS_AS(loss(maps, torch::zeros({3, 1, 5})), libreyolo::DataError);
 }
 
-TEST_SUITE("gpu") {
+LRY_GPU_SUITE {
 TEST_CASE("yolox forward under fp16 autocast + SimOTA loss on CUDA: finite, no host synchronisation") {
   LRY_REQUIRE_CUDA();
 #if defined(LIBREYOLO_WITH_CUDA)

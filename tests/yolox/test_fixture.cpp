@@ -68,10 +68,10 @@ void check(const std::string& model, const std::string& size) {
 
 }  // namespace
 
-TEST_CASE("yolox-t matches the original parameter for parameter and output for output") { check("yolox-t", "t"); }
-TEST_CASE("yolox-s matches the original parameter for parameter and output for output") { check("yolox-s", "s"); }
+TEST_CASE("yolox-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-t", "t"); }
+TEST_CASE("yolox-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-s", "s"); }
 
-TEST_CASE("yolox: a changed weight is caught, other class counts change only the class outputs, bad sizes throw") {
+TEST_CASE("yolox: a changed weight is caught, other class counts change only the class outputs, bad sizes throw" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "yolox-t");
   Yolox net(YoloxOptions{"t", 80});
   fx::fill(f, *net);
