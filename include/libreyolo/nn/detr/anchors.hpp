@@ -2,7 +2,7 @@
 // What every DETR decoder here (RT-DETR v1/v2, the D-FINE line) does the same way before its queries: the
 // projected levels flattened into one token sequence, the levels' shapes at the fixed evaluation size, and the
 // query-selection anchors (logit-space boxes per cell, +inf where a box leaves the unit square) cached per
-// (device, shapes).
+// (device, shapes); the selection's test hook (forced_selection).
 #include <libreyolo/nn/detr/deformable_attention.hpp>
 
 #include <torch/torch.h>
@@ -48,6 +48,14 @@ inline std::pair<torch::Tensor, torch::Tensor> query_anchors(const SpatialShapes
   a = torch::log(a / (1 - a));
   a = torch::where(valid, a, torch::full_like(a, std::numeric_limits<float>::infinity()));
   return {a.to(dev), valid.to(dev)};
+}
+
+// The DETR decoders' test hook (their forced_topk_indices member): the query selection's indices given
+// by a test instead of the top-k, checked to be int64 [B, k] for the memory [B, N, C]; on its device.
+inline torch::Tensor forced_selection(const torch::Tensor& forced, const torch::Tensor& memory, int64_t k) {
+  TORCH_CHECK(forced.dim() == 2 && forced.size(0) == memory.size(0) && forced.size(1) == k && forced.scalar_type() == torch::kLong,
+              "forced_topk_indices: expected int64 [", memory.size(0), ", ", k, "], got ", forced.scalar_type(), " ", forced.sizes());
+  return forced.to(memory.device());
 }
 
 // query_anchors, made once per (device, shapes).

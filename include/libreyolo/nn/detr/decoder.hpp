@@ -172,7 +172,8 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
     auto enc_class = enc_score_head->forward(output_memory);
     auto enc_coord_unact = enc_bbox_head->forward(output_memory) + anc;
     const int64_t k = std::min<int64_t>(o_.num_queries, memory.size(1));  // the original needs >= num_queries tokens
-    auto topk_ind = std::get<1>(std::get<0>(enc_class.max(-1)).topk(k, 1));
+    auto topk_ind = forced_topk_indices.defined() ? forced_selection(forced_topk_indices, memory, k)
+                                                  : std::get<1>(std::get<0>(enc_class.max(-1)).topk(k, 1));
     auto gather = [&](const torch::Tensor& t) { return t.gather(1, topk_ind.unsqueeze(-1).expand({-1, -1, t.size(-1)})); };
     auto ref_unact = gather(enc_coord_unact);
     auto enc_topk_bboxes = torch::sigmoid(ref_unact);
@@ -237,6 +238,12 @@ class DetrDecoderImpl : public torch::nn::Cloneable<DetrDecoderImpl> {
   }
 
   const DetrDecoderOptions& options() const { return o_; }
+
+  // Test hook, not a setting: when defined (int64 [B, k], token indices into the flattened encoder
+  // memory, best first), the query selection takes these instead of its top-k, so a fixture test can
+  // replay the original's selection among near-tied scores (tests/detr_topk/README.md). Undefined, the
+  // default: no effect. Not a parameter or buffer (never saved).
+  torch::Tensor forced_topk_indices;
 
   torch::nn::ModuleList input_proj{nullptr}, dec_score_head{nullptr}, dec_bbox_head{nullptr};
   DetrDecoderStack decoder{nullptr};

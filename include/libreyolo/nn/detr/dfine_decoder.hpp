@@ -292,6 +292,12 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
 
   int64_t eval_index() const { return o_.eval_idx >= 0 ? o_.eval_idx : o_.num_layers + o_.eval_idx; }
 
+  // Test hook, not a setting: when defined (int64 [B, k], token indices into the flattened encoder
+  // memory, best first), the query selection takes these instead of its top-k, so a fixture test can
+  // replay the original's selection among near-tied scores (tests/detr_topk/README.md). Undefined, the
+  // default: no effect. Not a parameter or buffer (never saved, not kept by clone()).
+  torch::Tensor forced_topk_indices;
+
   // feats: the encoder's maps; targets: the batch's ground truth (training: denoising queries).
   DFineOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets = nullptr) {
     SpatialShapes shapes;
@@ -308,7 +314,8 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
     auto output_memory = enc_output->forward(valid.to(memory.scalar_type()) * memory);
     auto enc_logits = enc_score_head->forward(output_memory);
     const int64_t k = std::min<int64_t>(o_.num_queries, memory.size(1));  // the original needs >= num_queries tokens
-    auto topk_ind = std::get<1>(std::get<0>(enc_logits.max(-1)).topk(k, 1));
+    auto topk_ind = forced_topk_indices.defined() ? forced_selection(forced_topk_indices, memory, k)
+                                                  : std::get<1>(std::get<0>(enc_logits.max(-1)).topk(k, 1));
     auto gather = [&](const torch::Tensor& t) { return t.gather(1, topk_ind.unsqueeze(-1).expand({-1, -1, t.size(-1)})); };
     auto topk_memory = gather(output_memory);
     auto ref_unact = enc_bbox_head->forward(topk_memory) + gather(anc);

@@ -1,0 +1,103 @@
+#pragma once
+// The original's query selection for the DETR fixture tests (tests/dfine_net/test_fixture.cpp,
+// tests/rtdetr/test_fixture.cpp): tests/detr_topk/<model>.bin, made by tests/detr_topk/make_topk.py
+// (see tests/detr_topk/README.md). Under the fixtures' fill many encoder tokens score nearly alike, so
+// rounding picks other tokens; a test gives these indices to the decoder's forced_topk_indices hook
+// and compares the decoder's outputs per element. selection_scores / check_selection show that the
+// original's selection is a top-k of OUR scores up to rounding (only near-ties are decided differently).
+#include <libreyolo/nn/detr/anchors.hpp>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lry_test::detr_topk {
+
+inline std::filesystem::path file(const std::string& model) {
+  return std::filesystem::path(LIBREYOLO_SOURCE_DIR) / "tests" / "detr_topk" / (model + ".bin");
+}
+
+// The selection recorded for `model`: int64 [1, k] (little-endian int64 in the file, best first).
+inline torch::Tensor load(const std::string& model, int64_t k = 300) {
+  const auto p = file(model);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + p.string());
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (static_cast<int64_t>(bytes.size()) != 8 * k)
+    throw std::runtime_error(p.string() + ": " + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(8 * k));
+  std::vector<int64_t> v(static_cast<size_t>(k));
+  for (size_t i = 0; i < v.size(); ++i) {  // little-endian, whatever the host's order
+    uint64_t u = 0;
+    for (int b = 7; b >= 0; --b) u = (u << 8) | static_cast<uint8_t>(bytes[8 * i + static_cast<size_t>(b)]);
+    std::memcpy(&v[i], &u, 8);
+  }
+  return torch::tensor(v, torch::kInt64).view({1, k});
+}
+
+// Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward
+// computes them: the projected maps flattened, invalid cells zeroed, enc_output, enc_score_head. For
+// the decoders here whose levels are the encoder's maps (no extra strided levels).
+template <class Decoder>
+torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc) {
+  std::vector<torch::Tensor> proj;
+  for (size_t i = 0; i < enc.size(); ++i) {
+    auto* s = d.input_proj[i]->template as<torch::nn::SequentialImpl>();
+    proj.push_back(s ? s->forward(enc[i]) : enc[i]);  // else Identity
+  }
+  libreyolo::nn::detr::SpatialShapes shapes;
+  auto memory = libreyolo::nn::detr::flatten_levels(proj, shapes);
+  auto valid = d.valid_mask.defined() ? d.valid_mask : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
+  return std::get<0>(d.enc_score_head->forward(d.enc_output->forward(valid.to(memory.scalar_type()) * memory)).max(-1));
+}
+
+struct SelectionCheck {
+  int64_t differing = 0;     // tokens of the forced selection not in our own top-k
+  int64_t moved = 0;         // positions where the two selections differ (order included)
+  double max_rel_score = 0;  // max |sorted forced scores - our top-k scores| / mean |top-k scores|
+};
+
+// The forced selection against our own top-k of `scores`: how many tokens differ, and how far the
+// forced tokens' scores (sorted) are from our top-k values (rounding-sized when only near-ties differ).
+inline SelectionCheck check_selection(const torch::Tensor& scores, const torch::Tensor& forced) {
+  auto [top_v, top_i] = scores.topk(forced.size(1), 1);
+  auto forced_v = std::get<0>(scores.gather(1, forced).sort(1, /*descending=*/true));
+  SelectionCheck c;
+  c.differing = forced.numel() - torch::isin(forced, top_i).sum().item<int64_t>();
+  c.moved = (forced != top_i).sum().item<int64_t>();
+  c.max_rel_score = ((forced_v - top_v).abs().max() / top_v.abs().mean().clamp_min(1e-30)).item<double>();
+  return c;
+}
+
+// In a test case: `model`'s recorded selection, checked against our own top-k of the decoder's scores
+// on the encoder maps `enc` (sorted scores within 1e-5 relative) and given to the decoder's hook.
+template <class Decoder>
+SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model) {
+  const auto forced = load(model);
+  const auto sel = check_selection(selection_scores(d, enc), forced);
+  CHECK(sel.max_rel_score <= 1e-5);
+  MESSAGE(model << ": the original's selection vs our own top-" << forced.size(1) << ": " << sel.differing << " tokens differ, "
+                << sel.moved << " positions; sorted scores within " << sel.max_rel_score << " relative");
+  d.forced_topk_indices = forced;
+  return sel;
+}
+
+// In a test case, after the forced comparison: the hook cleared, the decoder's own selection gives the
+// same shapes, and the same outputs as `forced_out` where it is the same selection.
+template <class Decoder, class Output>
+void check_own_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const Output& forced_out, const SelectionCheck& sel) {
+  d.forced_topk_indices = torch::Tensor();
+  const auto own = d.forward(enc);
+  CHECK(own.pred_logits.sizes() == forced_out.pred_logits.sizes());
+  CHECK(own.pred_boxes.sizes() == forced_out.pred_boxes.sizes());
+  if (sel.moved == 0) CHECK(torch::equal(own.pred_logits, forced_out.pred_logits));
+}
+
+}  // namespace lry_test::detr_topk
