@@ -28,7 +28,8 @@ struct StepInfo {
   int epoch = 0;
   int64_t iteration = 0;        // micro-batches seen since the start of the run
   int64_t optimizer_steps = 0;
-  torch::Tensor loss_items;     // on the device; reading it syncs
+  torch::Tensor loss_items;     // the epoch's running sum of the loss parts, on the device; reading it syncs
+  torch::Tensor batch_loss_items;  // this micro-batch's own loss parts (same device, same order)
 };
 
 namespace event {

@@ -166,6 +166,7 @@ class Trainer {
   template <class E, class... A>
   void raise_phase(E e, A... a);  // to the profiler and the capture policy
   void family_hook_epoch_begin(const EpochInfo& info);
+  void add_loss(const torch::Tensor& items);  // into the epoch's running sum (loss_sum_, loss_count_)
 
   TrainConfig cfg_;
   F family_;
@@ -198,8 +199,9 @@ class Trainer {
   int64_t opt_steps_ = 0;
   double best_fitness_ = -1;
   nlohmann::json last_metrics_ = nlohmann::json::object();
-  torch::Tensor loss_sum_;
+  torch::Tensor loss_sum_;  // the epoch's running loss sum (restored by a resume inside the epoch)
   int64_t loss_count_ = 0;
+  torch::Tensor batch_items_;      // the last micro-batch's loss parts (StepInfo::batch_loss_items)
   bool is_setup_ = false;
   bool channels_last_ = false;  // cfg.channels_last on a CUDA device
   bool device_state_ = false;   // cuda_graph=step: the optimizer runs on its device state

@@ -57,8 +57,12 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
     batch_in_epoch_ = 0;
     for (; skip_batches_ > 0; --skip_batches_, ++batch_in_epoch_) train_loader_->next();  // exact resume
     const int64_t resumed_at = batch_in_epoch_;
-    loss_sum_ = torch::Tensor();
-    loss_count_ = 0;
+    // A resume inside the epoch continues its running loss sum (restored with the position), so the
+    // epoch's mean loss (results.json, the log line, StepInfo::loss_items) covers the whole epoch, as unbroken.
+    if (resumed_at == 0) {
+      loss_sum_ = torch::Tensor();
+      loss_count_ = 0;
+    }
     const auto t0 = clock::now();
     const int64_t nb = static_cast<int64_t>(train_loader_->num_batches());
     // The epoch's live line (core/progress.hpp): rank 0 only; the rate counts this run's batches.
@@ -67,7 +71,7 @@ TrainResult LIBREYOLO_TRAINER::fit(Callbacks&&... callbacks) {
       bar.emplace("epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(cfg_.epochs), nb - resumed_at,
                   cfg_.progress_interval);
     while (train_one_batch()) {
-      StepInfo si{epoch_, ni_, opt_steps_, loss_sum_};
+      StepInfo si{epoch_, ni_, opt_steps_, loss_sum_, batch_items_};
       (deliver<event::step_end>(callbacks, si), ...);
       events_.raise(event::step_end{}, si);
       if (bar) bar->update(batch_in_epoch_ - resumed_at, [&] { return progress_tail(); });

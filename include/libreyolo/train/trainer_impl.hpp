@@ -252,6 +252,18 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
   if (ema_ && has_ema) ema_->load(ck, "ema.");
   opt_->load(ck, "optim.");
   precision_.load(ck, "precision.");
+  // The epoch's running loss sum at a mid-epoch position (absent from older checkpoints: the resumed
+  // epoch's mean then covers the batches trained after the resume only).
+  loss_sum_ = torch::Tensor();
+  loss_count_ = 0;
+  if (batch > 0 && ck.tensors.count("train.loss_sum")) {
+    const int64_t count = counter("loss_count", 1, batch, "micro-batches trained in the epoch");
+    const auto& sum = ck.tensors.at("train.loss_sum");
+    if (sum.dim() != 1 || !sum.is_floating_point() || !torch::isfinite(sum).all().item<bool>())
+      throw CheckpointError(where + ": train.loss_sum is not a vector of finite numbers (one sum per loss part)");
+    loss_sum_ = sum.to(device_).clone();
+    loss_count_ = count;
+  }
   start_epoch_ = static_cast<int>(epoch);
   skip_batches_ = batch;
   ni_ = iteration;
@@ -303,6 +315,10 @@ void LIBREYOLO_TRAINER::save_checkpoint(bool best) {
   }
   opt_->save(ck, "optim.");
   precision_.save(ck, "precision.");
+  if (batch_in_epoch_ > 0 && loss_sum_.defined()) {  // mid-epoch: the epoch's running loss sum, for resume
+    ck.tensors["train.loss_sum"] = loss_sum_.detach().to(torch::kCPU).clone();
+    ck.meta["state"]["loss_count"] = loss_count_;
+  }
   // best.ckpt first: a kill between the two writes leaves last.ckpt at the previous position, so the
   // resumed run trains the epoch again and writes best.ckpt then (last.ckpt first would record the new
   // best fitness, and the lost best.ckpt would never be written again).
@@ -441,6 +457,19 @@ void LIBREYOLO_TRAINER::raise_phase(E, A... a) {
   deliver<E>(capture_, a...);
 }
 
+// The epoch's running loss sum. A sum restored by a resume with another shape than the family's loss
+// parts (a checkpoint not from this build) is dropped: the mean then starts at this batch.
+LIBREYOLO_TRAINER_TEMPLATE
+void LIBREYOLO_TRAINER::add_loss(const torch::Tensor& items) {
+  if (loss_sum_.defined() && loss_sum_.sizes() == items.sizes()) {
+    loss_sum_ = loss_sum_ + items;
+  } else {
+    loss_sum_ = items.clone();
+    loss_count_ = 0;
+  }
+  ++loss_count_;
+}
+
 LIBREYOLO_TRAINER_TEMPLATE
 bool LIBREYOLO_TRAINER::train_one_batch() {
   using profile::Phase;
@@ -465,8 +494,8 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
       ++ni_;
       ++batch_in_epoch_;
       sched_->apply(*opt_, opt_steps_);  // writes the optimizer's device lr tensors
-      loss_sum_ = loss_sum_.defined() ? loss_sum_ + items : items.clone();
-      ++loss_count_;
+      add_loss(items);
+      batch_items_ = items.clone();  // a recorded graph's output is overwritten by the next replay
       raise_phase(event::step_done{}, static_cast<int>(b.images.size(0)));
       return true;
     }
@@ -509,8 +538,8 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   ++ni_;
   ++batch_in_epoch_;
   sched_->apply(*opt_, opt_steps_);
-  loss_sum_ = loss_sum_.defined() ? loss_sum_ + lo.items : lo.items.clone();
-  ++loss_count_;
+  add_loss(lo.items);
+  batch_items_ = lo.items;
   raise_phase(event::step_done{}, static_cast<int>(b.images.size(0)));
   return true;
 }
