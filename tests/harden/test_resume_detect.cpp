@@ -59,7 +59,7 @@ struct Record {
   }
 };
 
-void clear_stop() { ly::train::interrupt_flag().store(false); }
+void reset_stop_request() { ly::train::interrupt_flag().store(false); }
 
 struct LogLines {
   std::vector<std::string> lines;
@@ -80,7 +80,7 @@ struct LogLines {
 
 // Every tensor of two checkpoints equal bit for bit (torch::equal); returns how many differ or are
 // missing from one of them; *compared: how many were compared, *names: the first few that differ.
-int differing(const fs::path& a, const fs::path& b, size_t* compared, std::string* names) {
+int differing_named(const fs::path& a, const fs::path& b, size_t* compared, std::string* names) {
   const auto x = ly::train::load_checkpoint(a), y = ly::train::load_checkpoint(b);
   int diff = 0;
   size_t n = 0;
@@ -118,7 +118,7 @@ void check_resume(const std::string& tag, const std::vector<std::string>& base, 
     a.insert(a.end(), more.begin(), more.end());
     return a;
   };
-  clear_stop();
+  reset_stop_request();
   Steps ref, first, second;
   {
     T t(ly::parse_args(args("ref")), typename T::Family(size));
@@ -133,7 +133,7 @@ void check_resume(const std::string& tag, const std::vector<std::string>& base, 
   {
     T t(ly::parse_args(args("cut")), typename T::Family(size));
     const auto r = t.fit(Record<T>{&first, &t, stop_at});
-    clear_stop();
+    reset_stop_request();
     REQUIRE(r.interrupted);
     CHECK(t.iteration() == stop_at);  // no accumulation: the stop lands right after that micro-batch
     CHECK(stop_at % batches_per_epoch != 0);  // mid-epoch
@@ -173,7 +173,7 @@ void check_resume(const std::string& tag, const std::vector<std::string>& base, 
   size_t n = 0;
   std::string names;
   const fs::path a = runs.path / "ref" / "weights" / "last.ckpt", b = runs.path / "cut" / "weights" / "last.ckpt";
-  CHECK_MESSAGE(differing(a, b, &n, &names) == 0, "differing tensors: ", names);
+  CHECK_MESSAGE(differing_named(a, b, &n, &names) == 0, "differing_named tensors: ", names);
   CHECK(n > 300);
   const auto ca = ly::train::load_checkpoint(a), cb = ly::train::load_checkpoint(b);
   int groups = 0;

@@ -13,8 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#undef CHECK
-#include <doctest/doctest.h>
+#include "support_doctest.hpp"
 
 namespace ly = libreyolo;
 namespace io = libreyolo::io;

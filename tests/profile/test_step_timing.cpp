@@ -4,8 +4,7 @@
 
 #include <libreyolo/profile/step_timing.hpp>
 
-#undef CHECK
-#include <doctest/doctest.h>
+#include "support_doctest.hpp"
 
 namespace lp = libreyolo::profile;
 

@@ -20,8 +20,7 @@
 #include "support_data.hpp"
 #include "support_synth.hpp"
 
-#undef CHECK
-#include <doctest/doctest.h>
+#include "support_doctest.hpp"
 
 #include <cmath>
 #include <fstream>

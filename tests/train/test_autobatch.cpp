@@ -10,8 +10,7 @@
 #include <vector>
 
 // Last: c10 defines its own CHECK(cond) macro; doctest's must be the one in effect.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "support_doctest.hpp"
 
 namespace ly = libreyolo;
 using namespace libreyolo::train;

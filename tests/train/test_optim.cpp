@@ -10,8 +10,7 @@
 #include <set>
 
 // Last: c10 defines its own CHECK(cond) macro; doctest's must be the one in effect.
-#undef CHECK
-#include <doctest/doctest.h>
+#include "support_doctest.hpp"
 
 using namespace libreyolo;
 using namespace libreyolo::train;
