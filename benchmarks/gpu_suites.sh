@@ -45,12 +45,13 @@ if has build; then
 fi
 
 if has suites; then
+  A=/tmp/gpu_areas; rm -rf $A; mkdir -p $A  # each area's whole output, packed into $OUT/gpu_areas.tgz
   bin=$B/tests/libreyolo_tests
   pass=0; fail=0; skip=0; asserts=0; afail=0
   for dir in tests/*/; do
     area=$(basename "$dir")
-    ls "$dir"*.cpp "$dir"*.inc > /dev/null 2>&1 || continue
-    log=$OUT/gpu_$area.txt
+    compgen -G "$dir*.cpp" > /dev/null || compgen -G "$dir*.inc" > /dev/null || continue
+    log=$A/gpu_$area.txt
     timeout "${SUITE_TIMEOUT:-300}" "$bin" --test-suite=gpu --source-file="*/tests/$area/*" > "$log" 2>&1
     rc=$?
     line=$(grep -E "^\[doctest\] test cases:" "$log" | tail -1)
@@ -61,9 +62,10 @@ if has suites; then
     read -r p f <<< "$(sed -E 's/.*\| *([0-9]+) passed *\| *([0-9]+) failed.*/\1 \2/' <<< "$line")"
     read -r ap af <<< "$(sed -E 's/.*\| *([0-9]+) passed *\| *([0-9]+) failed.*/\1 \2/' <<< "$aline")"
     pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); asserts=$((asserts + ${ap:-0})); afail=$((afail + ${af:-0}))
-    [ "$rc" -ne 0 ] && { grep -E "ERROR|FATAL|TEST CASE" -A4 "$log" | head -40 >> "$L"; [ "${f:-0}" -eq 0 ] && fail=$((fail + 1)); }
+    [ "$rc" -ne 0 ] && { grep -E "ERROR|FATAL|TEST CASE" -A6 "$log" | head -60 | tee -a "$L"; [ "${f:-0}" -eq 0 ] && fail=$((fail + 1)); }
   done
   echo "total: $pass passed, $fail failed (gpu suite test cases); assertions: $asserts passed, $afail failed" | tee -a "$L"
+  tar czf "$OUT/gpu_areas.tgz" -C "$A" .
 fi
 
 if has graphs; then
