@@ -1,7 +1,7 @@
 # The registered families, read from include/libreyolo/families/list.hpp (one `LIBREYOLO_FAMILY(<folder>,
 # <Type>)` line each): sets <out_folders> and <out_types> (parallel lists) in the caller's scope and makes
 # the list file a configure dependency, so adding a line re-runs CMake. Used by tools/ (one translation
-# unit of trainer instantiations per family) and tests/ (one conformance translation unit per family).
+# unit of trainer instantiations per family) and tests/ (conformance translation units, LIBREYOLO_KIT_BATCH families each).
 # libreyolo_family_list gives the families this build compiles (LIBREYOLO_FAMILIES, a ;-list of folders;
 # empty = all), in the list's order; libreyolo_family_list_all every listed one.
 # The families of the list whose folder is in <selection> (a ;-list; empty = all), in the list's order.
