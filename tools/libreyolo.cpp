@@ -9,6 +9,7 @@
 #include "checks.hpp"
 #include "exit_codes.hpp"
 #include "profile_commands.hpp"
+#include <libreyolo/data/scenes_synth.hpp>
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
 #include <libreyolo/families/extern.hpp>
@@ -187,6 +188,11 @@ int main(int argc, char** argv) {
   synth->add_option("--imgsz", so.imgsz, "image side in pixels")->check(CLI::Range(16, 4096));
   synth->add_option("--classes", so.classes, "number of classes")->check(CLI::Range(2, 16));
   synth->add_option("--seed", so.seed, "random seed");
+  std::string synth_style = "shapes";
+  synth->add_option("--style", synth_style,
+                    "shapes (every task) | scenes (detect: other shapes, textured backgrounds, occlusion, "
+                    "distractors, sizes 5/12 imgsz..imgsz)")
+      ->check(CLI::IsMember({"shapes", "scenes"}));
   synth->add_option("--progress-interval", so.progress_interval,
                     "seconds between plain progress lines when stderr is not a terminal (0 = none)")
       ->check(CLI::NonNegativeNumber);
@@ -210,7 +216,14 @@ int main(int argc, char** argv) {
     if (exp->parsed()) return run_export(exp->remaining());
     if (synth->parsed()) {
       so.out = out;
-      libreyolo::tasks::synth(so.task, so);
+      if (synth_style == "scenes") {
+        if (so.task != "detect")
+          throw libreyolo::ConfigError("data synth --style scenes writes detection sets; give --task detect (--task " +
+                                       so.task + " has only --style shapes)");
+        libreyolo::data::synth_detect_scenes(so);
+      } else {
+        libreyolo::tasks::synth(so.task, so);
+      }
       std::cout << "wrote " << so.images << " images to " << out << "\n";
       return cli::exit_code::ok;
     }

@@ -25,8 +25,10 @@
 #include <libreyolo/data/image_ops-inl.hpp>
 #include <libreyolo/data/label_cache-inl.hpp>
 #include <libreyolo/data/point-inl.hpp>
+#include <libreyolo/data/scenes_synth-inl.hpp>
 #include <libreyolo/data/semantic-inl.hpp>
 #include <libreyolo/data/synth-inl.hpp>
+#include <libreyolo/data/synth_writer-inl.hpp>
 #include <libreyolo/dist/process_group-inl.hpp>
 #include <libreyolo/dist/reducer-inl.hpp>
 #include <libreyolo/eval/detection-inl.hpp>

@@ -1,6 +1,7 @@
 #pragma once
 // Definitions of detect_synth.hpp (core/api.hpp): included by detect_synth.hpp when header-only, compiled once otherwise.
 #include <libreyolo/data/detect_synth.hpp>
+#include <libreyolo/data/synth_writer.hpp>
 
 namespace libreyolo::data {
 
@@ -71,69 +72,16 @@ LIBREYOLO_INLINE void validate_synth_detect(const SynthOptions& o, int long_min)
 }  // namespace detail
 
 LIBREYOLO_INLINE void synth_detect(const SynthOptions& o, int long_side_min) {  // default in synth.hpp
-  namespace fs = std::filesystem;
   detail::validate_synth_detect(o, long_side_min);
-  detail::prepare_synth_out(o.out);
-  for (const char* d : {"images", "labels"}) fs::remove_all(o.out / d);
-  int n_val = o.val_fraction > 0 ? std::clamp(static_cast<int>(std::lround(o.val_fraction * o.images)), 1, o.images - 1) : 0;
-  for (const char* split : {"train", "val"}) {
-    if (std::string(split) == "val" && n_val == 0) continue;
-    fs::create_directories(o.out / "images" / split);
-    fs::create_directories(o.out / "labels" / split);
-  }
-  std::atomic<int> next{0}, done{0};
-  progress::Bar bar("synth", o.images, o.progress_interval, progress::choose_mode(o.progress_interval), "img");
-  std::exception_ptr error;
-  std::mutex error_mu;
-  auto work = [&] {
-    for (int i; (i = next.fetch_add(1)) < o.images;) {
-      try {
-        std::mt19937_64 rng(sample_seed(o.seed, 0xDE7EC7, static_cast<uint64_t>(i)));
-        const int lo = long_side_min > 0 ? long_side_min : o.imgsz;
-        const int L = static_cast<int>(randint(rng, lo, o.imgsz));
-        const int s = static_cast<int>(std::lround(L * uniform(rng, 0.56, 1.0)));
-        const bool landscape = bernoulli(rng, 0.75);
-        std::vector<SynthObject> objs;
-        const Image img = synth_detect_image(landscape ? s : L, landscape ? L : s, o.classes, rng, objs);
-        char stem[32];
-        std::snprintf(stem, sizeof stem, "%05d", i);
-        const char* split = i < n_val ? "val" : "train";
-        write_jpeg(o.out / "images" / split / (std::string(stem) + ".jpg"), img, 90);
-        std::ofstream lab(o.out / "labels" / split / (std::string(stem) + ".txt"));
-        for (const auto& ob : objs) {
-          char line[128];
-          std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", ob.cls, (ob.box.x0 + ob.box.x1) / 2.0 / img.w,
-                        (ob.box.y0 + ob.box.y1) / 2.0 / img.h, double(ob.box.x1 - ob.box.x0) / img.w,
-                        double(ob.box.y1 - ob.box.y0) / img.h);
-          lab << line;
-        }
-        if (!lab) throw DataError("cannot write label file for image " + std::string(stem));
-        bar.update(++done);
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(error_mu);
-        if (!error) error = std::current_exception();
-        next = o.images;
-      }
-    }
+  SynthSizes sizes;
+  sizes.long_min = long_side_min > 0 ? long_side_min : o.imgsz;
+  sizes.long_max = o.imgsz;
+  std::vector<std::string> names;
+  for (int k = 0; k < o.classes; ++k) names.emplace_back(kSynthShapeNames[k]);
+  const SynthDetectMaker make = [&](int h, int w, std::mt19937_64& rng, std::vector<SynthObject>& objs) {
+    return synth_detect_image(h, w, o.classes, rng, objs);
   };
-  const unsigned n_threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16u));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n_threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  bar.finish();
-  if (error) std::rethrow_exception(error);
-  std::ofstream yaml(o.out / "data.yaml");
-  yaml << "# written by libreyolo data synth --task detect (seed " << o.seed << ")\n"
-       << "# no 'path' key: the dataset root is this file's folder\n"
-       << "train: images/train\n"
-       << "val: " << (n_val > 0 ? "images/val" : "images/train") << "\n"
-       << "nc: " << o.classes << "\n"
-       << "names:\n";
-  for (int k = 0; k < o.classes; ++k) yaml << "  " << k << ": " << kSynthShapeNames[k] << "\n";
-  if (!yaml) throw DataError("cannot write '" + (o.out / "data.yaml").string() + "'");
-  log::info("synth: wrote ", o.images, " detection images (", n_val, " val) of ", o.classes, " classes to ",
-            o.out.string());
+  detail::write_synth_detect_set(o, sizes, 0xDE7EC7, make, names, "shapes");
 }
 
 }  // namespace libreyolo::data

@@ -9,7 +9,8 @@
 // lr_backbone 5e-6 / lr0 1e-4; backbone norms and every encoder/decoder norm and bias without weight
 // decay, the original's regex groups), gradient clipping at 0.1, EMA 0.9999, batch 4, 72 epochs,
 // validation every epoch; data as its YOLO9 transform with mosaic off: no affine, YOLOX's additive HSV
-// with probability 0.5, horizontal flip 0.5. multi_scale=true (SPEC §3) by default.
+// with probability 0.5, horizontal flip 0.5, at the fixed imgsz: multi_scale=false, as the original's
+// RTDETRConfig has no multi-scale key and its trainer resizes no batch (docs/fidelity.md).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -103,7 +104,7 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
         "optimizer=AdamW", "lr0=0.0001",    "weight_decay=0.0001", "scheduler=constant", "warmup_epochs=0",
         "no_aug_epochs=0", "ema_decay=0.9999", "clip_grad_norm=0.1", "epochs=72",        "batch=4",
         "mosaic=0",        "mixup=0",       "affine=false",        "hsv_mode=add",       "hsv_h=5",
-        "hsv_s=30",        "hsv_v=30",      "hsv_prob=0.5",        "multi_scale=true"};
+        "hsv_s=30",        "hsv_v=30",      "hsv_prob=0.5",        "multi_scale=false"};
     static constexpr std::string_view fixture_prefix = V::name;
   };
   using Network = RTDETR;
