@@ -4,6 +4,7 @@
 // (families/list.hpp), to the matching Trainer<Family, Precision, Capture, Profiler> instantiations. The
 // per-family entry points train_with / validate_with / predict_with are explicitly instantiated in one
 // translation unit per family (families/instantiate.hpp); the command line sees only their declarations.
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/facade.hpp>
@@ -62,6 +63,7 @@ class Model {
     if (weights_.empty()) throw ConfigError("export: model= must be a checkpoint file (weights/best.ckpt), not a bare name");
     auto ck = io::load_any_checkpoint(weights_);
     if (out.empty()) out = fs::path(weights_).replace_extension(".pt");
+    atomic_file::check_target(out, "export", atomic_file::out_remedy);  // before anything is loaded
     if (fs::exists(out) && fs::equivalent(out, weights_))
       throw ConfigError("export: out=" + out.string() + " is the checkpoint being exported; give another out=");
     with_family(model_, task_, [&](auto fam) {

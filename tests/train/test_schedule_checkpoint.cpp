@@ -296,11 +296,13 @@ TEST_CASE("checkpoint atomicity: a failed write keeps the old file and leaves no
   CHECK(still.meta == old_ck.meta);
   CHECK(torch::equal(still.tensors.at("w"), torch::ones({4})));
 
-  // A real save whose final rename fails (the target is a non-empty directory).
+  // A real save onto a directory is refused before anything is written (issue 36: never replace what
+  // is not a regular file; this once failed at the final rename).
   std::filesystem::create_directories(dir / "busy" / "inner");
   Checkpoint new_ck;
   new_ck.meta = {{"epoch", 2}};
-  CHECK_THROWS_WITH_AS(save_checkpoint(new_ck, dir / "busy"), doctest::Contains("rename"), CheckpointError);
+  CHECK_THROWS_WITH_AS(save_checkpoint(new_ck, dir / "busy"), doctest::Contains("it is a directory"),
+                       libreyolo::OutputPathError);
   CHECK((dir_entries(dir.path) == std::vector<std::string>{"busy", "last.pt"}));
   CHECK(std::filesystem::is_directory(dir / "busy" / "inner"));
 

@@ -137,10 +137,8 @@ LIBREYOLO_INLINE void check_writable(const std::filesystem::path& path, const Im
 }
 
 LIBREYOLO_INLINE void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw DataError("cannot open '" + path.string() + "' for writing: " + std::strerror(errno));
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw DataError("write error on '" + path.string() + "'");
+  atomic_file::write_or_throw<DataError>(
+      path, "image", std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace detail

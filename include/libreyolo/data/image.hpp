@@ -4,6 +4,7 @@
 // DataError naming the file and the reason (missing, unreadable, not an image, truncated/corrupt).
 // The Image type and its pixel operations live in image_ops.hpp (included).
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/data/detail/jpeg_codec.hpp>
 #include <libreyolo/data/detail/png_codec.hpp>

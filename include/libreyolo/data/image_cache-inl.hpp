@@ -68,22 +68,21 @@ LIBREYOLO_INLINE void ImageCache::write_disk(const std::filesystem::path& file, 
   if (!detail::source_stamp(src, hd.src_size, hd.src_mtime)) return;
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
-  // A unique temporary name per thread, then rename: readers never see a half-written file.
+  // Atomically (a unique temporary name per thread, then rename): readers never see a half-written
+  // file, and a cache path that is not a regular file is left alone.
   const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
-  const std::filesystem::path tmp = file.string() + ".tmp" + std::to_string(mix64(tid) % 1000000007u);
   bool ok = !ec;
   if (ok) {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ok = static_cast<bool>(out);
-    if (ok) {
-      out.write(reinterpret_cast<const char*>(&hd), sizeof hd);
-      out.write(reinterpret_cast<const char*>(img.px.data()), static_cast<std::streamsize>(img.px.size()));
-      ok = static_cast<bool>(out);
+    try {
+      ok = atomic_file::write(file, "image cache", [&](const atomic_file::ByteSink& sink) {
+        sink(&hd, sizeof hd);
+        sink(img.px.data(), img.px.size());
+      }, {.remedy = "remove it", .tag = std::to_string(mix64(tid) % 1000000007u), .sync = false}).empty();
+    } catch (const OutputPathError&) {
+      ok = false;
     }
   }
-  if (ok) std::filesystem::rename(tmp, file, ec);
-  if (!ok || ec) {
-    std::filesystem::remove(tmp, ec);
+  if (!ok) {
     if (!disk_failed_.exchange(true))
       log::warn("cache=disk: cannot write '", file.string(), "' (folder not writable?); images are decoded every ",
                 "time instead");

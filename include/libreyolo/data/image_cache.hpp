@@ -13,6 +13,7 @@
 // (a second request for an image being decoded waits for that decode instead of repeating it).
 // Mosaic partners are drawn near each sample in the epoch order, so they are mostly found here.
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/image_ops.hpp>
 #include <libreyolo/data/rng.hpp>

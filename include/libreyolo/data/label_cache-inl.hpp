@@ -217,21 +217,13 @@ LIBREYOLO_INLINE bool write_label_cache(const std::filesystem::path& file, uint6
   for (const auto& m : idx.messages) w.put_str(m);
   w.put<uint64_t>(idx.class_overflows);
   w.put_str(idx.first_class_overflow);
-  std::error_code ec;
-  const auto tmp = file.string() + ".tmp" + std::to_string(mix64(reinterpret_cast<uintptr_t>(&w)) % 1000000);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out.write(w.buf.data(), static_cast<std::streamsize>(w.buf.size()));
-    if (!out) {
-      out.close();
-      std::filesystem::remove(tmp, ec);
-      return false;
-    }
+  try {
+    return atomic_file::write(file, "label cache", std::string_view(w.buf.data(), w.buf.size()),
+                              {.remedy = "remove it", .tag = std::to_string(mix64(reinterpret_cast<uintptr_t>(&w)) % 1000000),
+                               .sync = false}).empty();
+  } catch (const OutputPathError&) {
+    return false;  // not a regular file: left alone, the index is simply not cached
   }
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
-  return !ec;
 }
 
 }  // namespace detail

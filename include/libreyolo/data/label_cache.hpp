@@ -18,6 +18,7 @@
 //   - an image without a label file, or with an empty one: kept as a background image (no boxes).
 // Only when no usable image remains is the split an error (DataError).
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/progress.hpp>

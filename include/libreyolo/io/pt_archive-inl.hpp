@@ -130,25 +130,11 @@ LIBREYOLO_INLINE std::string write_pt_bytes(const PyValue& root, const std::stri
 }
 
 LIBREYOLO_INLINE void write_pt(const std::string& path, const PyValue& root) {
+  const auto remedy = atomic_file::out_remedy;
+  atomic_file::check_target(path, "export", remedy);  // before the archive is built
   const std::string bytes = write_pt_bytes(root, path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw CheckpointError(path + ": cannot create '" + tmp + "' (" + std::strerror(errno) + ")");
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = std::fflush(f) == 0 && ok;
-  const int e1 = errno;
-  ok = ::fsync(::fileno(f)) == 0 && ok;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw CheckpointError(path + ": cannot write the checkpoint (" + std::strerror(e1 ? e1 : errno) + ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw CheckpointError(path + ": cannot move the written checkpoint into place (" + ec.message() + ")");
-  }
+  if (auto why = atomic_file::write(path, "export", std::string_view(bytes), {.remedy = remedy}); !why.empty())
+    throw CheckpointError(path + ": cannot write the checkpoint (" + why + ")");
 }
 
 LIBREYOLO_INLINE nlohmann::ordered_json to_json(const PyValue& v) {

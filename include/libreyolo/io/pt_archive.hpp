@@ -13,6 +13,8 @@
 // not); a stored CRC of 0 on a non-empty record is taken as "not computed" (torch 2.x can save
 // without CRCs) and not checked. Unsupported objects (numpy arrays, custom classes, ...) become
 // placeholders and are reported as warnings; a file that names code-executing globals is refused.
+#include <libreyolo/core/atomic_file.hpp>
+
 #include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>

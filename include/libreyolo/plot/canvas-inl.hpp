@@ -111,8 +111,22 @@ LIBREYOLO_INLINE void Canvas::clip(double x, double y, double w, double h) {
 LIBREYOLO_INLINE void Canvas::write_png(const std::filesystem::path& p) {
   cairo_surface_flush(s_);
   std::filesystem::create_directories(p.parent_path().empty() ? "." : p.parent_path());
-  if (cairo_surface_write_to_png(s_, p.c_str()) != CAIRO_STATUS_SUCCESS)
-    log::warn("plots: cannot write '", p.string(), "'");
+  // Encoded in memory, then written atomically (core/atomic_file.hpp): a plot never replaces what is
+  // not a regular file, and a failure only costs the plot.
+  std::string png;
+  const auto append = [](void* out, const unsigned char* data, unsigned int n) {
+    static_cast<std::string*>(out)->append(reinterpret_cast<const char*>(data), n);
+    return CAIRO_STATUS_SUCCESS;
+  };
+  std::string why = cairo_surface_write_to_png_stream(s_, append, &png) == CAIRO_STATUS_SUCCESS ? "" : "PNG encoding failed";
+  if (why.empty()) {
+    try {
+      why = atomic_file::write(p, "plot", png);
+    } catch (const OutputPathError& e) {
+      why = e.what();
+    }
+  }
+  if (!why.empty()) log::warn("plots: cannot write '", p.string(), "': ", why);
 }
 
 LIBREYOLO_INLINE data::Image Canvas::to_image() {

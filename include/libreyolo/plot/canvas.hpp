@@ -4,6 +4,7 @@
 // LIBREYOLO_HAVE_CAIRO; without it plot::available is false, the charts are not written (one notice)
 // and images get box outlines without text.
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/data/image_ops.hpp>
 

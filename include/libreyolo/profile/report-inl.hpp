@@ -134,8 +134,8 @@ LIBREYOLO_INLINE int run_aggregate_repeat(const std::vector<std::filesystem::pat
     std::vector<nlohmann::json> docs;
     for (const auto& t : trials) docs.push_back(load_profile_file(t));
     const auto agg = aggregate_repeat(docs);
-    std::ofstream f(out_file);
-    if (!f || !(f << agg.dump(1) << "\n")) throw SetupError("profile repeat: cannot write '" + out_file.string() + "'");
+    if (auto why = atomic_file::write(out_file, "profile repeat result", agg.dump(1) + "\n"); !why.empty())
+      throw SetupError("profile repeat: cannot write '" + out_file.string() + "': " + why);
     const auto& ips = agg["metrics"]["img_per_s"];
     out << "repeat: " << trials.size() << " trials, img/s " << detail::num(ips["mean"], 1) << " +- "
         << detail::num(ips["std"], 1) << ", bound " << agg["bound"].get<std::string>() << " -> " << out_file.string() << "\n";

@@ -3,6 +3,7 @@
 // to `out` and problems to `err`, and returns the exit code (0 ok, 2 bad input: missing file, not JSON,
 // not a v1 profile, unknown phase/category/sort, bad regex). Also the --repeat aggregation.
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/profile/report_text.hpp>
 
 namespace libreyolo::profile {

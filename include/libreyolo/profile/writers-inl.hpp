@@ -189,15 +189,9 @@ LIBREYOLO_INLINE nlohmann::json chrome_trace_json(const WindowRecord& rec) {
 }
 
 LIBREYOLO_INLINE void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  auto tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw SetupError("profile: cannot write '" + tmp.string() + "' (check that the run directory exists and is writable)");
-    f << text;
-    if (!f.flush()) throw SetupError("profile: writing '" + tmp.string() + "' failed (disk full?)");
-  }
-  std::filesystem::rename(tmp, path);
+  if (auto why = atomic_file::write(path, "profile file", text); !why.empty())
+    throw SetupError("profile: cannot write '" + path.string() + "': " + why +
+                     " (check that the run directory exists and is writable, and that the disk is not full)");
 }
 
 LIBREYOLO_INLINE void write_artifacts(const std::filesystem::path& run_dir, const WindowRecord& rec, const Analysis& a) {

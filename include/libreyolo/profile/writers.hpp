@@ -3,6 +3,7 @@
 // libreyolo.profile.analysis/v1), profile_summary.json, profile_trace.json (Chrome Trace Event
 // format) and timeline.html (see timeline_html.hpp).
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/timeline_html.hpp>

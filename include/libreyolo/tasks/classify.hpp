@@ -178,7 +178,7 @@ class ClassifyTask {
         data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
       }
       if (opt.save_txt) write_label_lines(out_dir, file, lines);
-      all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"classes", classes}});
+      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"classes", classes}});
       bar.update(static_cast<int64_t>(all.size()));
     }
     bar.finish();

@@ -276,7 +276,7 @@ class DetectTask {
         data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
       }
       if (opt.save_txt) write_label_lines(out_dir, file, lines);
-      all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"boxes", boxes}});
+      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"boxes", boxes}});
       bar.update(static_cast<int64_t>(all.size()));
     }
     bar.finish();

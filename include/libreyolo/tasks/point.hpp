@@ -215,9 +215,9 @@ class PointTask {
         if (opt.save_images) point::draw_point(img, x, y, cls);
       }
       if (opt.save_images) data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
-      all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h}, {"points", points}});
+      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"points", points}});
     }
-    std::ofstream(out_dir / "predictions.json") << all.dump(2) << "\n";
+    write_predictions(out_dir, all);
     log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
     return all;
   }

@@ -254,11 +254,11 @@ class SemanticTask {
         classes.push_back({{"class", c}, {"name", names_.at(static_cast<size_t>(c))},
                            {"fraction", double(k) / (double(img.h) * img.w)}});
       }
-      all.push_back({{"file", file.string()}, {"width", img.w}, {"height", img.h},
-                     {"mask", (out_dir / (stem + "_mask.png")).string()},
-                     {"overlay", (out_dir / (stem + "_overlay.png")).string()}, {"classes", classes}});
+      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h},
+                     {"mask", json_file_name(out_dir / (stem + "_mask.png"), false)},
+                     {"overlay", json_file_name(out_dir / (stem + "_overlay.png"), false)}, {"classes", classes}});
     }
-    std::ofstream(out_dir / "predictions.json") << all.dump(2) << "\n";
+    write_predictions(out_dir, all);
     log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string(), " (+ mask and overlay PNGs)");
     return all;
   }

@@ -8,8 +8,11 @@
 //
 // A task never includes a family header. The task contract below is what the trainer, the facade
 // (model.hpp) and the command line rely on; each task header states what its family must add.
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/log.hpp>
+#include <libreyolo/core/utf8.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/data/detect_yaml.hpp>
 #include <libreyolo/data/image.hpp>
@@ -81,23 +84,33 @@ inline std::vector<std::filesystem::path> sources(const std::filesystem::path& s
   return out;
 }
 
-// predictions.json under out_dir (written atomically enough for a reader: a temporary, then a rename).
+// A file name as predictions.json holds it: unchanged when it is valid UTF-8, else with each bad byte
+// written as \xNN (JSON text must be UTF-8), and a warning that names the file. The work done on the
+// image is never lost to its name. `warn` = false for names derived from one already warned about.
+inline std::string json_file_name(const std::filesystem::path& p, bool warn = true) {
+  const std::string s = p.string();
+  if (utf8::valid(s)) return s;
+  const std::string shown = utf8::escaped(s);
+  if (warn)
+      log::warn("predict: the file name '", shown, "' is not valid UTF-8; predictions.json names it with each bad byte ",
+              "written as \\xNN");
+  return shown;
+}
+
+// predictions.json under out_dir, written atomically (core/atomic_file.hpp). Text that is still not
+// UTF-8 is replaced rather than lost (json_file_name() escapes file names before they get here).
 inline void write_predictions(const std::filesystem::path& out_dir, const nlohmann::json& all) {
-  const auto tmp = out_dir / "predictions.json.tmp";
-  {
-    std::ofstream f(tmp);
-    if (!(f << all.dump(2) << "\n")) throw SetupError("predict: cannot write " + tmp.string());
-  }
-  std::filesystem::rename(tmp, out_dir / "predictions.json");
+  atomic_file::write_or_throw<SetupError>(out_dir / "predictions.json", "predictions.json",
+                                          all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 // One labels/<stem>.txt (save_txt=true): the lines as given, created empty when there are none.
 inline void write_label_lines(const std::filesystem::path& out_dir, const std::filesystem::path& image,
                               const std::vector<std::string>& lines) {
   std::filesystem::create_directories(out_dir / "labels");
-  std::ofstream f(out_dir / "labels" / (image.stem().string() + ".txt"));
-  for (const auto& l : lines) f << l << "\n";
-  if (!f) throw SetupError("predict: cannot write " + (out_dir / "labels" / (image.stem().string() + ".txt")).string());
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  atomic_file::write_or_throw<SetupError>(out_dir / "labels" / (image.stem().string() + ".txt"), "label file", text);
 }
 
 // Static facts of a task (one struct per task: DetectInfo, ClassifyInfo, ...).

@@ -44,61 +44,8 @@ LIBREYOLO_INLINE std::string hex32(uint32_t v) {
 
 LIBREYOLO_INLINE void write_file_atomically(const std::filesystem::path& target,
                                             const std::function<void(const ByteSink&)>& produce) {
-  namespace fs = std::filesystem;
-  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw CheckpointError("cannot write checkpoint " + target.string() + ": creating temp file " +
-                          tmp.string() + " failed: " + errno_text(errno));
-  auto fail = [&](const std::string& why) {
-    ::close(fd);
-    std::error_code ec;
-    fs::remove(tmp, ec);
+  if (auto why = atomic_file::write(target, "checkpoint", produce); !why.empty())
     throw CheckpointError("cannot write checkpoint " + target.string() + ": " + why);
-  };
-  // The sink never throws: it is called from inside LibTorch's zip writer (whose destructor also
-  // writes), so the first write error is remembered and reported once `produce` returns.
-  int write_errno = 0;
-  const ByteSink sink = [&](const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0 && write_errno == 0) {
-      const ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        write_errno = w < 0 ? errno : EIO;
-        return;
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  };
-  try {
-    produce(sink);
-  } catch (const std::exception& e) {
-    fail(e.what());
-  }
-  if (write_errno != 0) fail("write to " + tmp.string() + " failed: " + errno_text(write_errno));
-  if (::fsync(fd) != 0) fail("fsync of " + tmp.string() + " failed: " + errno_text(errno));
-  if (::close(fd) != 0) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw CheckpointError("cannot write checkpoint " + target.string() + ": close failed: " +
-                          errno_text(errno));
-  }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int e = errno;
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw CheckpointError("cannot write checkpoint " + target.string() + ": rename from " +
-                          tmp.string() + " failed: " + errno_text(e));
-  }
-  // Persist the rename itself; best effort, the data is already safe in the file.
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
 }
 
 }  // namespace detail
@@ -112,7 +59,7 @@ LIBREYOLO_INLINE int remove_stale_temp_files(const std::filesystem::path& dir) {
     const std::string name = it->path().filename().string();
     const size_t at = name.rfind(".tmp.");
     if (at == std::string::npos || !it->is_regular_file(ec)) continue;
-    const std::string digits = name.substr(at + 5);
+    const std::string digits = name.substr(at + 5, name.find('.', at + 5) - (at + 5));  // "<pid>" or "<pid>.<tag>"
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const long pid = std::stol(digits);
     if (pid == ::getpid()) continue;  // ours: a save in progress on another thread

@@ -8,6 +8,7 @@
 // floating-point tensors holding NaN or Inf (a diverged run's weights would train on as loss nan).
 // Format 1 files (no checksum) still load.
 #include <libreyolo/core/api.hpp>
+#include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/utf8.hpp>
 
@@ -58,10 +59,11 @@ inline std::string errno_text(int e) { return std::strerror(e); }
 LIBREYOLO_INLINE uint32_t content_crc(const std::string& meta, const std::map<std::string, torch::Tensor>& tensors);
 LIBREYOLO_INLINE std::string hex32(uint32_t v);
 
-// Writes `target` atomically: `produce` pushes the bytes through the sink it is given into
-// `<target>.tmp.<pid>`, which is fsync'ed and renamed over `target`. On any failure (a write error,
-// or an exception from `produce`) the temp file is removed and the old `target` is left untouched.
-using ByteSink = std::function<void(const void*, size_t)>;
+// Writes `target` atomically (core/atomic_file.hpp): `produce` pushes the bytes through the sink it is
+// given into `<target>.tmp.<pid>`, which is fsync'ed and renamed over `target`. On any failure (a write
+// error, or an exception from `produce`) the temp file is removed and the old `target` is left
+// untouched; a target that is not a regular file is refused (OutputPathError).
+using ByteSink = atomic_file::ByteSink;
 LIBREYOLO_INLINE void write_file_atomically(const std::filesystem::path& target,
                                             const std::function<void(const ByteSink&)>& produce);
 

@@ -6,10 +6,15 @@ namespace libreyolo::train {
 
 LIBREYOLO_INLINE fs::path prepare_run_dir(const TrainConfig& cfg) {
   fs::path dir = cfg.run_dir();
+  // weights/ must be the run's own folder: a symlink there would send checkpoints out of the run.
+  if (const auto kind = atomic_file::non_regular_kind(dir / "weights"); !kind.empty() && kind != "a directory")
+    throw OutputPathError("run directory " + dir.string() + ": weights is " + kind +
+                          ", not a folder of this run; checkpoints are not written through it (remove it, or "
+                          "choose another project=/name=)");
   if (cfg.resume) {
-    if (!fs::exists(dir / "weights" / "last.ckpt"))
+    if (!fs::exists(dir / "weights" / "last.ckpt") && !fs::exists(dir / "weights" / "best.ckpt"))
       throw SetupError("resume=true: no checkpoint at " + (dir / "weights" / "last.ckpt").string() +
-                       " (set project= and name= to the run to resume)");
+                       " (nor best.ckpt; set project= and name= to the run to resume)");
     return dir;
   }
   if (fs::exists(dir) && !cfg.exist_ok) {
@@ -25,17 +30,20 @@ LIBREYOLO_INLINE fs::path prepare_run_dir(const TrainConfig& cfg) {
   return dir;
 }
 
+LIBREYOLO_INLINE fs::path resume_checkpoint(const fs::path& dir) {
+  const fs::path last = dir / "weights" / "last.ckpt", best = dir / "weights" / "best.ckpt";
+  std::error_code el, eb;
+  const bool has_last = fs::exists(last, el), has_best = fs::exists(best, eb);
+  if (!has_best) return last;
+  if (!has_last) return best;
+  // best.ckpt is written just before last.ckpt with the same state: newer only when the last.ckpt
+  // write that followed it did not complete. Then the caller compares the two positions.
+  const auto tl = fs::last_write_time(last, el), tb = fs::last_write_time(best, eb);
+  return !el && !eb && tb > tl ? best : last;
+}
+
 LIBREYOLO_INLINE void write_text_atomic(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("cannot write " + tmp.string());
-    f << text;
-    f.flush();
-    if (!f) throw Error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
+  atomic_file::write_or_throw<Error>(path, path.filename().string(), text);
 }
 
 LIBREYOLO_INLINE void ResultsWriter::restore(const nlohmann::json& rows) {

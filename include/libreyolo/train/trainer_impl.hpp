@@ -27,7 +27,13 @@ LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::resolve_config() {
   if (cfg_.resume) {
     run_dir_ = train::prepare_run_dir(cfg_);
-    resume_ck_ = train::load_checkpoint(run_dir_ / "weights" / "last.ckpt");
+    const auto from = train::resume_checkpoint(run_dir_);
+    resume_ck_ = train::load_checkpoint(from);
+    if (from.filename() == "best.ckpt")
+      log::warn("resume: ", (run_dir_ / "weights" / "last.ckpt").string(),
+                std::filesystem::exists(run_dir_ / "weights" / "last.ckpt") ? " is older than best.ckpt (its last write did not complete)"
+                                                                             : " is missing (its first write did not complete)",
+                "; resuming from ", from.string(), ", which holds the full state of the newest saved position");
     const std::string where = "checkpoint " + resume_ck_->source.string();
     TrainConfig merged;
     try {
@@ -41,6 +47,22 @@ void LIBREYOLO_TRAINER::resolve_config() {
     } catch (const nlohmann::json::exception& e) {
       throw CheckpointError(where + ": a metadata field is missing or has the wrong type (" + e.what() + ")");
     }
+    // Inside an epoch the position is counted in batches: another batch size would continue at
+    // another image (skipping or repeating some), so it is refused. At an epoch's end any batch is fine.
+    // (workers and imgsz keep the position: the order and each sample's randomness do not depend on them.)
+    const auto& st0 = resume_ck_->meta.value("state", nlohmann::json::object());
+    const auto state_int = [&](const char* key) {
+      return st0.is_object() && st0.contains(key) && st0[key].is_number_integer() ? st0[key].get<int64_t>() : int64_t{0};
+    };
+    const int64_t in_epoch = state_int("batch_in_epoch");
+    if (in_epoch > 0 && cfg_.explicit_keys.count("batch") && cfg_.batch != merged.batch)
+      throw ConfigError("resume=true: the run in " + run_dir_.string() + " stopped inside epoch " +
+                        std::to_string(state_int("epoch") + 1) + " after " + std::to_string(in_epoch) +
+                        " batches of batch=" + std::to_string(merged.batch) + " (" + std::to_string(in_epoch * merged.batch) +
+                        " images); batch=" + std::to_string(cfg_.batch) +
+                        " would not continue at that image, so images would be skipped or repeated; resume with batch=" +
+                        std::to_string(merged.batch) + " (or without batch=), or start a new run with weights=" +
+                        from.string());
     auto user = to_json(cfg_);
     for (auto& k : cfg_.explicit_keys) {
       auto& v = user[k];
@@ -48,7 +70,7 @@ void LIBREYOLO_TRAINER::resolve_config() {
     }
     cfg_ = merged;
     // A finished run has nothing to resume: say so rather than train 0 epochs and report success.
-    const auto& st = resume_ck_->meta.value("state", nlohmann::json::object());
+    const auto& st = st0;
     if (st.is_object() && st.contains("epoch") && st["epoch"].is_number_integer() &&
         st["epoch"].get<int64_t>() >= cfg_.epochs && st.value("batch_in_epoch", nlohmann::json(0)) == 0)
       throw ConfigError("resume=true: the run in " + run_dir_.string() + " already finished all " +
