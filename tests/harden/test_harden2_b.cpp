@@ -325,6 +325,7 @@ TEST_CASE("issue 36 item 5: predict source= of a FIFO or a device is a sentence 
 }
 
 TEST_CASE("issue 36 item 5: data synth --images 0 gets a plain message") {
+  using namespace h2b;
   lry_test::TempDir td("lry_h2b5d");
   std::string out;
   CHECK(run_cli({"data", "synth", "--task", "detect", "--out", (td / "s").string(), "--images", "0"}, &out) == 2);
