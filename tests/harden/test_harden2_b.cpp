@@ -69,7 +69,7 @@ std::string zero_bomb(uint64_t total) {
   z.next_out = reinterpret_cast<Bytef*>(chunk.data());
   z.avail_out = static_cast<uInt>(chunk.size());
   REQUIRE(deflate(&z, Z_FULL_FLUSH) == Z_OK);
-  chunk.resize(chunk.size() - z.avail_out);
+  chunk = chunk.substr(0, chunk.size() - z.avail_out);
   deflateEnd(&z);
   std::string out;
   out.reserve(chunk.size() * (total >> 20) + 2);
