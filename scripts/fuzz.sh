@@ -7,7 +7,8 @@
 # fuzz/driver/ built with g++. The working corpus grows in $BUILD/corpus/<parser>/ (seeded from
 # fuzz/corpus/<parser>/); crashes, hangs (-timeout, 20 s) and unnamed errors (the targets abort on
 # them) land in $BUILD/artifacts/<parser>/. Prints one line per target; exits 1 when any target left
-# an artifact or failed.
+# an artifact or failed. -rss_limit_mb is libFuzzer's; under the driver a target caps its own memory
+# (fuzz_pt_zipdir, the .pt zip-directory target: RLIMIT_AS and a peak-RSS check, see its header).
 #   LIBREYOLO_FUZZ_BUILD=DIR (default build-fuzz), NICE=19 (niceness of builds and runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -184,7 +184,21 @@ int main(int argc, char** argv) {
   for (auto& t : libreyolo::tasks::synth_tasks()) task_choices += (task_choices.empty() ? "" : " | ") + t;
   synth->add_option("--task", so.task, task_choices)->check(CLI::IsMember(libreyolo::tasks::synth_tasks()));
   synth->add_option("--out", out, "output folder")->required();
-  synth->add_option("--images", so.images, "number of images (train + val)")->check(CLI::PositiveNumber);
+  // A plain sentence for 0 or less (CLI::PositiveNumber printed "Value 0 not in range 0.000000 to 1.8e308").
+  synth->add_option("--images", so.images, "number of images (train + val)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              size_t used = 0;
+              const long long n = std::stoll(text, &used);
+              if (used == text.size() && n < 1)
+                return "a dataset needs at least one image (got " + text + "); give --images 1 or more";
+            } catch (const std::exception&) {
+              // not an integer: the conversion to int reports it
+            }
+            return {};
+          },
+          "POSITIVE"));
   synth->add_option("--imgsz", so.imgsz, "image side in pixels")->check(CLI::Range(16, 4096));
   synth->add_option("--classes", so.classes, "number of classes")->check(CLI::Range(2, 16));
   synth->add_option("--seed", so.seed, "random seed");

@@ -51,6 +51,7 @@ class Model {
   nlohmann::json predict(const std::filesystem::path& source, const TrainConfig& cfg,
                          const std::filesystem::path& out_dir, double conf = 0.25) const {
     if (weights_.empty()) throw ConfigError("predict: model= must be a checkpoint file (weights/best.ckpt)");
+    check_predict_source(source);
     auto ck = io::load_any_checkpoint(weights_);
     return with_family(model_, task_, [&](auto fam) { return predict_with(std::move(fam), ck, source, cfg, out_dir, conf); });
   }
@@ -81,6 +82,22 @@ class Model {
   }
 
  private:
+  // A source that exists but is neither a file nor a folder (a FIFO would block the read, a device
+  // stream forever) is refused up front with what it is.
+  static void check_predict_source(const std::filesystem::path& source) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto st = fs::status(source, ec);
+    if (ec || !fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st)) return;
+    const char* kind = fs::is_fifo(st)              ? "a FIFO (named pipe)"
+                       : fs::is_character_file(st) ? "a character device"
+                       : fs::is_block_file(st)     ? "a block device"
+                       : fs::is_socket(st)         ? "a socket"
+                                                   : "not a regular file";
+    throw DataError("predict: source=" + source.string() + " is " + kind +
+                    ", not an image file or a folder of images; give an image, a folder or a glob (e.g. 'imgs/*.jpg')");
+  }
+
   std::string model_;
   std::string task_;
   std::string weights_;

@@ -50,11 +50,63 @@ LIBREYOLO_INLINE nlohmann::json number_or_null(const PyValue* v) {
   return nullptr;
 }
 
+LIBREYOLO_INLINE bool torchscript_layout(const std::filesystem::path& path) {
+  try {
+    FileReadAdapter in(path.string());
+    const ZipDirectory dir = read_zip_directory(in, path.string());
+    if (dir.find(dir.prefix + "constants.pkl")) return true;
+    for (const auto& en : dir.entries)
+      if (en.name.rfind(dir.prefix + "code/", 0) == 0) return true;
+  } catch (const CheckpointError&) {
+    // not a zip, or a damaged one: read_pt says what is wrong with it
+  }
+  return false;
+}
+
+LIBREYOLO_INLINE void check_config_ints(const train::Checkpoint& ck, const std::string& where) {
+  if (!ck.meta.is_object() || !ck.meta.contains("config") || !ck.meta.at("config").is_object()) return;
+  const auto& cfg = ck.meta.at("config");
+  // The metadata the commands read back as `int` (a wider value would wrap silently); the ranges are
+  // the ones config.hpp allows for the same keys.
+  struct Key {
+    const char* name;
+    int64_t lo, hi;
+  };
+  for (const Key& k : {Key{"imgsz", 32, 8192}}) {
+    if (!cfg.contains(k.name)) continue;
+    const auto& v = cfg.at(k.name);
+    const bool integer = v.is_number_integer();
+    const int64_t x = !integer ? 0 : v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
+                          ? std::numeric_limits<int64_t>::max()
+                          : v.get<int64_t>();
+    if (!integer || x < k.lo || x > k.hi)
+      throw CheckpointError(where + ": its metadata config." + k.name + " = " + v.dump() + " is not " +
+                            (integer ? "within [" + std::to_string(k.lo) + ", " + std::to_string(k.hi) + "]" : std::string("an integer")) +
+                            " (a damaged or edited file); give " + k.name + "= explicitly or use another checkpoint");
+  }
+}
+
 }  // namespace detail
 
 LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesystem::path& path) {
   const std::string where = "checkpoint " + path.string();
   if (!std::filesystem::is_regular_file(path)) throw CheckpointError(where + ": no such file");
+  if (detail::torchscript_layout(path)) {
+    // A LibTorch archive (torch::save / torch.jit.save) is not a torch.save checkpoint; one of our
+    // own .ckpt files given a .pt name is the likely case: say so rather than what its pickle names.
+    bool ours = false;
+    try {
+      (void)train::load_checkpoint(path);
+      ours = true;
+    } catch (const Error&) {
+    }
+    if (ours)
+      throw CheckpointError(where + ": this is a libreyolo checkpoint (the .ckpt format `libreyolo train` writes) with a " +
+                            path.extension().string() + " name, not the original's torch.save .pt; give it a .ckpt name "
+                            "(mv " + path.string() + " " + std::filesystem::path(path).replace_extension(".ckpt").string() + ")");
+    throw CheckpointError(where + ": this is a TorchScript/LibTorch archive (torch.jit.save or torch::save), not the "
+                                  "original's torch.save checkpoint");
+  }
   std::vector<std::string> warnings;
   PtReadOptions opt;
   opt.warnings = &warnings;
@@ -63,6 +115,20 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
   if (!root.is_dict())
     throw CheckpointError(where + ": the file holds a " + std::string(root.kind_name()) +
                           ", not the original's checkpoint dict (model, model_family, size, names, ...)");
+  if (const PyValue* sv = root.find("schema_version")) {
+    if (!sv->is_string())
+      throw CheckpointError(where + ": 'schema_version' is a " + std::string(sv->kind_name()) + ", not a version string like '" +
+                            kOriginalSchemaVersion + "'");
+    const std::string v = sv->as_string();
+    if (v != kOriginalSchemaVersion) {
+      // 1.x: the same layout with additions (the original's loader reads it); anything else is not.
+      if (v.rfind("1.", 0) != 0)
+        throw CheckpointError(where + ": schema_version '" + v + "' is not supported: this build reads the original's schema " +
+                              kOriginalSchemaVersion + " (re-save it with an original that writes schema 1.x)");
+      log::warn(where, ": schema_version '", v, "' differs from the ", kOriginalSchemaVersion,
+                " this build knows; reading it as ", kOriginalSchemaVersion, " (entries it does not know are ignored)");
+    }
+  }
   const std::string family = detail::text_field(root, "model_family", where);
   const std::string size = detail::text_field(root, "size", where);
   const std::string task = root.find("task") ? detail::text_field(root, "task", where) : "detect";
@@ -74,6 +140,7 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
   if (sd.empty()) throw CheckpointError(where + ": its 'model' state dict is empty");
 
   train::Checkpoint ck;
+  ck.source = path;
   for (const auto& [name, t] : sd) {
     if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
       throw CheckpointError(where + ": tensor 'model." + name + "' holds NaN or infinite values");
@@ -100,8 +167,9 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
 }
 
 LIBREYOLO_INLINE train::Checkpoint load_any_checkpoint(const std::filesystem::path& path) {
-  if (is_original_checkpoint_path(path)) return checkpoint_from_original(path);
-  return train::load_checkpoint(path);
+  train::Checkpoint ck = is_original_checkpoint_path(path) ? checkpoint_from_original(path) : train::load_checkpoint(path);
+  detail::check_config_ints(ck, "checkpoint " + path.string());
+  return ck;
 }
 
 LIBREYOLO_INLINE void write_original_checkpoint(const std::filesystem::path& out, const train::Checkpoint& ck,

@@ -8,7 +8,8 @@
 //  - write_original_checkpoint(path, ck, net): our checkpoint as a .pt the original's loader accepts
 //    (its schema 1.0 metadata: model, schema_version, libreyolo_version, model_family, size, task, nc,
 //    names, imgsz; plus ema, epoch, best metric), the state dict in PyTorch's order.
-// load_any_checkpoint(path) picks by the file: a .pt/.pth is the original's, anything else ours.
+// load_any_checkpoint(path) picks by the file: a .pt/.pth is the original's, anything else ours (our own
+// .ckpt given a .pt name is refused saying so); metadata read back as int (config.imgsz) is range-checked.
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
@@ -20,7 +21,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +42,11 @@ LIBREYOLO_INLINE std::string text_field(const PyValue& root, const char* key, co
 // `names` as the original saves it: {0: 'circle', 1: 'square', ...} (or a list). Returns them by index.
 LIBREYOLO_INLINE std::vector<std::string> names_field(const PyValue& root, const std::string& where);
 LIBREYOLO_INLINE nlohmann::json number_or_null(const PyValue* v);
+// Whether `path` is a zip laid out as a TorchScript/LibTorch archive (constants.pkl, code/): what
+// torch::save writes, so also our own .ckpt. False for anything else, a damaged file included.
+LIBREYOLO_INLINE bool torchscript_layout(const std::filesystem::path& path);
+// Refuses metadata the commands read back as int that is out of range (config.imgsz = 10^12 would wrap).
+LIBREYOLO_INLINE void check_config_ints(const train::Checkpoint& ck, const std::string& where);
 }  // namespace detail
 
 // The original's checkpoint at `path` as one of ours (model weights only: its optimizer state is not

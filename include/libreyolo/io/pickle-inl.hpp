@@ -379,7 +379,8 @@ LIBREYOLO_INLINE Unpickler::Obj* Unpickler::persistent_load(Obj* pid) {
   if (it == storages_.end()) it = storages_.emplace(key->s, loader_(key->s)).first;
   const torch::Tensor& bytes = it->second;
   if (numel->i > std::numeric_limits<int64_t>::max() / es || numel->i * es != bytes.numel())
-    throw err("storage record 'data/" + key->s + "' holds " + std::to_string(bytes.numel()) + " bytes, but the pickle says " +
+    throw err("storage record 'data/" + key->s + "' is " + std::to_string(bytes.numel()) +
+              " bytes (as the zip directory declares it), but the pickle says " +
               std::to_string(numel->i) + " elements of " + dtype_name(dt) + " (" +
               (numel->i > std::numeric_limits<int64_t>::max() / es ? std::string("too many") : std::to_string(numel->i * es)) +
               " bytes)");

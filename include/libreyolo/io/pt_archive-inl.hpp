@@ -23,12 +23,20 @@ LIBREYOLO_INLINE PyValue read_archive(std::shared_ptr<caffe2::serialize::ReadAda
     throw CheckpointError(src + ": missing record '" + dir.prefix + "data.pkl' (not a torch.save checkpoint)");
   }
   if (pkl->size > opt.max_pickle_bytes)
-    throw CheckpointError(src + ": data.pkl is " + std::to_string(pkl->size) + " bytes, more than the limit of " +
-                          std::to_string(opt.max_pickle_bytes));
-  // Only the sizes vetted above reach miniz's allocations.
-  for (const auto& en : dir.entries)
+    throw CheckpointError(src + ": record '" + pkl->name + "' declares " + std::to_string(pkl->size) +
+                          " bytes uncompressed, more than the limit of " + std::to_string(opt.max_pickle_bytes) +
+                          " for a checkpoint's pickle; nothing was inflated");
+  // Only the sizes vetted here reach miniz's allocations (PyTorchStreamReader reads `version` on
+  // construction; the storages are vetted against the pickle below, before any is read).
+  for (const auto& en : dir.entries) {
     if (en.name.rfind(dir.prefix, 0) != 0)
       throw CheckpointError(src + ": record '" + en.name + "' lies outside the archive folder '" + dir.prefix + "'");
+    const std::string rel = en.name.substr(dir.prefix.size());
+    if (&en != pkl && rel.rfind("data/", 0) != 0 && en.size > opt.max_other_record_bytes)
+      throw CheckpointError(src + ": record '" + en.name + "' declares " + std::to_string(en.size) +
+                            " bytes uncompressed, more than the " + std::to_string(opt.max_other_record_bytes) +
+                            " a torch.save record other than data.pkl and the storages may have; nothing was inflated");
+  }
 
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   try {
@@ -69,6 +77,29 @@ LIBREYOLO_INLINE PyValue read_archive(std::shared_ptr<caffe2::serialize::ReadAda
       throw CheckpointError(src + ": saved with byte order '" + order.substr(0, 16) + "'; only little-endian checkpoints are supported");
   }
 
+  auto [pdata, pn] = get("data.pkl");
+  // Pass 1: the pickle against the storage sizes the zip directory declares, nothing inflated. The
+  // unpickler compares each storage id's element count x element size with the size it is given and
+  // only builds views over it (no byte is read), so the loader hands it an unbacked tensor.
+  {
+    alignas(64) static unsigned char unread[64];
+    uint64_t total = 0;
+    StorageLoader declared = [&](const std::string& key) -> torch::Tensor {
+      const ZipEntry* en = dir.find(dir.prefix + "data/" + key);
+      if (!en) throw CheckpointError(src + ": missing record '" + dir.prefix + "data/" + key + "' (the pickle names storage '" + key + "')");
+      if (en->size > opt.max_storage_bytes || total + en->size > opt.max_storage_bytes)
+        throw CheckpointError(src + ": record '" + en->name + "' declares " + std::to_string(en->size) + " bytes uncompressed" +
+                              (total ? " (after " + std::to_string(total) + " bytes of other storages)" : std::string()) +
+                              ", more than the limit of " + std::to_string(opt.max_storage_bytes) +
+                              " bytes of tensor storage per checkpoint; nothing was inflated");
+      total += en->size;
+      return at::from_blob(unread, {static_cast<int64_t>(en->size)}, torch::TensorOptions().dtype(torch::kUInt8));
+    };
+    std::vector<std::string> ignored;
+    Unpickler vet(static_cast<const char*>(pdata.get()), pn, src, declared, opt.limits);
+    (void)vet.load(ignored);
+  }
+
   StorageLoader loader = [&](const std::string& key) -> torch::Tensor {
     auto [ptr, n] = get("data/" + key);
     if (n == 0) return torch::empty({0}, torch::kUInt8);
@@ -77,7 +108,6 @@ LIBREYOLO_INLINE PyValue read_archive(std::shared_ptr<caffe2::serialize::ReadAda
     return at::from_blob(raw, {static_cast<int64_t>(n)}, [holder](void*) mutable { holder.reset(); },
                          torch::TensorOptions().dtype(torch::kUInt8));
   };
-  auto [pdata, pn] = get("data.pkl");
   std::vector<std::string> local;
   std::vector<std::string>& warnings = opt.warnings ? *opt.warnings : local;
   Unpickler up(static_cast<const char*>(pdata.get()), pn, src, loader, opt.limits);

@@ -11,7 +11,12 @@
 // Reading goes through caffe2's PyTorchStreamReader (the reader torch.load uses) after an own pass
 // over the zip's central directory, and verifies every record's CRC-32 (PyTorchStreamReader does
 // not); a stored CRC of 0 on a non-empty record is taken as "not computed" (torch 2.x can save
-// without CRCs) and not checked. Unsupported objects (numpy arrays, custom classes, ...) become
+// without CRCs) and not checked. Memory is bounded before anything but data.pkl is inflated: the
+// pickle is first run against the sizes the zip directory declares (no storage read), so a storage
+// record whose declared size is not what the pickle's storage id says (element count x element
+// size), or storages beyond max_storage_bytes in all, are refused naming the record and both sizes;
+// each record is then inflated into a buffer of exactly its vetted size (miniz stops with an error
+// where the deflate stream would produce more). Unsupported objects (numpy arrays, custom classes, ...) become
 // placeholders and are reported as warnings; a file that names code-executing globals is refused.
 #include <libreyolo/core/atomic_file.hpp>
 
@@ -46,7 +51,11 @@ struct PtReadOptions {
   // Receives one line per unsupported value (with its key path); nullptr: they are logged as warnings.
   std::vector<std::string>* warnings = nullptr;
   bool verify_crc = true;
-  uint64_t max_pickle_bytes = uint64_t(1) << 30;  // data.pkl
+  uint64_t max_pickle_bytes = uint64_t(64) << 20;  // data.pkl (a large model's is a few MB)
+  // Records other than data.pkl and the storages (byteorder, version, ...): a few bytes each.
+  uint64_t max_other_record_bytes = uint64_t(1) << 20;
+  // All storage records together, as the zip directory declares them (and the pickle agrees).
+  uint64_t max_storage_bytes = uint64_t(16) << 30;
   PickleLimits limits = {};
 };
 

@@ -188,6 +188,12 @@ LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix
 LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
   torch::NoGradGuard no_grad;
   const std::string where = ck.source.empty() ? std::string("checkpoint") : "checkpoint " + ck.source.string();
+  // Shape mismatches are collected to tell why: when the first tensor (the stem) matches and every
+  // mismatch is in one dimension only, the head differs: another class count; otherwise the widths
+  // differ: another model size.
+  std::string first_mismatch;
+  size_t mismatches = 0, seen = 0;
+  bool stem_differs = false, one_dim = true;
   auto get = [&](const std::string& name, torch::Tensor& dst) {
     if (!dst.defined()) return;
     const std::string key = detail::join_key(prefix, name);
@@ -195,16 +201,41 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
     if (it == ck.tensors.end())
       throw CheckpointError(where + " lacks module tensor '" + key + "' (shape " + detail::shape_str(dst) +
                             "): it was written for another model or size");
-    if (it->second.sizes() != dst.sizes())
-      throw CheckpointError(where + ": tensor '" + key + "' has shape " + detail::shape_str(it->second) +
-                            " but the module expects " + detail::shape_str(dst) +
-                            " (a checkpoint of another model size?)");
+    const torch::Tensor& src = it->second;
+    if (src.sizes() != dst.sizes()) {
+      if (first_mismatch.empty())
+        first_mismatch = "tensor '" + key + "' has shape " + detail::shape_str(src) + " but the module expects " + detail::shape_str(dst);
+      ++mismatches;
+      stem_differs = stem_differs || seen == 0;
+      int differing = src.dim() == dst.dim() ? 0 : 2;
+      for (int64_t d = 0; differing < 2 && d < src.dim(); ++d) differing += src.size(d) != dst.size(d);
+      one_dim = one_dim && differing == 1;
+    }
+    ++seen;
   };
   // Check everything before copying anything, so a failed load leaves the module unchanged.
   auto params = m.named_parameters(true);
   auto buffers = m.named_buffers(true);
   for (auto& item : params) get(item.key(), item.value());
   for (auto& item : buffers) get(item.key(), item.value());
+  if (mismatches) {
+    const auto fam = ck.meta.is_object() && ck.meta.contains("family") && ck.meta.at("family").is_object()
+                         ? ck.meta.at("family") : nlohmann::json::object();
+    std::string why;
+    if (!stem_differs && one_dim) {
+      why = "the class count differs: the checkpoint's head was built for ";
+      why += fam.contains("nc") && fam.at("nc").is_number_integer() ? std::to_string(fam.at("nc").get<int64_t>()) + " classes"
+                                                                      : std::string("another number of classes");
+      why += ", the model for another (weights= of a model trained on a dataset with other classes?)";
+    } else {
+      why = "the model size differs: the checkpoint is of another width or depth";
+      if (fam.contains("size") && fam.at("size").is_string()) why += " (its size is '" + fam.at("size").get<std::string>() + "')";
+      why += "; give a model= of the checkpoint's size";
+    }
+    throw CheckpointError(where + ": " + first_mismatch +
+                          (mismatches > 1 ? " (and " + std::to_string(mismatches - 1) + " more tensors of other shapes)" : std::string()) +
+                          ": " + why);
+  }
   auto copy = [&](const std::string& name, torch::Tensor& dst) {
     if (dst.defined()) dst.copy_(ck.tensors.at(detail::join_key(prefix, name)));
   };
