@@ -42,19 +42,6 @@ struct Logs {
   }
 };
 
-// The message of the exception of type E that fn throws ("" when it throws none, "other: ..." for another type).
-template <class E, class F>
-std::string thrown(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("other: ") + e.what();
-  }
-  return "";
-}
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 ly::data::DetectAugment val_aug() {
@@ -71,13 +58,13 @@ using h2c::contains;
 TEST_CASE("h2c: an empty model= or name= is a usage error naming the key (library, cfg= YAML and CLI)") {
   lry_test::TempDir td("lry_h2c_empty");
   for (const char* arg : {"model=", "name=", "name=  "}) {
-    const auto why = h2c::thrown<ly::ConfigError>([&] { ly::parse_args({"epochs=1", arg}); });
+    const auto why = lry_test::message_of<ly::ConfigError>([&] { ly::parse_args({"epochs=1", arg}); });
     CHECK_MESSAGE(contains(why, std::string(arg).substr(0, std::string(arg).find('=') + 1) + ": empty value"), arg, ": ", why);
     CHECK(contains(why, "leave the key out"));
   }
   const auto yaml = td / "cfg.yaml";
   h2c::text_file(yaml, "epochs: 2\nmodel:\n");
-  const auto why = h2c::thrown<ly::ConfigError>([&] { ly::parse_args({"cfg=" + yaml.string()}); });
+  const auto why = lry_test::message_of<ly::ConfigError>([&] { ly::parse_args({"cfg=" + yaml.string()}); });
   CHECK_MESSAGE(contains(why, yaml.string() + ":2: model=: empty value"), why);
   // A saved config (checkpoints) keeps its empty model: only the user's keys are checked.
   CHECK(ly::from_json(ly::to_json(ly::TrainConfig{})).model.empty());
@@ -104,7 +91,7 @@ TEST_CASE("h2c: a key given twice in a cfg= YAML or a dataset YAML is refused (a
   lry_test::TempDir td("lry_h2c_yaml");
   const auto cfg = td / "train.yaml";
   h2c::text_file(cfg, "epochs: 3\nbatch: 8\nepochs: 5\n");
-  auto why = h2c::thrown<ly::ConfigError>([&] { ly::parse_args({"cfg=" + cfg.string()}); });
+  auto why = lry_test::message_of<ly::ConfigError>([&] { ly::parse_args({"cfg=" + cfg.string()}); });
   CHECK_MESSAGE(contains(why, cfg.string() + ":3: key 'epochs' is given twice (first on line 1)"), why);
   CHECK(contains(why, "'3', then '5'"));
   h2c::text_file(cfg, "epochs: 3\nepochs: 3\n");
@@ -116,7 +103,7 @@ TEST_CASE("h2c: a key given twice in a cfg= YAML or a dataset YAML is refused (a
   // A dataset YAML: yaml-cpp reads the first 'train' and dropped the second without a word.
   const auto data = td / "data.yaml";
   h2c::text_file(data, "train: images/a\nval: images/a\nnames: [x]\ntrain: images/b\n");
-  why = h2c::thrown<ly::DataError>([&] { ly::data::load_dataset_yaml(data); });
+  why = lry_test::message_of<ly::DataError>([&] { ly::data::load_dataset_yaml(data); });
   CHECK_MESSAGE(contains(why, "dataset YAML '" + data.string() + "':4: key 'train' is given twice (first on line 1)"), why);
   CHECK(contains(why, "'images/a', then 'images/b'"));
 }
@@ -157,7 +144,7 @@ TEST_CASE("h2c: a detection dataset with no labels/ is a data error naming the l
   const auto yaml_file = td / "data.yaml";
   h2c::text_file(yaml_file, "train: images/train\nval: images/train\nnames: [x]\n");
   const auto y = ly::data::load_dataset_yaml(yaml_file);
-  const auto why = h2c::thrown<ly::DataError>([&] { ly::data::DetectDataset::open(y, "train", h2c::val_aug()); });
+  const auto why = lry_test::message_of<ly::DataError>([&] { ly::data::DetectDataset::open(y, "train", h2c::val_aug()); });
   CHECK_MESSAGE(contains(why, "split 'train': none of its 2 images has a label file"), why);
   CHECK(contains(why, "expected '" + (td / "labels" / "train" / "a.txt").string() + "'"));
   CHECK(contains(why, "'" + (td / "labels" / "train").string() + "' does not exist"));
@@ -176,10 +163,10 @@ TEST_CASE("h2c: a dataset of another task is refused: a semantic YAML to detecti
   const auto yaml_file = td / "data.yaml";
   h2c::text_file(yaml_file, "train: images/train\nval: images/train\nmasks_dir: masks\nnames: [x, y]\n");
   const auto y = ly::data::load_dataset_yaml(yaml_file);
-  auto why = h2c::thrown<ly::DataError>([&] { ly::data::DetectDataset::open(y, "train", h2c::val_aug()); });
+  auto why = lry_test::message_of<ly::DataError>([&] { ly::data::DetectDataset::open(y, "train", h2c::val_aug()); });
   CHECK_MESSAGE(contains(why, "dataset YAML '" + y.file.string() + "':3, key 'masks_dir'"), why);
   CHECK(contains(why, "belongs to a semantic segmentation dataset"));
-  why = h2c::thrown<ly::DataError>([&] { ly::data::open_classify(yaml_file, 32, {}); });
+  why = lry_test::message_of<ly::DataError>([&] { ly::data::open_classify(yaml_file, 32, {}); });
   CHECK_MESSAGE(contains(why, "'" + yaml_file.string() + "' is a YAML file"), why);
 }
 

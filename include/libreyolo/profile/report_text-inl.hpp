@@ -114,9 +114,10 @@ LIBREYOLO_INLINE nlohmann::json load_profile_file(const std::filesystem::path& p
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   std::vector<std::string> allowed;
   for (auto s : schemas) {
-    if (schema != s) continue;
-    if (schema == analysis_schema) detail::check_profile_tables(j, path);
-    return j;
+    if (schema == s) {
+      if (schema == analysis_schema) detail::check_profile_tables(j, path);
+      return j;
+    }
     allowed.emplace_back(s);
   }
   throw DataError("profile: '" + path.string() + "' is not a libreyolo profile: schema is '" +
