@@ -24,9 +24,17 @@ ly=build-demo/tools/libreyolo
 data=runs/demo-det
 [ -f $data/data.yaml ] || $ly data synth --task detect --out $data --images ${DEMO_IMAGES:-240} --imgsz 128 --classes 2 --seed 0
 start=$(date +%s)
-$ly train model=yolo9t data=$data/data.yaml imgsz=128 epochs=${DEMO_EPOCHS:-24} batch=8 workers=2 mosaic=0 \
-  warmup_epochs=1 eval_interval=6 profile=true profile_warmup=3 profile_steps=8 device="$device" project=runs/train name=demo \
-  exist_ok=true "$@"
+# An extra key=value replaces the default of its key (`libreyolo` refuses a key given twice).
+defaults=(model=yolo9t data=$data/data.yaml imgsz=128 epochs=${DEMO_EPOCHS:-24} batch=8 workers=2 mosaic=0
+  warmup_epochs=1 eval_interval=6 profile=true profile_warmup=3 profile_steps=8 device="$device" project=runs/train name=demo
+  exist_ok=true)
+args=()
+for d in "${defaults[@]}"; do
+  keep=1
+  for a in "$@"; do if [ "${a%%=*}" = "${d%%=*}" ]; then keep=0; fi; done
+  if [ $keep = 1 ]; then args+=("$d"); fi
+done
+$ly train "${args[@]}" "$@"
 trained=$(( $(date +%s) - start ))
 $ly predict model=runs/train/demo/weights/best.ckpt source=$data/images/val conf=0.25 device="$device" \
   project=runs/predict name=demo exist_ok=true >/dev/null

@@ -7,6 +7,7 @@
 //   libreyolo checks [--json]     versions and capabilities for a bug report
 // Exit codes: see exit_codes.hpp (printed by --help, documented in README.md).
 #include "checks.hpp"
+#include "cli_args.hpp"
 #include "exit_codes.hpp"
 #include "profile_commands.hpp"
 #include <libreyolo/data/scenes_synth.hpp>
@@ -53,7 +54,8 @@ void take_model_from_resumed_run(libreyolo::TrainConfig& cfg) {
   cfg.model = ck.meta.at("model").get<std::string>();
 }
 
-int run_train(const std::vector<std::string>& args, const char* argv0) {
+int run_train(const std::vector<std::string>& given, const char* argv0) {
+  const auto args = cli::refuse_repeated_keys(given, "train");
   auto cfg = libreyolo::parse_args(args);
   if (cfg.nproc == 1) throw libreyolo::ConfigError("nproc=1: a data-parallel launch needs >= 2 processes (0 = single process)");
   // device=0,1,2,3 is the self-launching form for GPUs: one process per listed device.
@@ -104,6 +106,7 @@ std::string take(std::vector<std::string>& args, const std::string& key, std::st
 }
 
 int run_val(std::vector<std::string> args) {
+  args = cli::refuse_repeated_keys(args, "val");
   auto cfg = libreyolo::parse_args(args);
   check_model_argument(cfg.model);
   auto r = libreyolo::Model(cfg.model).val(cfg);
@@ -112,6 +115,7 @@ int run_val(std::vector<std::string> args) {
 }
 
 int run_export(std::vector<std::string> args) {
+  args = cli::refuse_repeated_keys(args, "export");
   const auto format = take(args, "format", "libreyolo");
   if (format != "libreyolo")
     throw libreyolo::ConfigError("export: format=" + format + " is not supported; allowed: libreyolo (the original's .pt)");
@@ -124,6 +128,7 @@ int run_export(std::vector<std::string> args) {
 }
 
 int run_predict(std::vector<std::string> args) {
+  args = cli::refuse_repeated_keys(args, "predict");
   auto source = take(args, "source");
   if (source.empty()) throw libreyolo::ConfigError("predict: source= is required (an image or a folder of images)");
   const auto conf_text = take(args, "conf", "0.25");

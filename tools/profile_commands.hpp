@@ -2,6 +2,7 @@
 // `libreyolo profile run|summary|phases|kernels|ops|what-if|compare` — CLI11 wiring over libreyolo::profile.
 // Every subcommand takes --json (one JSON document on stdout instead of the text).
 // Exit codes (exit_codes.hpp): 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
+#include "cli_args.hpp"
 #include "exit_codes.hpp"
 
 #include <libreyolo/model.hpp>
@@ -27,8 +28,15 @@ class ProfileCommands {
     run_->add_option("dataset", dataset_, "dataset (folder or YAML)")->required();
     run_->add_option("--weights", weights_, "model name (see `libreyolo train --help`) or checkpoint")->required();
     run_->add_option("--size", size_, "model size appended to a bare family name (--weights FAMILY --size SIZE)");
-    run_->add_option("--batch", batch_, "batch size");
-    run_->add_option("--imgsz", imgsz_, "image size");
+    // 0 is the "not given" default of both: given explicitly, it is refused rather than silently ignored.
+    run_->add_option("--batch", batch_, "batch size (-1 = auto)")
+        ->check(CLI::Validator([](std::string& v) {
+          return v == "-1" || CLI::PositiveNumber(v).empty() ? std::string()
+                                                             : "--batch " + v + ": allowed -1 (auto) or an integer >= 1";
+        }, "-1 | >= 1"));
+    run_->add_option("--imgsz", imgsz_, "image size")->check(CLI::Validator([](std::string& v) {
+      return CLI::PositiveNumber(v).empty() ? std::string() : "--imgsz " + v + ": allowed an integer >= 1 (pixels)";
+    }, ">= 1"));
     run_->add_option("--device", device_, "cpu | cuda | cuda:N");
     run_->add_option("--repeat", repeat_, "trials (prof_1 ... prof_N + profile_repeat.json)")->check(CLI::Range(1, 100));
     run_->add_option("--project", project_, "parent folder of the profile runs");
@@ -86,7 +94,15 @@ class ProfileCommands {
     if (batch_) args.push_back("batch=" + std::to_string(batch_));
     if (imgsz_) args.push_back("imgsz=" + std::to_string(imgsz_));
     if (!device_.empty()) args.push_back("device=" + device_);
-    for (auto& extra : run_->remaining()) args.push_back(extra);
+    // Further key=value settings replace the defaults above; name= is profile run's own (prof, prof_1, ...).
+    for (auto& extra : refuse_repeated_keys(run_->remaining(), "profile run")) {
+      const std::string key = extra.substr(0, extra.find('='));
+      if (key == "name")
+        throw ConfigError("profile run: " + extra + ": the run names are chosen by profile run (prof, or prof_1 ... prof_N "
+                          "with --repeat); allowed: --project DIR to choose their folder");
+      std::erase_if(args, [&](const std::string& a) { return a.rfind(key + "=", 0) == 0; });
+      args.push_back(extra);
+    }
     namespace fs = std::filesystem;
     std::vector<fs::path> trials;
     nlohmann::json docs = nlohmann::json::array();

@@ -56,6 +56,7 @@ TEST_CASE("CLI: resume=true project= name= without model= resumes the run's own 
   CHECK(out.find("libreyolo train: resnet34") != std::string::npos);
   // Ctrl-C: the run saves where it is and exits 130.
   auto third = common;
+  std::erase(third, "name=r34");  // a key given twice is a usage error (issue 36)
   third.insert(third.end(), {"model=resnet18", "epochs=1000", "name=int"});
   std::string cmd = lry_harden::shell_quote(lry_harden::cli_path().string()) + " train";
   for (const auto& a : third) cmd += " " + lry_harden::shell_quote(a);

@@ -1,6 +1,9 @@
 #pragma once
 // Definitions of config.hpp (core/api.hpp): included by config.hpp when header-only, compiled once otherwise.
 #include <libreyolo/core/config.hpp>
+#include <libreyolo/core/log.hpp>
+
+#include <map>
 
 namespace libreyolo {
 
@@ -270,6 +273,34 @@ LIBREYOLO_INLINE const Field* find_field(std::string_view key) {
   return nullptr;
 }
 
+// yaml-cpp keeps both entries of a key that a mapping gives twice (and `node[key]` reads the first):
+// a repeat with another value is an error of type E, a repeat with the same value a warning. `label`
+// names the file in the messages ("cfg.yaml", "dataset YAML 'data.yaml'").
+template <class E>
+void refuse_repeated_yaml_keys(const YAML::Node& map, const std::string& label) {
+  std::map<std::string, std::pair<int, std::string>> seen;  // key -> (line, value as YAML)
+  auto shown = [](std::string v) {
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+    for (auto& ch : v)
+      if (ch == '\n') ch = ' ';
+    return utf8::escaped(v.size() > 60 ? v.substr(0, 57) + "..." : v);
+  };
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    const std::string key = it->first.Scalar();
+    const int line = it->first.Mark().line + 1;
+    const std::string value = YAML::Dump(it->second);
+    const auto [at, fresh] = seen.emplace(key, std::make_pair(line, value));
+    if (fresh) continue;
+    const std::string where = label + ":" + std::to_string(line) + ": key '" + utf8::escaped(key) +
+                              "' is given twice (first on line " + std::to_string(at->second.first) + ")";
+    if (at->second.second != value)
+      throw E(where + " with another value: '" + shown(at->second.second) + "', then '" + shown(value) +
+              "'; allowed: each key once (remove one of them)");
+    log::warn(where, " with the same value; the repeat is ignored (remove it)");
+  }
+}
+
 LIBREYOLO_INLINE std::string known_keys() {
   std::string s;
   for (auto& f : fields()) s += (s.empty() ? "" : ", ") + f.name;
@@ -286,6 +317,13 @@ LIBREYOLO_INLINE void set_key(TrainConfig& c, const std::string& key, const std:
   if (!f) throw ConfigError(where + "unknown key '" + utf8::escaped(key) + "'; known keys: " + config_detail::known_keys());
   if (auto why = utf8::problem(value); !why.empty())  // the config is saved as JSON (args.json, checkpoints)
     throw ConfigError(where + key + ": the value " + why + "; allowed: UTF-8 text");
+  // An empty model= or name= from the user is a slip (a shell variable that was not set), not a request
+  // for the default model or an unnamed run.
+  if (mark_explicit && (key == "model" || key == "name") && config_detail::trim(value).empty())
+    throw ConfigError(where + key + "=: empty value; allowed: " +
+                      (key == "model" ? std::string("a model name (see `libreyolo train --help`) or a checkpoint file")
+                                      : std::string("a run name (the run directory is project/name)")) +
+                      "; leave the key out for the default");
   f->set(c, where, config_detail::trim(value));
   if (mark_explicit) c.explicit_keys.insert(key);
 }
@@ -301,6 +339,7 @@ LIBREYOLO_INLINE void apply_yaml(TrainConfig& c, const std::filesystem::path& fi
   }
   if (root.IsNull()) return;
   if (!root.IsMap()) throw ConfigError(file.string() + ": expected a mapping of key: value");
+  config_detail::refuse_repeated_yaml_keys<ConfigError>(root, file.string());
   for (auto it = root.begin(); it != root.end(); ++it) {
     std::string where = file.string() + ":" + std::to_string(it->first.Mark().line + 1) + ": ";
     if (!it->first.IsScalar()) throw ConfigError(where + "a key must be a plain name, got a list or mapping");

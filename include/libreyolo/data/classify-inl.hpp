@@ -65,6 +65,11 @@ LIBREYOLO_INLINE std::vector<std::filesystem::path> sorted_image_files(const std
 
 LIBREYOLO_INLINE void require_dir(const std::filesystem::path& dir, const std::string& what) {
   std::error_code ec;
+  auto ext = dir.extension().string();
+  for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (std::filesystem::is_regular_file(dir, ec) && (ext == ".yaml" || ext == ".yml"))
+    throw DataError(what + " '" + dir.string() + "' is a YAML file (a detection, point or semantic dataset); a " +
+                    "classification model takes a folder root/train/<class>/*.jpg, root/val/<class>/*.jpg");
   if (!std::filesystem::is_directory(dir, ec))
     throw DataError(what + " '" + dir.string() + "' does not exist or is not a directory " +
                     "(expected root/train/<class>/*.jpg and root/val/<class>/*.jpg)");
@@ -203,6 +208,10 @@ LIBREYOLO_INLINE ClassifyData open_classify(const std::filesystem::path& root, i
   v.train = false;
   ClassifyData d;
   d.train = std::make_shared<ClassifyFolder>(ClassifyFolder::open(root / "train", t));
+  if (d.train->classes().size() == 1)
+    log::warn("classification dataset '", utf8::escaped(root.string()), "': train/ has one class folder ('",
+              d.train->classes().front(), "'): every prediction will be that class and accuracy is always 1; a "
+              "classifier needs at least 2 class folders to learn anything");
   d.val = std::make_shared<ClassifyFolder>(ClassifyFolder::open(root / "val", v, &d.train->classes()));
   d.names = d.train->classes();
   return d;

@@ -1,6 +1,7 @@
 #pragma once
 // Definitions of detect.hpp (core/api.hpp): included by detect.hpp when header-only, compiled once otherwise.
 #include <libreyolo/data/detect.hpp>
+#include <libreyolo/data/label_cache-inl.hpp>  // detail::require_label_files, refuse_other_task_yaml
 
 namespace libreyolo::data {
 
@@ -68,6 +69,8 @@ LIBREYOLO_INLINE std::shared_ptr<DetectDataset> DetectDataset::open(const Datase
   if (images.empty())
     throw DataError("split '" + split + "' of dataset YAML '" + yaml.file.string() +
                     "' lists no images (.jpg, .jpeg, .png) in its folders or list files");
+  detail::refuse_other_task_yaml(yaml, "detection");
+  detail::require_label_files(images, split, yaml.file, "detection");
   return open_images(images, yaml.names, aug, label_cache_path(sources, images), split);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Definitions of detect_yaml.hpp (core/api.hpp): included by detect_yaml.hpp when header-only, compiled once otherwise.
 #include <libreyolo/data/detect_yaml.hpp>
+#include <libreyolo/core/config-inl.hpp>  // config_detail::refuse_repeated_yaml_keys
 
 namespace libreyolo::data {
 
@@ -117,6 +118,7 @@ LIBREYOLO_INLINE DatasetYaml load_dataset_yaml(const std::filesystem::path& yaml
   if (!doc.IsMap())
     throw DataError("dataset YAML '" + yaml_file.string() + "': the top level must be a map with keys path, train, "
                     "val, names");
+  config_detail::refuse_repeated_yaml_keys<DataError>(doc, "dataset YAML '" + yaml_file.string() + "'");
   DatasetYaml d;
   d.file = fs::absolute(yaml_file).lexically_normal();
   const fs::path base = d.file.parent_path();

@@ -124,6 +124,12 @@ LIBREYOLO_INLINE LabelScan scan_one(const std::filesystem::path& image, int nc) 
   const auto label = label_path_for(image);
   std::error_code ec;
   if (!std::filesystem::exists(label, ec)) return s;  // background image
+  if (std::filesystem::is_directory(label, ec)) {  // an ifstream opens a directory and reads no line: 0 boxes
+    s.kind = LabelScan::bad_label;
+    s.message = "skipping image '" + image.string() + "': its label path '" + label.string() +
+                "' is a directory; expected a label file (class cx cy w h per line)";
+    return s;
+  }
   std::string dup_msg;
   bool class_overflow = false;
   why = parse_label_file(label, nc, s.entry, s.duplicates, dup_msg, &class_overflow);
@@ -226,6 +232,68 @@ LIBREYOLO_INLINE bool write_label_cache(const std::filesystem::path& file, uint6
   }
 }
 
+// An image listed twice in a split (a list file, overlapping folders) is trained on twice per epoch, and
+// two images with one label file (a.jpg and a.png) both get its boxes: said, not refused.
+LIBREYOLO_INLINE void warn_repeated_images(const std::vector<std::filesystem::path>& images) {
+  constexpr size_t kShown = 5;
+  std::map<std::string, size_t> times;
+  std::map<std::string, std::string> label_owner;  // label file -> the first image using it
+  size_t repeated = 0, shared = 0;
+  for (const auto& im : images) {
+    const std::string key = im.lexically_normal().string();
+    if (++times[key] == 2 && repeated++ < kShown)
+      log::warn("image '", utf8::escaped(key), "' is listed more than once in this split (a list file or overlapping "
+                "folders): it is used once per listing in each epoch");
+    if (times[key] > 1) continue;
+    const std::string label = label_path_for(im).lexically_normal().string();
+    const auto [at, fresh] = label_owner.emplace(label, key);
+    if (!fresh && shared++ < kShown)
+      log::warn("images '", utf8::escaped(at->second), "' and '", utf8::escaped(key), "' share the label file '",
+                utf8::escaped(label), "': both get its boxes (rename one of them if they are different pictures)");
+  }
+  if (repeated > kShown) log::warn("... and ", repeated - kShown, " more image(s) listed more than once");
+  if (shared > kShown) log::warn("... and ", shared - kShown, " more image(s) sharing a label file");
+}
+
+LIBREYOLO_INLINE void require_label_files(const std::vector<std::filesystem::path>& images, const std::string& split,
+                                          const std::filesystem::path& yaml_file, const char* task) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& im : images)
+    if (fs::exists(label_path_for(im), ec)) return;
+  if (images.empty()) return;
+  const fs::path label = label_path_for(images.front());
+  const fs::path folder = label.parent_path();
+  const std::string head = "dataset YAML '" + yaml_file.string() + "', split '" + split + "': none of its " +
+                           std::to_string(images.size()) + " images has a label file (for '" + images.front().string() +
+                           "' expected '" + label.string() + "')";
+  if (fs::is_directory(folder, ec)) {  // labels/ is there but empty for this split: all background images
+    log::warn(head, ": every image is a background image, so the ", task, " model has no object to learn or find");
+    return;
+  }
+  std::string hint;
+  const std::string s = images.front().string();
+  if (const size_t at = s.rfind("/images/"); at != std::string::npos && fs::is_directory(s.substr(0, at) + "/masks", ec))
+    hint = "; '" + s.substr(0, at) + "/masks' holds masks: this looks like a semantic segmentation dataset (give it to a "
+           "semantic model)";
+  throw DataError(head + " and the folder '" + folder.string() + "' does not exist; a " + task +
+                  " dataset needs YOLO label files (class cx cy w h per line) under labels/, mirroring images/" + hint);
+}
+
+LIBREYOLO_INLINE void refuse_other_task_yaml(const DatasetYaml& y, const char* task) {
+  YAML::Node doc;
+  try {
+    doc = YAML::LoadFile(y.file.string());
+  } catch (const YAML::Exception&) {
+    return;  // load_dataset_yaml read it; nothing more to learn here
+  }
+  for (const char* key : {"masks_dir", "label_mapping"})
+    if (const auto n = doc[key])
+      throw DataError(yaml_where(y.file, n, key) + ": this key belongs to a semantic segmentation dataset (masks); a " +
+                      task + " model reads YOLO label files under labels/; give a " + task +
+                      " dataset YAML, or train a semantic model on this one");
+}
+
 }  // namespace detail
 
 LIBREYOLO_INLINE std::filesystem::path label_cache_path(const std::vector<std::filesystem::path>& sources,
@@ -241,6 +309,7 @@ LIBREYOLO_INLINE std::filesystem::path label_cache_path(const std::vector<std::f
 LIBREYOLO_INLINE LabelIndex build_label_index(const std::vector<std::filesystem::path>& images, int nc,
                                               const std::filesystem::path& cache_file, int threads) {
   if (nc < 1) throw ConfigError("build_label_index: nc = " + std::to_string(nc) + " must be >= 1");
+  detail::warn_repeated_images(images);
   uint64_t hash = detail::hash_bytes(0xCBF29CE484222325ull, &nc, sizeof nc);
   for (const auto& im : images) hash = detail::hash_file_state(detail::hash_file_state(hash, im), label_path_for(im));
   LabelIndex idx;

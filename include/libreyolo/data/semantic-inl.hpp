@@ -188,10 +188,16 @@ LIBREYOLO_INLINE std::shared_ptr<SemanticDataset> SemanticDataset::open(const Da
     }
     d->items_.push_back({f, m});
   }
-  if (missing)
+  if (missing) {
+    std::error_code ec;
+    const bool labelled = missing == files.size() && std::filesystem::exists(label_path_for(files.front()), ec);
     throw DataError("dataset YAML '" + y.file.string() + "', split '" + split + "': " + std::to_string(missing) +
                     " image(s) have no mask (e.g. '" + first_missing + "'; masks mirror the images tree under '" +
-                    masks_dir + "/', same stem, .png)");
+                    masks_dir + "/', same stem, .png)" +
+                    (labelled ? "; its images have YOLO label files (" + label_path_for(files.front()).string() +
+                                    "): this looks like a detection or point dataset, for a detect or point model"
+                              : std::string()));
+  }
   log::info(split, ": ", d->items_.size(), " images with masks, ", d->nc_, " classes");
   const CacheMode mode = parse_cache_mode(aug.cache);
   d->cache_ = std::make_shared<ImageCache>(mode, d->items_.size(), aug.imgsz);

@@ -1,6 +1,7 @@
 #pragma once
 // Definitions of semantic.hpp (core/api.hpp): included by semantic.hpp when header-only, compiled once otherwise.
 #include <libreyolo/eval/semantic.hpp>
+#include <libreyolo/core/log.hpp>
 
 namespace libreyolo::eval {
 
@@ -45,6 +46,10 @@ LIBREYOLO_INLINE SemanticResult SemanticMetrics::compute() const {
   }
   r.miou = r.classes_seen ? sum / double(r.classes_seen) : 0.0;
   r.pixel_accuracy = r.labelled_pixels ? tp.sum().item<double>() / double(r.labelled_pixels) : 0.0;
+  if (r.labelled_pixels == 0)
+    log::warn("semantic validation: no labelled pixel in the whole validation split (every mask pixel is ignore = ",
+              ignore_, ", or outside 0..", nc_ - 1, "): mIoU and pixel accuracy are 0 and mean nothing; label the "
+              "validation masks (or remap their ids with the dataset YAML's label_mapping)");
   return r;
 }
 

@@ -67,6 +67,28 @@ LIBREYOLO_INLINE std::string NameMatcher::lower(std::string s) {
   for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
 }
+
+// The tables of an analysis document are lists of row objects (kernels_by_phase, ops_by_phase: one such
+// list per phase). A table of another shape would print as an empty table, or lose rows silently.
+LIBREYOLO_INLINE void check_profile_tables(const nlohmann::json& j, const std::filesystem::path& path) {
+  const auto bad = [&](const std::string& table, const std::string& what) {
+    throw DataError("profile: '" + path.string() + "': the '" + table + "' table is malformed: " + what +
+                    " (a truncated or hand-edited profile.json? write it again with `libreyolo profile run`)");
+  };
+  const auto rows = [&](const nlohmann::json& t, const std::string& table) {
+    if (!t.is_array()) bad(table, "it is a " + std::string(t.type_name()) + ", expected a list of rows");
+    for (size_t i = 0; i < t.size(); ++i)
+      if (!t[i].is_object()) bad(table, "row " + std::to_string(i + 1) + " is a " + t[i].type_name() + ", expected an object");
+  };
+  for (const char* table : {"phases", "kernels", "ops", "top_kernels", "categories"})
+    if (j.contains(table)) rows(j.at(table), table);
+  for (const char* table : {"kernels_by_phase", "ops_by_phase"}) {
+    if (!j.contains(table)) continue;
+    const auto& t = j.at(table);
+    if (!t.is_object()) bad(table, "it is a " + std::string(t.type_name()) + ", expected an object of per-phase lists");
+    for (const auto& [phase, list] : t.items()) rows(list, std::string(table) + "." + phase);
+  }
+}
 }  // namespace detail
 
 LIBREYOLO_INLINE nlohmann::json load_profile_file(const std::filesystem::path& path,
@@ -92,7 +114,10 @@ LIBREYOLO_INLINE nlohmann::json load_profile_file(const std::filesystem::path& p
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   std::vector<std::string> allowed;
   for (auto s : schemas) {
-    if (schema == s) return j;
+    if (schema == s) {
+      if (schema == analysis_schema) detail::check_profile_tables(j, path);
+      return j;
+    }
     allowed.emplace_back(s);
   }
   throw DataError("profile: '" + path.string() + "' is not a libreyolo profile: schema is '" +
@@ -117,6 +142,10 @@ LIBREYOLO_INLINE std::string summary_text(const nlohmann::json& p) {
   o << "memcpy: " << num_at(p, "memcpy_ms_per_step", 3, " ms/step") << "\n";
   o << "host overhead: " << num_at(p, "host_overhead_ms_per_step", 2, " ms/step") << ", "
     << num_at(p, "launches_per_step", 0, " launches/step") << "\n";
+  if (p.contains("step_ms") && p.at("step_ms").is_number() && !(p.at("step_ms").get<double>() > 0))
+    o << "!! ZERO STEP TIME: step_ms is " << num_at(p, "step_ms", 3)
+      << ": the window measured no time, so throughput, dataload share and utilisation mean nothing (a truncated or "
+         "hand-edited profile, or a clock that did not advance)\n";
   if (p.value("memory_pressure", false))
     o << "!! MEMORY PRESSURE: " << num_at(p, "cuda_mallocs_per_step", 1) << " device mallocs/step, raw util "
       << num_at(p, "gpu_util_raw", 2) << "\n";
@@ -140,8 +169,12 @@ LIBREYOLO_INLINE std::string phases_text(const nlohmann::json& p) {
   std::ostringstream o;
   char line[160];
   std::snprintf(line, sizeof line, "%-10s %10s %10s %10s %10s\n", "phase", "gpu_ms", "wall_ms", "kernels", "ops");
+  const auto phases = p.value("phases", nlohmann::json::array());
+  if (phases.empty())
+    return std::string("no phase table: this profile's 'phases' table is ") + (p.contains("phases") ? "empty" : "missing") +
+           " (a truncated or hand-edited profile.json, or a window that measured no step)\n";
   o << line;
-  for (const auto& r : p.value("phases", nlohmann::json::array())) {
+  for (const auto& r : phases) {
     std::snprintf(line, sizeof line, "%-10s %10s %10s %10s %10s\n", r.value("phase", std::string()).c_str(),
                   detail::num_at(r, "gpu_ms_per_step", 3).c_str(), detail::num_at(r, "wall_ms_per_step", 3).c_str(),
                   detail::num_at(r, "kernels_per_step", 1).c_str(), detail::num_at(r, "ops_per_step", 1).c_str());
@@ -181,6 +214,13 @@ LIBREYOLO_INLINE std::string kernels_text(const nlohmann::json& p, const KernelQ
     return a.value(key, 0.0) > b.value(key, 0.0);
   });
   std::ostringstream o;
+  if (list.empty() && p.value("kernels", nlohmann::json::array()).empty()) {  // say why, not print an empty table
+    o << "no kernel rows: this profile's 'kernels' table is " << (p.contains("kernels") ? "empty" : "missing") << "; "
+      << (p.value("trace_collected", false) ? "a kernel trace was collected, so the file may be truncated or hand-edited"
+                                            : "no kernel trace was collected (a CPU run, or the tracer did not attach)")
+      << "\n0 kernels match\n";
+    return o.str();
+  }
   char line[96];
   std::snprintf(line, sizeof line, "%7s %10s %9s  %-14s %2s  %s\n", "pct", "ms/step", "count", "category", "TC", "kernel");
   o << line;
