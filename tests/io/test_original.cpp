@@ -207,3 +207,20 @@ TEST_CASE("original .pt: another family, missing weights, a disallowed global or
   CHECK_THROWS_AS(io::load_any_checkpoint(kData + "truncated.pt"), ly::CheckpointError);
   CHECK_THROWS_WITH_AS(io::load_any_checkpoint(dir.path / "absent.pt"), doctest::Contains("no such file"), ly::CheckpointError);
 }
+
+TEST_CASE("original .pt: RT-DETR's model_family 'rtdetr' / 'rtdetrv2' names our rtdetr-r18 / rtdetrv2-r18, and back") {
+  lry_test::TempDir dir("lry_rtdetr_names");
+  ly::Yolo9Family fam("t");
+  fam.restore({{"names", std::vector<std::string>{"a", "b"}}, {"nc", 2}, {"size", "t"}});
+  const auto sd = io::module_state_dict(*fam.make_network());
+  for (const std::string f : {"rtdetr", "rtdetrv2"}) {
+    const fs::path p = dir.path / (f + ".pt");
+    io::write_pt(p.string(), original_like(sd, f, "r18", 2));
+    const auto ck = io::checkpoint_from_original(p);
+    CHECK(ck.meta.at("model") == f + "-r18");
+    CHECK(ck.meta.at("family_name") == f + "-");
+    CHECK(io::detail::family_to_original(f + "-") == f);
+  }
+  CHECK(io::detail::family_from_original("dfine") == "dfine");
+  CHECK(io::detail::family_to_original("yolo9") == "yolo9");
+}

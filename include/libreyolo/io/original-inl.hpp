@@ -86,6 +86,16 @@ LIBREYOLO_INLINE void check_config_ints(const train::Checkpoint& ck, const std::
   }
 }
 
+// The original's model_family and ours differ only where our family name ends in a dash (a size that
+// begins with a letter follows it: rtdetr-r18, rtdetrv2-r18); the original writes "rtdetr", "rtdetrv2".
+LIBREYOLO_INLINE std::string family_from_original(const std::string& f) {
+  return f == "rtdetr" || f == "rtdetrv2" ? f + "-" : f;
+}
+LIBREYOLO_INLINE std::string family_to_original(std::string f) {
+  if (!f.empty() && f.back() == '-') f.pop_back();
+  return f;
+}
+
 }  // namespace detail
 
 LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesystem::path& path) {
@@ -129,7 +139,7 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
                 " this build knows; reading it as ", kOriginalSchemaVersion, " (entries it does not know are ignored)");
     }
   }
-  const std::string family = detail::text_field(root, "model_family", where);
+  const std::string family = detail::family_from_original(detail::text_field(root, "model_family", where));
   const std::string size = detail::text_field(root, "size", where);
   const std::string task = root.find("task") ? detail::text_field(root, "task", where) : "detect";
   const auto names = detail::names_field(root, where);
@@ -160,7 +170,7 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
              {"config", cfg},
              {"path", path.string()},
              {"original", source}};
-  log::info(where, ": the original's ", family, "-", size, " checkpoint (", task, ", ", names.size(), " classes, ",
+  log::info(where, ": the original's ", family + size, " checkpoint (", task, ", ", names.size(), " classes, ",
             sd.size(), " tensors", root.find("is_ema_weights") && root.find("is_ema_weights")->is_bool() &&
                                            root.find("is_ema_weights")->as_bool() ? ", EMA weights" : "", ")");
   return ck;
@@ -185,7 +195,7 @@ LIBREYOLO_INLINE void write_original_checkpoint(const std::filesystem::path& out
   root.set("model", sd);
   root.set("schema_version", PyValue::string(kOriginalSchemaVersion));
   root.set("libreyolo_version", PyValue::string(version));
-  root.set("model_family", PyValue::string(ck.meta.at("family_name").get<std::string>()));
+  root.set("model_family", PyValue::string(detail::family_to_original(ck.meta.at("family_name").get<std::string>())));
   root.set("size", PyValue::string(fam.at("size").get<std::string>()));
   root.set("task", PyValue::string(task));
   root.set("nc", PyValue::integer(static_cast<int64_t>(names.size())));
