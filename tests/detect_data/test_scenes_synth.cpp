@@ -89,7 +89,7 @@ TEST_CASE("scenes synth: sizes, visible-box labels of every class, deterministic
   const std::string yaml = scenes_read(td / "a" / "data.yaml");
   CHECK(yaml.find("nc: 12") != std::string::npos);
   CHECK(yaml.find("0: tee_plain") != std::string::npos);
-  CHECK(yaml.find("11: zed_dotted") != std::string::npos);
+  CHECK(yaml.find("11: chevron_dotted") != std::string::npos);
 }
 
 TEST_CASE("scenes synth: every label is the box of pixels of its own object that stay visible") {

@@ -208,6 +208,13 @@ TEST_CASE("original .pt: another family, missing weights, a disallowed global or
   CHECK_THROWS_WITH_AS(io::load_any_checkpoint(dir.path / "absent.pt"), doctest::Contains("no such file"), ly::CheckpointError);
 }
 
+namespace libreyolo::io::detail {
+// Defined in io/original-inl.hpp (compiled once in the core library of the in-tree build) and used by
+// checkpoint_from_original / the export; declared here only for this check.
+std::string family_from_original(const std::string& f);
+std::string family_to_original(std::string f);
+}  // namespace libreyolo::io::detail
+
 TEST_CASE("original .pt: RT-DETR's model_family 'rtdetr' / 'rtdetrv2' names our rtdetr-r18 / rtdetrv2-r18, and back") {
   lry_test::TempDir dir("lry_rtdetr_names");
   ly::Yolo9Family fam("t");
