@@ -81,7 +81,7 @@ LIBREYOLO_INLINE void synth_detect(const SynthOptions& o, int long_side_min) {  
   const SynthDetectMaker make = [&](int h, int w, std::mt19937_64& rng, std::vector<SynthObject>& objs) {
     return synth_detect_image(h, w, o.classes, rng, objs);
   };
-  detail::write_synth_detect_set(o, sizes, 0xDE7EC7, make, names, "shapes");
+  detail::write_synth_detect_set(o, sizes, 0xDE7EC7, make, names, "--task detect --style shapes");
 }
 
 }  // namespace libreyolo::data

@@ -1,6 +1,7 @@
 #pragma once
 // Definitions of point.hpp (core/api.hpp): included by point.hpp when header-only, compiled once otherwise.
 #include <libreyolo/data/point.hpp>
+#include <libreyolo/data/synth_writer.hpp>
 #include <libreyolo/data/label_cache-inl.hpp>  // detail::require_label_files, refuse_other_task_yaml
 
 namespace libreyolo::data {
@@ -160,7 +161,6 @@ LIBREYOLO_INLINE bool PointDataset::mark_bad(size_t j) const {
 }
 
 LIBREYOLO_INLINE void synth_point(const SynthOptions& o) {
-  namespace fs = std::filesystem;
   auto bad = [](const std::string& key, const std::string& v, const char* allowed) {
     throw ConfigError("synth --task point option " + key + " = " + v + " is outside the allowed range " + allowed);
   };
@@ -170,64 +170,21 @@ LIBREYOLO_INLINE void synth_point(const SynthOptions& o) {
   if (o.images < (o.val_fraction > 0 ? 2 : 1))
     bad("images", std::to_string(o.images), o.val_fraction > 0 ? "[2, inf) (train and val)" : "[1, inf)");
   if (o.out.empty()) throw ConfigError("synth option out is empty: give the folder to write the dataset to");
-  detail::prepare_synth_out(o.out);
-  for (const char* d : {"images", "labels"}) fs::remove_all(o.out / d);
-  const int n_val = o.val_fraction > 0 ? std::clamp(static_cast<int>(std::lround(o.val_fraction * o.images)), 1, o.images - 1) : 0;
-  for (const char* split : {"train", "val"}) {
-    if (std::string(split) == "val" && n_val == 0) continue;
-    fs::create_directories(o.out / "images" / split);
-    fs::create_directories(o.out / "labels" / split);
-  }
   SynthDetectStyle st;
   st.objects_min = 1;
   st.objects_max = 5;
   st.side_min = 0.12;
   st.side_max = 0.30;
   st.max_covered = 0.0;
-  std::atomic<int> next{0};
-  std::exception_ptr error;
-  std::mutex error_mu;
-  auto work = [&] {
-    for (int i; (i = next.fetch_add(1)) < o.images;) {
-      try {
-        std::mt19937_64 rng(sample_seed(o.seed, 0x9017, static_cast<uint64_t>(i)));
-        std::vector<SynthObject> objs;
-        const Image img = synth_detect_image(o.imgsz, o.imgsz, o.classes, rng, objs, st);
-        char stem[32];
-        std::snprintf(stem, sizeof stem, "%05d", i);
-        const char* split = i < n_val ? "val" : "train";
-        write_jpeg(o.out / "images" / split / (std::string(stem) + ".jpg"), img, 90);
-        std::ofstream lab(o.out / "labels" / split / (std::string(stem) + ".txt"));
-        for (const auto& ob : objs) {
-          char line[128];
-          std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", ob.cls, (ob.box.x0 + ob.box.x1) / 2.0 / img.w,
-                        (ob.box.y0 + ob.box.y1) / 2.0 / img.h, double(ob.box.x1 - ob.box.x0) / img.w,
-                        double(ob.box.y1 - ob.box.y0) / img.h);
-          lab << line;
-        }
-        if (!lab) throw DataError("cannot write label file for image " + std::string(stem));
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(error_mu);
-        if (!error) error = std::current_exception();
-        next = o.images;
-      }
-    }
+  SynthSizes sizes;
+  sizes.long_max = o.imgsz;
+  sizes.square = true;
+  std::vector<std::string> names;
+  for (int k = 0; k < o.classes; ++k) names.emplace_back(kSynthShapeNames[k]);
+  const SynthDetectMaker make = [&](int h, int w, std::mt19937_64& rng, std::vector<SynthObject>& objs) {
+    return synth_detect_image(h, w, o.classes, rng, objs, st);
   };
-  const unsigned n_threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16u));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n_threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-  std::ofstream yaml(o.out / "data.yaml");
-  yaml << "# written by libreyolo data synth --task point (seed " << o.seed << "): the points are the box centres\n"
-       << "train: images/train\n"
-       << "val: " << (n_val > 0 ? "images/val" : "images/train") << "\n"
-       << "nc: " << o.classes << "\n"
-       << "names:\n";
-  for (int k = 0; k < o.classes; ++k) yaml << "  " << k << ": " << kSynthShapeNames[k] << "\n";
-  if (!yaml) throw DataError("cannot write '" + (o.out / "data.yaml").string() + "'");
-  log::info("synth: wrote ", o.images, " point images (", n_val, " val) of ", o.classes, " classes to ", o.out.string());
+  detail::write_synth_detect_set(o, sizes, 0x9017, make, names, "--task point, points at the box centres");
 }
 
 }  // namespace libreyolo::data

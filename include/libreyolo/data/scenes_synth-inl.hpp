@@ -268,7 +268,7 @@ LIBREYOLO_INLINE void synth_detect_scenes(const SynthOptions& o) {
   const SynthDetectMaker make = [&](int h, int w, std::mt19937_64& rng, std::vector<SynthObject>& objs) {
     return synth_scenes_image(h, w, o.classes, rng, objs);
   };
-  detail::write_synth_detect_set(o, sizes, 0x5CE4E5, make, names, "scenes");
+  detail::write_synth_detect_set(o, sizes, 0x5CE4E5, make, names, "--task detect --style scenes");
 }
 
 }  // namespace libreyolo::data

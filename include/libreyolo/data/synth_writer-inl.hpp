@@ -19,7 +19,7 @@ namespace libreyolo::data::detail {
 
 LIBREYOLO_INLINE void write_synth_detect_set(const SynthOptions& o, const SynthSizes& sizes, uint64_t stream,
                                              const SynthDetectMaker& make, const std::vector<std::string>& names,
-                                             const std::string& style) {
+                                             const std::string& what) {
   namespace fs = std::filesystem;
   prepare_synth_out(o.out);
   for (const char* d : {"images", "labels"}) fs::remove_all(o.out / d);
@@ -38,11 +38,15 @@ LIBREYOLO_INLINE void write_synth_detect_set(const SynthOptions& o, const SynthS
     for (int i; (i = next.fetch_add(1)) < o.images;) {
       try {
         std::mt19937_64 rng(sample_seed(o.seed, static_cast<int64_t>(stream), static_cast<uint64_t>(i)));
-        const int L = static_cast<int>(randint(rng, sizes.long_min, sizes.long_max));
-        const int s = static_cast<int>(std::lround(L * uniform(rng, sizes.short_min, sizes.short_max)));
-        const bool landscape = bernoulli(rng, sizes.landscape);
+        int h = sizes.long_max, w = sizes.long_max;
+        if (!sizes.square) {
+          const int L = static_cast<int>(randint(rng, sizes.long_min, sizes.long_max));
+          const int s = static_cast<int>(std::lround(L * uniform(rng, sizes.short_min, sizes.short_max)));
+          const bool landscape = bernoulli(rng, sizes.landscape);
+          h = landscape ? s : L, w = landscape ? L : s;
+        }
         std::vector<SynthObject> objs;
-        const Image img = make(landscape ? s : L, landscape ? L : s, rng, objs);
+        const Image img = make(h, w, rng, objs);
         char stem[32];
         std::snprintf(stem, sizeof stem, "%05d", i);
         const char* split = i < n_val ? "val" : "train";
@@ -72,7 +76,7 @@ LIBREYOLO_INLINE void write_synth_detect_set(const SynthOptions& o, const SynthS
   bar.finish();
   if (error) std::rethrow_exception(error);
   std::ofstream yaml(o.out / "data.yaml");
-  yaml << "# written by libreyolo data synth --task detect --style " << style << " (seed " << o.seed << ")\n"
+  yaml << "# written by libreyolo data synth " << what << " (seed " << o.seed << ")\n"
        << "# no 'path' key: the dataset root is this file's folder\n"
        << "train: images/train\n"
        << "val: " << (n_val > 0 ? "images/val" : "images/train") << "\n"
@@ -80,8 +84,8 @@ LIBREYOLO_INLINE void write_synth_detect_set(const SynthOptions& o, const SynthS
        << "names:\n";
   for (size_t k = 0; k < names.size(); ++k) yaml << "  " << k << ": " << names[k] << "\n";
   if (!yaml) throw DataError("cannot write '" + (o.out / "data.yaml").string() + "'");
-  log::info("synth: wrote ", o.images, " detection images (", n_val, " val, style ", style, ") of ", names.size(),
-            " classes to ", o.out.string());
+  log::info("synth: wrote ", o.images, " images (", n_val, " val; ", what, ") of ", names.size(), " classes to ",
+            o.out.string());
 }
 
 }  // namespace libreyolo::data::detail

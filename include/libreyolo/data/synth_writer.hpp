@@ -16,11 +16,13 @@
 namespace libreyolo::data {
 
 // How a generator's image sizes are drawn: the long side uniform in [long_min, long_max] (whole pixels),
-// the short side short_min..short_max of it, landscape with probability `landscape`.
+// the short side short_min..short_max of it, landscape with probability `landscape`. `square`: every image
+// long_max x long_max, drawing nothing from the image's generator.
 struct SynthSizes {
   int long_min = 0, long_max = 0;
   double short_min = 0.56, short_max = 1.0;
   double landscape = 0.75;
+  bool square = false;
 };
 
 // Paints one image of h x w pixels from `rng` and returns it, with its labelled objects in `objects`.
@@ -29,11 +31,11 @@ using SynthDetectMaker = std::function<Image(int h, int w, std::mt19937_64& rng,
 namespace detail {
 
 // Writes the set (o.out must have been validated; prepare_synth_out is called here). `stream` separates
-// the generators' seeds; `names` has one entry per class (data.yaml); `style` names the generator in the
-// log line and data.yaml's comment.
+// the generators' seeds; `names` has one entry per class (data.yaml); `what` is the data.yaml comment's
+// and the log line's description of the set (e.g. "--task detect --style scenes").
 LIBREYOLO_INLINE void write_synth_detect_set(const SynthOptions& o, const SynthSizes& sizes, uint64_t stream,
                                              const SynthDetectMaker& make, const std::vector<std::string>& names,
-                                             const std::string& style);
+                                             const std::string& what);
 
 }  // namespace detail
 
