@@ -56,17 +56,12 @@ LIBREYOLO_INLINE Image synth_detect_image(int h, int w, int classes, std::mt1993
 namespace detail {
 
 LIBREYOLO_INLINE void validate_synth_detect(const SynthOptions& o, int long_min) {
-  auto bad = [](const std::string& key, const std::string& v, const char* allowed) {
-    throw ConfigError("synth --task detect option " + key + " = " + v + " is outside the allowed range " + allowed);
-  };
-  if (o.classes < 1 || o.classes > kSynthMaxClasses) bad("classes", std::to_string(o.classes), "[1, 16]");
-  if (o.imgsz < 64 || o.imgsz > 8192) bad("imgsz", std::to_string(o.imgsz), "[64, 8192] (the long side)");
+  const std::string what = "--task detect";
+  if (o.classes < 1 || o.classes > kSynthMaxClasses) synth_option_error(what, "classes", std::to_string(o.classes), "[1, 16]");
+  if (o.imgsz < 64 || o.imgsz > 8192) synth_option_error(what, "imgsz", std::to_string(o.imgsz), "[64, 8192] (the long side)");
   if (long_min != 0 && (long_min < 64 || long_min > o.imgsz))
-    bad("long_side_min", std::to_string(long_min), "[64, imgsz]");
-  if (!(o.val_fraction >= 0 && o.val_fraction < 1)) bad("val_fraction", log::cat(o.val_fraction), "[0, 1)");
-  if (o.images < (o.val_fraction > 0 ? 2 : 1))
-    bad("images", std::to_string(o.images), o.val_fraction > 0 ? "[2, inf) (train and val)" : "[1, inf)");
-  if (o.out.empty()) throw ConfigError("synth option out is empty: give the folder to write the dataset to");
+    synth_option_error(what, "long_side_min", std::to_string(long_min), "[64, imgsz]");
+  validate_synth_split(o, what);
 }
 
 }  // namespace detail

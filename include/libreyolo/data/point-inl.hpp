@@ -161,15 +161,10 @@ LIBREYOLO_INLINE bool PointDataset::mark_bad(size_t j) const {
 }
 
 LIBREYOLO_INLINE void synth_point(const SynthOptions& o) {
-  auto bad = [](const std::string& key, const std::string& v, const char* allowed) {
-    throw ConfigError("synth --task point option " + key + " = " + v + " is outside the allowed range " + allowed);
-  };
-  if (o.classes < 1 || o.classes > kSynthMaxClasses) bad("classes", std::to_string(o.classes), "[1, 16]");
-  if (o.imgsz < 64 || o.imgsz > 4096) bad("imgsz", std::to_string(o.imgsz), "[64, 4096]");
-  if (!(o.val_fraction >= 0 && o.val_fraction < 1)) bad("val_fraction", log::cat(o.val_fraction), "[0, 1)");
-  if (o.images < (o.val_fraction > 0 ? 2 : 1))
-    bad("images", std::to_string(o.images), o.val_fraction > 0 ? "[2, inf) (train and val)" : "[1, inf)");
-  if (o.out.empty()) throw ConfigError("synth option out is empty: give the folder to write the dataset to");
+  const std::string what = "--task point";
+  if (o.classes < 1 || o.classes > kSynthMaxClasses) detail::synth_option_error(what, "classes", std::to_string(o.classes), "[1, 16]");
+  if (o.imgsz < 64 || o.imgsz > 4096) detail::synth_option_error(what, "imgsz", std::to_string(o.imgsz), "[64, 4096]");
+  detail::validate_synth_split(o, what);
   SynthDetectStyle st;
   st.objects_min = 1;
   st.objects_max = 5;

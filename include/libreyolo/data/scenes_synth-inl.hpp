@@ -249,15 +249,12 @@ LIBREYOLO_INLINE Image synth_scenes_image(int h, int w, int classes, std::mt1993
 }
 
 LIBREYOLO_INLINE void synth_detect_scenes(const SynthOptions& o) {
-  auto bad = [](const std::string& key, const std::string& v, const std::string& allowed) {
-    throw ConfigError("synth --task detect --style scenes option " + key + " = " + v + " is outside the allowed range " + allowed);
-  };
-  if (o.classes < 1 || o.classes > kScenesMaxClasses) bad("classes", std::to_string(o.classes), "[1, 16]");
-  if (o.imgsz < 160 || o.imgsz > 8192) bad("imgsz", std::to_string(o.imgsz), "[160, 8192] (the long side's maximum)");
-  if (!(o.val_fraction >= 0 && o.val_fraction < 1)) bad("val_fraction", log::cat(o.val_fraction), "[0, 1)");
-  if (o.images < (o.val_fraction > 0 ? 2 : 1))
-    bad("images", std::to_string(o.images), o.val_fraction > 0 ? "[2, inf) (train and val)" : "[1, inf)");
-  if (o.out.empty()) throw ConfigError("synth option out is empty: give the folder to write the dataset to");
+  const std::string what = "--task detect --style scenes";
+  if (o.classes < 1 || o.classes > kScenesMaxClasses)
+    detail::synth_option_error(what, "classes", std::to_string(o.classes), "[1, 16]");
+  if (o.imgsz < 160 || o.imgsz > 8192)
+    detail::synth_option_error(what, "imgsz", std::to_string(o.imgsz), "[160, 8192] (the long side's maximum)");
+  detail::validate_synth_split(o, what);
   SynthSizes sizes;
   sizes.long_min = static_cast<int>(std::lround(o.imgsz * 5.0 / 12.0));
   sizes.long_max = o.imgsz;

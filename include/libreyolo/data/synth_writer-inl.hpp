@@ -17,6 +17,18 @@
 
 namespace libreyolo::data::detail {
 
+[[noreturn]] LIBREYOLO_INLINE void synth_option_error(const std::string& what, const std::string& key, const std::string& value,
+                                                      const std::string& allowed) {
+  throw ConfigError("synth " + what + " option " + key + " = " + value + " is outside the allowed range " + allowed);
+}
+
+LIBREYOLO_INLINE void validate_synth_split(const SynthOptions& o, const std::string& what) {
+  if (!(o.val_fraction >= 0 && o.val_fraction < 1)) synth_option_error(what, "val_fraction", log::cat(o.val_fraction), "[0, 1)");
+  if (o.images < (o.val_fraction > 0 ? 2 : 1))
+    synth_option_error(what, "images", std::to_string(o.images), o.val_fraction > 0 ? "[2, inf) (train and val)" : "[1, inf)");
+  if (o.out.empty()) throw ConfigError("synth option out is empty: give the folder to write the dataset to");
+}
+
 LIBREYOLO_INLINE void write_synth_detect_set(const SynthOptions& o, const SynthSizes& sizes, uint64_t stream,
                                              const SynthDetectMaker& make, const std::vector<std::string>& names,
                                              const std::string& what) {

@@ -30,6 +30,13 @@ using SynthDetectMaker = std::function<Image(int h, int w, std::mt19937_64& rng,
 
 namespace detail {
 
+// "synth <what> option <key> = <value> is outside the allowed range <allowed>", as a ConfigError.
+[[noreturn]] LIBREYOLO_INLINE void synth_option_error(const std::string& what, const std::string& key, const std::string& value,
+                                                      const std::string& allowed);
+// The checks every YOLO-layout generator shares: val_fraction in [0, 1), enough images for the splits,
+// an output folder. `what` as above ("--task point").
+LIBREYOLO_INLINE void validate_synth_split(const SynthOptions& o, const std::string& what);
+
 // Writes the set (o.out must have been validated; prepare_synth_out is called here). `stream` separates
 // the generators' seeds; `names` has one entry per class (data.yaml); `what` is the data.yaml comment's
 // and the log line's description of the set (e.g. "--task detect --style scenes").
