@@ -27,8 +27,9 @@ class Model {
     namespace fs = std::filesystem;
     if (fs::is_regular_file(name_or_checkpoint)) {
       auto ck = io::load_any_checkpoint(name_or_checkpoint);
-      model_ = ck.meta.value("model", std::string{});
-      if (ck.meta.contains("config")) task_ = ck.meta.at("config").value("task", std::string{});
+      check_model_meta(ck, name_or_checkpoint);
+      model_ = ck.meta.at("model").get<std::string>();
+      task_ = ck.meta.at("config").value("task", std::string{});
       weights_ = name_or_checkpoint;
     } else {
       model_ = name_or_checkpoint.empty() ? families::default_model() : std::move(name_or_checkpoint);
@@ -36,6 +37,28 @@ class Model {
     with_family(model_, task_, [](auto&&) { return 0; });  // validates the name now
   }
   const std::string& name() const { return model_; }
+
+  // What a checkpoint must say for a model to be built from it: the model's name and the family's state
+  // (its class names). `libreyolo train` and the .pt reader always write both; a file saved otherwise
+  // (train::save_checkpoint by hand) is named here with the key it lacks, not with a JSON exception later.
+  static void check_model_meta(const train::Checkpoint& ck, const std::string& path) {
+    auto refuse = [&](const std::string& what) {
+      throw CheckpointError("checkpoint " + path + ": " + what +
+                            "; it was not written by `libreyolo train` (give a run's weights/last.ckpt or "
+                            "best.ckpt, or the original's .pt)");
+    };
+    const auto& m = ck.meta;
+    if (!m.contains("model") || !m.at("model").is_string() || m.at("model").get<std::string>().empty())
+      refuse("its metadata has no 'model' name (a model such as \"yolov9t\")");
+    if (!m.contains("family") || !m.at("family").is_object())
+      refuse("its metadata has no 'family' object (the class names the model was trained on)");
+    const auto& names = m.at("family").contains("names") ? m.at("family").at("names") : nlohmann::json();
+    bool ok = names.is_array();
+    for (const auto& n : names) ok = ok && n.is_string();
+    if (!ok) refuse("its metadata's 'family.names' is not a list of class names");
+    if (!m.contains("config") || !m.at("config").is_object())
+      refuse("its metadata has no 'config' object (the settings the model was trained with)");
+  }
 
   // `libreyolo val`: needs a checkpoint (Model constructed from a .ckpt path).
   train::ValResult val(TrainConfig cfg) const {

@@ -7,6 +7,7 @@
 #include <libreyolo/data/synth.hpp>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "support.hpp"
@@ -121,6 +122,24 @@ TEST_CASE("multi_scale: a size per batch, multiples of 32 in [0.5, 1.5] * imgsz,
   DetectAugment v = a;
   v.train = false;  // validation never changes size
   CHECK(open_synth("val", v)->imgsz_for_batch(3, 1, 7) == 96);
+}
+
+TEST_CASE("multi_scale: a family's own sizes (weighted by repetition) until multi_scale_stop_epoch, then imgsz") {
+  DetectAugment a = train_aug();
+  a.imgsz = 96, a.multi_scale = true;
+  a.multi_scale_sizes = {64, 96, 96, 96, 160};  // the D-FINE line's shape: imgsz listed 3 times
+  a.multi_scale_stop_epoch = 2;
+  auto ds = open_synth("train", a);
+  std::map<int, int> count;
+  for (size_t b = 0; b < 500; ++b) ++count[ds->imgsz_for_batch(3, 1, b)];
+  CHECK(count.size() == 3);
+  CHECK(count[64] > 50);
+  CHECK(count[160] > 50);
+  CHECK(count[96] > 2 * count[64]);  // weight 3 of 5
+  for (size_t b = 0; b < 50; ++b) {
+    CHECK(ds->imgsz_for_batch(3, 2, b) == 96);  // from the stop epoch on: imgsz
+    CHECK(ds->imgsz_for_batch(3, 5, b) == 96);
+  }
 }
 
 TEST_CASE("cache=ram and cache=disk: validation pixels exact, training boxes exact; disk files reused and refreshed") {

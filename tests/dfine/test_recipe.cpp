@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 namespace ly = libreyolo;
 
@@ -162,4 +163,28 @@ TEST_CASE("EMA restart: after set_constant_decay the average uses that decay, wi
   // The key parses and is off by default.
   CHECK(ly::TrainConfig{}.ema_restart_decay == 0.0);
   CHECK(ly::parse_args({"ema_restart_decay=0.99"}).ema_restart_decay == doctest::Approx(0.99));
+}
+
+TEST_CASE("the D-FINE line's multi-scale is the originals' collate: 13 sizes in [0.75, 1.25] x imgsz, imgsz 3 of 13, until epochs x ratio") {
+  // models/dfine/transforms.py _generate_scales(640, 3) of c41461e.
+  const std::vector<int> want{480, 512, 544, 576, 608, 640, 640, 640, 800, 768, 736, 704, 672};
+  CHECK(ly::DFineFamily::original_scales(640) == want);
+  CHECK(ly::DFineFamily::original_scales(320) == std::vector<int>{224, 256, 288, 320, 320, 320, 384, 352, 320});
+  CHECK(ly::DFineFamily::original_scales(32) == std::vector<int>{32, 32, 32, 32});  // no size 0
+  // Stops at int(epochs x aug_stop_epoch_ratio): D-FINE 0.85, DEIM and RT-DETRv4 0.91.
+  auto stop = [](auto fam, int epochs) {
+    using F = decltype(fam);
+    ly::TrainConfig cfg;
+    ly::apply_overrides(cfg, ly::family_traits<F>::overrides);
+    cfg.epochs = epochs;
+    const auto a = F::augment_from(cfg);
+    CHECK(a.multi_scale);
+    CHECK(a.multi_scale_sizes == std::vector<int>{480, 512, 544, 576, 608, 640, 640, 640, 800, 768, 736, 704, 672});
+    return a.multi_scale_stop_epoch;
+  };
+  CHECK(stop(ly::DFineFamily(), 10) == 8);
+  CHECK(stop(ly::DFineFamily(), 132) == 112);
+  CHECK(stop(ly::DEIMFamily(), 10) == 9);
+  CHECK(stop(ly::DEIMFamily(), 132) == 120);
+  CHECK(stop(ly::RTDETRv4Family(), 58) == 52);
 }

@@ -231,6 +231,59 @@ TEST_CASE("issue 36 item 2: a source file name that is not UTF-8 is escaped in p
   CHECK_MESSAGE(log.find("not valid UTF-8") != std::string::npos, log);
 }
 
+TEST_CASE("issue 36 item 2: predict skips an unreadable image, writes every other one, then says how many failed") {
+  lry_test::TempDir td("lry_h2a_skip");
+  const auto src = td.path / "src";
+  h2a::fs::create_directories(src);
+  h2a::fs::path first;
+  for (const auto& e : h2a::fs::recursive_directory_iterator(lry_test::tiny_classify_set()))
+    if (e.path().extension() == ".jpg") {
+      first = e.path();
+      break;
+    }
+  REQUIRE(!first.empty());
+  h2a::fs::copy_file(first, src / "a.jpg");
+  lry_harden::write_bytes(src / "b.jpg", "\xFF\xD8\xFF truncated");  // sorted between the two good ones
+  h2a::fs::copy_file(first, src / "c.jpg");
+  libreyolo::ResNetFamily fam("18");
+  fam.restore({{"names", {"a", "b", "c"}}});
+  auto net = fam.make_network();
+  net->eval();
+  libreyolo::tasks::PredictOptions po;
+  po.imgsz = 32;
+  po.save_images = false;
+  SUBCASE("a corrupt image in the middle: the two others are predicted and written, then a DataError") {
+    auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
+    std::string what;
+    const std::string log = h2a::captured_log([&] {
+      try {
+        fam.predict(forward, src, po, torch::kCPU, td.path / "pred");
+      } catch (const libreyolo::DataError& e) {
+        what = e.what();
+      }
+    });
+    CHECK_MESSAGE(what.find("1 of 3 image(s) could not be read and were skipped (first: " + (src / "b.jpg").string()) != std::string::npos, what);
+    CHECK_MESSAGE(what.find("the other 2 are in " + (td.path / "pred" / "predictions.json").string()) != std::string::npos, what);
+    CHECK_MESSAGE(log.find("predict: skipped " + (src / "b.jpg").string() + ": ") != std::string::npos, log);
+    const auto saved = nlohmann::json::parse(h2a::read_all(td.path / "pred" / "predictions.json"));
+    REQUIRE(saved.size() == 2);
+    CHECK(saved[0]["file"] == (src / "a.jpg").string());
+    CHECK(saved[1]["file"] == (src / "c.jpg").string());
+  }
+  SUBCASE("any other failure stops the loop, but what was predicted before it is written") {
+    h2a::fs::remove(src / "b.jpg");
+    int calls = 0;
+    auto forward = [&](const torch::Tensor& x) {
+      if (++calls == 2) throw std::runtime_error("out of memory (simulated)");
+      return net->forward(x);
+    };
+    CHECK_THROWS_WITH(fam.predict(forward, src, po, torch::kCPU, td.path / "pred"), "out of memory (simulated)");
+    const auto saved = nlohmann::json::parse(h2a::read_all(td.path / "pred" / "predictions.json"));
+    REQUIRE(saved.size() == 1);
+    CHECK(saved[0]["file"] == (src / "a.jpg").string());
+  }
+}
+
 TEST_CASE("issue 36 item 3: a kill during the first last.ckpt write resumes from best.ckpt, saying so") {
   lry_test::TempDir td("lry_h2a_r");
   h2a::fs::copy(h2a::finished_run(), td.path / "r", h2a::fs::copy_options::recursive);

@@ -147,7 +147,8 @@ io::PyValue original_root(const torch::nn::Module& net, int64_t nc) {
 // A checkpoint of ours that names a real model but holds no weights: enough for the CLI's Model().
 fs::path weightless_checkpoint(const fs::path& dir, nlohmann::json config = {{"task", "detect"}}) {
   ly::train::Checkpoint ck;
-  ck.meta = {{"format", io::kTrainerCheckpointFormat}, {"model", "yoloxt"}, {"family_name", "yolox"}, {"config", config}};
+  ck.meta = {{"format", io::kTrainerCheckpointFormat}, {"model", "yoloxt"}, {"family_name", "yolox"},
+             {"family", {{"names", {"c0", "c1", "c2"}}, {"nc", 3}, {"size", "t"}}}, {"config", config}};
   ck.tensors["model.unused"] = torch::zeros({1});
   const fs::path p = dir / "weightless.ckpt";
   ly::train::save_checkpoint(ck, p);
@@ -322,6 +323,42 @@ TEST_CASE("issue 36 item 5: predict source= of a FIFO or a device is a sentence 
   CHECK(out.find("filesystem error") == std::string::npos);
   CHECK(run_cli({"predict", "model=" + model.string(), "source=/dev/null", "project=" + (td / "runs").string()}, &out) == 4);
   CHECK(out.find("source=/dev/null is a character device") != std::string::npos);
+}
+
+TEST_CASE("issue 36 item 5: a .ckpt without the model's name, family or config is named with the key it lacks (exit 5)") {
+  using namespace h2b;
+  lry_test::TempDir td("lry_h2b5m");
+  const nlohmann::json full = {{"format", io::kTrainerCheckpointFormat},
+                               {"model", "yoloxt"},
+                               {"family_name", "yolox"},
+                               {"family", {{"names", {"c0"}}, {"nc", 1}, {"size", "t"}}},
+                               {"config", {{"task", "detect"}}}};
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {[&] { auto m = full; m.erase("model"); return m; }(), "its metadata has no 'model' name"},
+      {[&] { auto m = full; m["model"] = ""; return m; }(), "its metadata has no 'model' name"},
+      {[&] { auto m = full; m.erase("family"); return m; }(), "its metadata has no 'family' object"},
+      {[&] { auto m = full; m["family"]["names"] = {1, 2}; return m; }(), "'family.names' is not a list of class names"},
+      {[&] { auto m = full; m.erase("config"); return m; }(), "its metadata has no 'config' object"},
+  };
+  for (const auto& [meta, want] : cases) {
+    ly::train::Checkpoint ck;
+    ck.meta = meta;
+    ck.tensors["model.unused"] = torch::zeros({1});
+    const fs::path p = td / "partial.ckpt";
+    ly::train::save_checkpoint(ck, p);
+    for (const std::string cmd : {"predict", "val", "export"}) {
+      std::string out;
+      std::vector<std::string> args = {cmd, "model=" + p.string()};
+      if (cmd == "predict") args.push_back("source=" + (td / "none.jpg").string());
+      CAPTURE(cmd);
+      CAPTURE(want);
+      CHECK(run_cli(args, &out) == 5);
+      INFO(out);
+      CHECK(out.find("checkpoint " + p.string() + ": " ) != std::string::npos);
+      CHECK(out.find(want) != std::string::npos);
+      CHECK(out.find("json.exception") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("issue 36 item 5: data synth --images 0 gets a plain message") {

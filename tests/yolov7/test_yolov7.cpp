@@ -208,3 +208,31 @@ TEST_CASE("yolov7-b overfits one synthetic image: the loss falls") {
   MESSAGE("yolov7-b one-image loss " << losses.front() << " -> " << losses.back());
   CHECK(losses.back() < 0.5 * losses.front());
 }
+
+TEST_CASE("yolov7 optimizer groups: the implicit tensors go with the biases, without weight decay, as in the original") {
+  libreyolo::Yolov7Family fam("b");
+  fam.restore({{"names", {"a", "b", "c"}}});
+  auto net = fam.make_network();
+  const auto g = fam.param_groups(*net, 5e-4);
+  REQUIRE(g.size() == 3);
+  CHECK(g[0].weight_decay == doctest::Approx(5e-4));
+  CHECK(g[2].weight_decay == 0);
+  auto holds = [](const libreyolo::train::ParamGroup& grp, const torch::Tensor& t) {
+    for (const auto& p : grp.params)
+      if (p.is_same(t)) return true;
+    return false;
+  };
+  int implicit = 0;
+  size_t total = 0;
+  for (const auto& grp : g) total += grp.params.size();
+  for (const auto& item : net->named_parameters()) {
+    if (!item.key().ends_with(".implicit")) continue;
+    ++implicit;
+    CAPTURE(item.key());
+    CHECK(holds(g[2], item.value()));
+    CHECK_FALSE(holds(g[0], item.value()));
+  }
+  CHECK(implicit == 6);  // ImplicitA and ImplicitM at each of the 3 levels
+  CHECK(total == net->parameters().size());
+  for (const auto& p : g[0].params) CHECK(p.dim() == 4);  // conv weights only
+}

@@ -107,10 +107,12 @@ LIBREYOLO_INLINE void DetectDataset::set_epoch(int epoch) {
 }
 
 LIBREYOLO_INLINE int DetectDataset::imgsz_for_batch(uint64_t seed, int epoch, size_t b) const {
-  if (!aug_.multi_scale || !aug_.train) return aug_.imgsz;
+  if (!aug_.multi_scale || !aug_.train || epoch >= aug_.multi_scale_stop_epoch) return aug_.imgsz;
+  std::mt19937_64 rng(sample_seed(seed ^ 0x4D554C5449ull, epoch, b));
+  if (!aug_.multi_scale_sizes.empty())
+    return aug_.multi_scale_sizes[static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(aug_.multi_scale_sizes.size()) - 1))];
   const int st = aug_.stride;
   const int lo = std::max(1, (aug_.imgsz / 2 + st - 1) / st), hi = aug_.imgsz * 3 / 2 / st;
-  std::mt19937_64 rng(sample_seed(seed ^ 0x4D554C5449ull, epoch, b));
   return static_cast<int>(randint(rng, lo, hi)) * st;
 }
 

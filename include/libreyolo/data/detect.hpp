@@ -58,6 +58,11 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   int max_boxes = 0;           // > 0: pad targets to this fixed M (static shapes); 0: the batch's max
   bool multi_scale = false;    // training: a new size per batch, multiples of stride in [0.5, 1.5] * imgsz
   int stride = 32;
+  // multi_scale as a family's original draws it (the D-FINE line's collate): one of these sizes per batch,
+  // uniformly (a size listed k times has weight k); empty: every multiple of stride in [0.5, 1.5] * imgsz.
+  std::vector<int> multi_scale_sizes;
+  // multi_scale stops from this (0-based) epoch on: imgsz only (the D-FINE line: int(epochs x ratio)).
+  int multi_scale_stop_epoch = std::numeric_limits<int>::max();
   // Mosaic/mixup partners come from within +-mosaic_window/2 positions of the sample in the epoch
   // order (Ultralytics takes them from a buffer of recently loaded images): they are mostly still
   // decoded in the shared buffer, so a mosaic costs about one decode instead of four.
@@ -152,8 +157,9 @@ class DetectDataset {
   void set_epoch(int epoch);
   void on_mosaic_change(MosaicListener f) { listeners_.push_back(std::move(f)); }
 
-  // Image size of batch b: imgsz, or with multi_scale (training) a multiple of the stride in
-  // [0.5, 1.5] * imgsz drawn from (seed, epoch, b) alone. The Loader calls it for every batch.
+  // Image size of batch b: imgsz, or with multi_scale (training, before multi_scale_stop_epoch) a multiple
+  // of the stride in [0.5, 1.5] * imgsz (or one of multi_scale_sizes) drawn from (seed, epoch, b) alone.
+  // The Loader calls it for every batch.
   int imgsz_for_batch(uint64_t seed, int epoch, size_t b) const;
 
   Sample get(size_t i, std::mt19937_64& rng, int epoch) const { return get(i, rng, epoch, aug_.imgsz); }

@@ -156,11 +156,9 @@ class ClassifyTask {
                          torch::Device dev, const std::filesystem::path& out_dir) const {
     const auto files = tasks::sources(source);
     std::filesystem::create_directories(out_dir);
-    nlohmann::json all = nlohmann::json::array();
     torch::NoGradGuard ng;
     const int64_t k = std::min<int64_t>(std::max<int64_t>(1, opt.top_k), static_cast<int64_t>(names_.size()));
-    progress::Bar bar("predict", static_cast<int64_t>(files.size()), 30, progress::choose_mode(30), "img");
-    for (const auto& file : files) {
+    auto one = [&](const std::filesystem::path& file) -> nlohmann::json {
       data::Image img = data::read_image(file);
       auto in = data::to_chw_tensor(data::resize_center_crop(img, opt.imgsz)).unsqueeze(0).to(dev);
       torch::Tensor probs = Derived::decode(forward(normalise(in)))[0].to(torch::kCPU);
@@ -178,13 +176,9 @@ class ClassifyTask {
         data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
       }
       if (opt.save_txt) write_label_lines(out_dir, file, lines);
-      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"classes", classes}});
-      bar.update(static_cast<int64_t>(all.size()));
-    }
-    bar.finish();
-    write_predictions(out_dir, all);
-    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
-    return all;
+      return {{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"classes", classes}};
+    };
+    return predict_images(files, out_dir, one);
   }
   static std::string predict_summary(const nlohmann::json& j) {
     return std::to_string(j.size()) + " image(s) classified";

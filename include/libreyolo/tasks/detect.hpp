@@ -241,10 +241,8 @@ class DetectTask {
     dec.conf = opt.conf;
     dec.iou = opt.iou;
     dec.max_det = opt.max_det;
-    nlohmann::json all = nlohmann::json::array();
     torch::NoGradGuard ng;
-    progress::Bar bar("predict", static_cast<int64_t>(files.size()), 30, progress::choose_mode(30), "img");
-    for (const auto& file : files) {
+    auto one = [&](const fs::path& file) -> nlohmann::json {
       data::Image img = data::read_image(file);
       data::DetBoxes none;
       data::LetterboxInfo lb;
@@ -276,15 +274,11 @@ class DetectTask {
         data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
       }
       if (opt.save_txt) write_label_lines(out_dir, file, lines);
-      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"boxes", boxes}});
-      bar.update(static_cast<int64_t>(all.size()));
-    }
-    bar.finish();
-    write_predictions(out_dir, all);
-    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string(),
-              opt.save_images ? ", annotated images in " + out_dir.string() : std::string(),
-              opt.save_txt ? ", labels in " + (out_dir / "labels").string() : std::string());
-    return all;
+      return {{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"boxes", boxes}};
+    };
+    return predict_images(files, out_dir, one,
+                          (opt.save_images ? ", annotated images in " + out_dir.string() : std::string()) +
+                              (opt.save_txt ? ", labels in " + (out_dir / "labels").string() : std::string()));
   }
   // One line per image for the command line.
   static std::string predict_summary(const nlohmann::json& j) {

@@ -196,10 +196,9 @@ class PointTask {
                          torch::Device dev, const std::filesystem::path& out_dir) const {
     const auto files = detect::sources(source);
     std::filesystem::create_directories(out_dir);
-    nlohmann::json all = nlohmann::json::array();
     torch::NoGradGuard ng;
     eval::PointDecodeOptions dec{opt.conf, 1, opt.max_det};
-    for (const auto& file : files) {
+    auto one = [&](const std::filesystem::path& file) -> nlohmann::json {
       data::Image img = data::read_image(file);
       auto in = data::to_chw_tensor(data::resize_bilinear(img, opt.imgsz, opt.imgsz)).unsqueeze(0).to(dev);
       torch::Tensor logits = forward(Derived::normalise(in));
@@ -215,11 +214,9 @@ class PointTask {
         if (opt.save_images) point::draw_point(img, x, y, cls);
       }
       if (opt.save_images) data::write_jpeg(out_dir / (file.stem().string() + ".jpg"), img, 90);
-      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"points", points}});
-    }
-    write_predictions(out_dir, all);
-    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string());
-    return all;
+      return {{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h}, {"points", points}};
+    };
+    return predict_images(files, out_dir, one);
   }
   static std::string predict_summary(const nlohmann::json& j) {
     size_t n = 0;

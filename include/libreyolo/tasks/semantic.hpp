@@ -225,10 +225,9 @@ class SemanticTask {
     namespace fs = std::filesystem;
     const auto files = detect::sources(source);
     fs::create_directories(out_dir);
-    nlohmann::json all = nlohmann::json::array();
     torch::NoGradGuard ng;
     const int S = opt.imgsz;
-    for (const auto& file : files) {
+    auto one = [&](const fs::path& file) -> nlohmann::json {
       const data::Image img = data::read_image(file);
       const data::Image none(img.h, img.w, 1, 0);
       data::SemanticDraw draw;
@@ -254,13 +253,11 @@ class SemanticTask {
         classes.push_back({{"class", c}, {"name", names_.at(static_cast<size_t>(c))},
                            {"fraction", double(k) / (double(img.h) * img.w)}});
       }
-      all.push_back({{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h},
-                     {"mask", json_file_name(out_dir / (stem + "_mask.png"), false)},
-                     {"overlay", json_file_name(out_dir / (stem + "_overlay.png"), false)}, {"classes", classes}});
-    }
-    write_predictions(out_dir, all);
-    log::info("predict: ", files.size(), " image(s) -> ", (out_dir / "predictions.json").string(), " (+ mask and overlay PNGs)");
-    return all;
+      return {{"file", json_file_name(file)}, {"width", img.w}, {"height", img.h},
+              {"mask", json_file_name(out_dir / (stem + "_mask.png"), false)},
+              {"overlay", json_file_name(out_dir / (stem + "_overlay.png"), false)}, {"classes", classes}};
+    };
+    return predict_images(files, out_dir, one, " (+ mask and overlay PNGs)");
   }
   static std::string predict_summary(const nlohmann::json& j) {
     return std::to_string(j.size()) + " image(s) segmented (mask + overlay PNG each)";

@@ -12,6 +12,7 @@
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
+#include <libreyolo/core/progress.hpp>
 #include <libreyolo/core/utf8.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/data/detect_yaml.hpp>
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <concepts>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -102,6 +104,51 @@ inline std::string json_file_name(const std::filesystem::path& p, bool warn = tr
 inline void write_predictions(const std::filesystem::path& out_dir, const nlohmann::json& all) {
   atomic_file::write_or_throw<SetupError>(out_dir / "predictions.json", "predictions.json",
                                           all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+// The loop every task's predict runs: `one(file)` returns the image's entry of predictions.json (and
+// writes its images/labels), under a progress bar; then predictions.json and the `done` log line. What is
+// predicted is never lost to a later image: one that cannot be read (DataError: corrupt, truncated, not
+// an image) is named in a warning and skipped, the rest are predicted and written, and then a DataError
+// says how many were skipped (exit 4, so a script notices). Any other failure (out of memory, a LibTorch
+// error) stops the loop, but predictions.json still holds every image done before it is rethrown.
+template <class One>
+nlohmann::json predict_images(const std::vector<std::filesystem::path>& files, const std::filesystem::path& out_dir,
+                              One&& one, const std::string& done = {}) {
+  nlohmann::json all = nlohmann::json::array();
+  std::vector<std::string> skipped;
+  std::exception_ptr first_error;
+  progress::Bar bar("predict", static_cast<int64_t>(files.size()), 30, progress::choose_mode(30), "img");
+  try {
+    for (const auto& file : files) {
+      try {
+        all.push_back(one(file));
+      } catch (const DataError& e) {
+        if (!first_error) first_error = std::current_exception();
+        if (files.size() == 1) break;  // a single image: its own error says it all
+        log::warn("predict: skipped ", json_file_name(file, false), ": ", e.what());
+        skipped.push_back(json_file_name(file, false));
+      }
+      bar.update(static_cast<int64_t>(all.size() + skipped.size()));
+    }
+  } catch (...) {
+    if (!all.empty()) {
+      write_predictions(out_dir, all);
+      log::warn("predict: stopped after ", all.size(), " of ", files.size(), " image(s); their predictions are in ",
+                (out_dir / "predictions.json").string());
+    }
+    throw;
+  }
+  bar.finish();
+  if (files.size() == 1 && first_error) std::rethrow_exception(first_error);
+  write_predictions(out_dir, all);
+  log::info("predict: ", all.size(), " image(s) -> ", (out_dir / "predictions.json").string(), done);
+  if (!skipped.empty())
+    throw DataError("predict: " + std::to_string(skipped.size()) + " of " + std::to_string(files.size()) +
+                    " image(s) could not be read and were skipped (first: " + skipped.front() +
+                    ", each named above); the other " + std::to_string(all.size()) + " are in " +
+                    (out_dir / "predictions.json").string());
+  return all;
 }
 
 // One labels/<stem>.txt (save_txt=true): the lines as given, created empty when there are none.

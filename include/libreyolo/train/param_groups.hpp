@@ -72,4 +72,13 @@ inline std::vector<ParamGroup> make_param_groups(torch::nn::Module& m, double we
   return groups;
 }
 
+// The original's BaseTrainer groups (training/trainer.py:326-373 at c41461e), which its RTMDet and YOLO-NAS
+// trainers use: weight_decay on the decay group only, while its BatchNorm-weight and bias groups carry no
+// weight_decay key, so torch.optim.AdamW gives them its default 0.01 (SGD's default is 0: no change).
+inline std::vector<ParamGroup> original_base_groups(torch::nn::Module& m, double weight_decay, bool adamw) {
+  auto g = make_param_groups(m, weight_decay);
+  if (adamw) g[1].weight_decay = g[2].weight_decay = 0.01;
+  return g;
+}
+
 }  // namespace libreyolo::train

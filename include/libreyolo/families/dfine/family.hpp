@@ -21,10 +21,12 @@
 // (the pass-through dataset drops them). The detect task has no photometric-distort / zoom-out /
 // IoU-crop keys: here the same keys as the originals (mosaic 0, mixup 0, hsv_prob 0, fliplr 0.5) with
 // affine=false (a plain letterbox, so degrees / translate stay unread as in the originals).
-// multi_scale: the task draws each batch's size from [0.5, 1.5] x imgsz (multiples of 32) in every
-// epoch; the originals' collate draws from [0.75, 1.25] x imgsz (imgsz weighted 3x) until epochs x
-// aug_stop_epoch_ratio (0.85 D-FINE, 0.91 DEIM / RT-DETRv4), then imgsz. DEIM's Dense O2O (mosaic) is
-// not in the original LibreYOLO DEIM either (its mosaic_prob is 0).
+// multi_scale: as the originals' collate (DFINEMultiScaleCollate / DEIMMultiScaleCollate with
+// _generate_scales(imgsz, 3)): one size per batch from [0.75, 1.25] x imgsz in steps of 32 with imgsz
+// listed 3 times (640: 480..608, 640 x 3, 672..800; 13 entries), until epoch int(epochs x
+// aug_stop_epoch_ratio) (0.85 D-FINE, 0.91 DEIM / RT-DETRv4), then imgsz (adjust_augment below). Ours
+// renders each sample at the drawn size; theirs resizes the 640 batch bilinearly. DEIM's Dense O2O
+// (mosaic) is not in the original LibreYOLO DEIM either (its mosaic_prob is 0).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -50,6 +52,7 @@ namespace families::dfine {
 // The three policies' differences.
 struct DFineV {
   static constexpr std::string_view name = "dfine";
+  static constexpr double aug_stop_epoch_ratio = 0.85;  // DFINEConfig.aug_stop_epoch_ratio
   static constexpr std::string_view fixture_prefix = "dfine-";
   static constexpr Variant variant = Variant::dfine;
   static constexpr bool mal = false;
@@ -76,6 +79,7 @@ inline double deim_backbone_lr_mult(const std::string& size) {
 
 struct DEIMV {
   static constexpr std::string_view name = "deim";
+  static constexpr double aug_stop_epoch_ratio = 0.91;  // DEIMConfig.aug_stop_epoch_ratio
   static constexpr std::string_view fixture_prefix = "deim-";
   static constexpr Variant variant = Variant::deim;
   static constexpr bool mal = true;
@@ -94,6 +98,7 @@ struct DEIMV {
 
 struct RTDETRv4V {
   static constexpr std::string_view name = "rtdetrv4";
+  static constexpr double aug_stop_epoch_ratio = 0.91;  // RTDETRv4Config(DEIMConfig).aug_stop_epoch_ratio
   static constexpr std::string_view fixture_prefix = "rtdetrv4-";
   static constexpr Variant variant = Variant::rtdetrv4;
   static constexpr bool mal = true;  // RTDETRv4Trainer is a DEIMTrainer
@@ -182,6 +187,25 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   }
 
   Network make_network() const { return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640}); }
+
+  // The originals' multi-scale sizes (models/dfine/transforms.py _generate_scales at c41461e): multiples of
+  // 32 from int(0.75 base / 32) x 32 up to base (exclusive), base `repeat` times, then from
+  // int(1.25 base / 32) x 32 down to above base. Sizes below 32 (an imgsz under 43) are left out.
+  static std::vector<int> original_scales(int base, int repeat = 3) {
+    const int lo = static_cast<int>(base * 0.75 / 32) * 32, hi = static_cast<int>(base * 1.25 / 32) * 32;
+    const int n = (base - lo) / 32;
+    std::vector<int> out;
+    for (int i = 0; i < n; ++i) out.push_back(lo + i * 32);
+    for (int i = 0; i < repeat; ++i) out.push_back(base);
+    for (int i = 0; i < n; ++i) out.push_back(hi - i * 32);
+    std::erase_if(out, [](int v) { return v < 32; });
+    return out;
+  }
+  // multi_scale as the originals (header comment): their sizes, until int(epochs x aug_stop_epoch_ratio).
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+    a.multi_scale_sizes = original_scales(a.imgsz);
+    a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * V::aug_stop_epoch_ratio);
+  }
 
   void setup(const TrainConfig& cfg) {
     Base::setup(cfg);

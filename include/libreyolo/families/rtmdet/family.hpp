@@ -100,9 +100,7 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
   // BatchNorm-weight and bias groups carry no weight_decay key, so torch.optim.AdamW gives them its default
   // 0.01 (decoupled); under SGD (default 0) they stay undecayed.
   std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
-    auto g = train::make_param_groups(net, weight_decay);
-    if (adamw_) g[1].weight_decay = g[2].weight_decay = 0.01;
-    return g;
+    return train::original_base_groups(net, weight_decay, adamw_);
   }
 
   // The original's RTMDet trainer uses YOLOX's MosaicMixupDataset + TrainTransform (families/yolox/augment.hpp):

@@ -4,20 +4,24 @@
 // original's post-processing. Traits carry the original's recipe (its YOLONASConfig,
 // shared/fixtures/libreyolo/yolonas-s/config.json): float32 training by default (amp false), AdamW
 // lr0 5e-4 (beta1 0.9), weight decay 1e-5, cosine schedule with 1 warm-up epoch from 1e-6 to a floor
-// of 0.1·lr0, no no-aug tail, EMA 0.9997, validation every 10 epochs; its augmentation is YOLOX's
-// pipeline without mosaic: random affine (translate 0.25, scale 0.5..1.5, no rotation or shear),
-// mixup with probability 0.5, YOLOX's additive HSV jitter (gains 5, 30, 30) on half the images,
-// horizontal flips. The whole network is the capture region.
+// of 0.1·lr0, no no-aug tail, EMA 0.9997, validation every 10 epochs; its own augmentation pipeline
+// (augment.hpp: the original's YOLONASAffineMixupDataset + YOLONASTrainTransform): random affine about
+// the top-left corner (translate 0.25, scale 0.5..1.5, no rotation or shear), mixup with probability
+// 0.5, YOLOX's additive HSV jitter (gains 5, 30, 30) on half the images, horizontal flips. Its optimizer
+// groups are the original's BaseTrainer groups: under AdamW the BatchNorm weights and the biases get
+// torch's default decay 0.01. The whole network is the capture region.
 //
 // Decode (the original's postprocess/yolonas.py): best class per anchor above conf, the 1000 best
 // candidates, class-aware NMS, max_det; validation at conf 0.001, IoU 0.65, 300 boxes, single-label.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
+#include <libreyolo/families/yolonas/augment.hpp>
 #include <libreyolo/families/yolonas/loss.hpp>
 #include <libreyolo/families/yolonas/network.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
+#include <libreyolo/train/param_groups.hpp>
 
 #include <torch/torch.h>
 
@@ -90,8 +94,23 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   // The original's (and SuperGradients') state-dict names equal ours.
   static std::string original_key(const std::string& ours) { return ours; }
 
+  // The original's pipeline (augment.hpp) in place of the built-in one.
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+    families::yolonas::use_affine_mixup_pipeline(a, cfg);
+  }
+
+  void setup(const TrainConfig& cfg) {
+    adamw_ = config_detail::lower(cfg.optimizer) == "adamw";
+    DetectTask::setup(cfg);
+  }
+  // The original's BaseTrainer groups: under AdamW, decay 0.01 on BatchNorm weights and biases.
+  std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
+    return train::original_base_groups(net, weight_decay, adamw_);
+  }
+
  private:
   std::unique_ptr<families::yolonas::PPYoloELoss> loss_;
+  bool adamw_ = false;
 };
 
 }  // namespace libreyolo

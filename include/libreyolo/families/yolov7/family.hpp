@@ -20,9 +20,11 @@
 #include <libreyolo/families/yolov7/network.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
+#include <libreyolo/train/param_groups.hpp>
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -50,6 +52,21 @@ class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
   }
 
   Network make_network() const { return Network(families::yolov7::Yolov7Options{size_, num_classes()}); }
+
+  // The original's groups (the newer repository's BaseTrainer._setup_optimizer, which YOLOv7 comes from):
+  // parameters that are neither a module's weight nor its bias -- the ImplicitA / ImplicitM `implicit`
+  // tensors -- go to its pg2 with the biases, without weight decay; make_param_groups alone would decay them.
+  std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
+    auto g = train::make_param_groups(net, weight_decay);
+    std::vector<const void*> implicit;
+    for (const auto& item : net.named_parameters())
+      if (item.key() == "implicit" || item.key().ends_with(".implicit")) implicit.push_back(item.value().unsafeGetTensorImpl());
+    std::vector<torch::Tensor> decay;
+    for (auto& p : g[0].params)
+      (std::find(implicit.begin(), implicit.end(), p.unsafeGetTensorImpl()) != implicit.end() ? g[2].params : decay).push_back(p);
+    g[0].params = std::move(decay);
+    return g;
+  }
 
   train::LossOutput loss(const std::vector<torch::Tensor>& maps, const Batch& b) {
     if (!loss_) loss_ = std::make_unique<families::yolov7::SimOTALoss>(num_classes());
