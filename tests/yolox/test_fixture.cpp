@@ -1,5 +1,5 @@
-// YOLOX t and s against the Python original's architecture fixtures (shared/fixtures/libreyolo/yolox-t,
-// yolox-s): the same parameter and buffer names and shapes, the same parameter count, and under the
+// YOLOX n, t, s, m, l and x against the Python original's architecture fixtures (shared/fixtures/libreyolo/
+// yolox-<size>): the same parameter and buffer names and shapes, the same parameter count, and under the
 // deterministic weight fill the same outputs of the PAFPN (child.backbone.*), the head (child.head.*) and
 // the whole model in eval mode (output.*: raw box channels, sigmoid objectness and classes), to 1e-4.
 #include "support_fixture.hpp"
@@ -70,6 +70,10 @@ void check(const std::string& model, const std::string& size) {
 
 TEST_CASE("yolox-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-t", "t"); }
 TEST_CASE("yolox-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-s", "s"); }
+TEST_CASE("yolox-n (depthwise) matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-n", "n"); }
+TEST_CASE("yolox-m matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-m", "m"); }
+TEST_CASE("yolox-l matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-l", "l"); }
+TEST_CASE("yolox-x matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("yolox-x", "x"); }
 
 TEST_CASE("yolox: a changed weight is caught, other class counts change only the class outputs, bad sizes throw" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "yolox-t");
@@ -85,7 +89,7 @@ TEST_CASE("yolox: a changed weight is caught, other class counts change only the
   const auto text = fx::join_lines(fx::name_differences(f, *three), 10000);
   CHECK(text.find("shape: head.cls_preds.0.weight ours [3, 96, 1, 1], original [80, 96, 1, 1]") != std::string::npos);
   CHECK(text.find("missing") == std::string::npos);
-  CHECK_THROWS_AS(Yolox(YoloxOptions{"m", 80}), libreyolo::ConfigError);
+  CHECK_THROWS_AS(Yolox(YoloxOptions{"e", 80}), libreyolo::ConfigError);
   CHECK_THROWS_AS(Yolox(YoloxOptions{"q", 80}), libreyolo::ConfigError);
   CHECK_THROWS_AS(net->forward(torch::zeros({1, 3, 40, 40})), libreyolo::ConfigError);
 }

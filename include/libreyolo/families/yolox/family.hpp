@@ -19,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -29,8 +30,8 @@ namespace libreyolo {
 class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
  public:
   static constexpr std::string_view name = "yolox";
-  static constexpr std::array<std::string_view, 2> sizes{"t", "s"};
-  static constexpr std::array<std::string_view, 4> planned_sizes{"n", "m", "l", "x"};
+  // t first: the family's default (model=yolox) and the conformance kit's size, as before the others came.
+  static constexpr std::array<std::string_view, 6> sizes{"t", "s", "n", "m", "l", "x"};
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
@@ -56,9 +57,8 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
   using Network = families::yolox::Yolox;
 
   explicit YoloxFamily(std::string size = "s") : DetectTask(std::move(size)) {
-    for (auto p : planned_sizes)
-      if (size_ == p) throw ConfigError("model=yolox" + size_ + ": not implemented yet; available: yoloxt, yoloxs");
-    if (size_ != "t" && size_ != "s") throw ConfigError("model=yolox" + size_ + ": unknown size; available: yoloxt, yoloxs");
+    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
+      throw ConfigError("model=yolox" + size_ + ": unknown size; available: yoloxn, yoloxt, yoloxs, yoloxm, yoloxl, yoloxx");
   }
 
   Network make_network() const { return Network(families::yolox::YoloxOptions{size_, num_classes()}); }

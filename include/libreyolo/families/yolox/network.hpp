@@ -1,11 +1,12 @@
 #pragma once
-// YOLOX detection network (Ge et al. 2021), sizes t and s: CSPDarknet backbone (Focus stem), the
+// YOLOX detection network (Ge et al. 2021), sizes n t s m l x: CSPDarknet backbone (Focus stem), the
 // YOLOPAFPN neck (which owns the backbone, as in the official code) and the decoupled head (per level a
 // 1x1 stem, a class tower and a box tower; the box tower also predicts objectness). Module names follow
 // the original's state dict (libreyolo/models/yolox/nn.py, snapshot c41461e: backbone.backbone.stem...,
 // backbone.lateral_conv0..., head.cls_convs / reg_convs / cls_preds / reg_preds / obj_preds / stems),
 // so the original's checkpoints load with no table (tests/yolox/test_fixture.cpp checks names, shapes and
-// every child output against shared/fixtures/libreyolo/yolox-t, yolox-s).
+// every child output against shared/fixtures/libreyolo/yolox-{n,t,s,m,l,x}). Nano replaces the 3x3 convs of
+// the stages, bottlenecks, PAFPN down-paths and head towers by DWConv (ConvOrDW below), as the original.
 //
 // Numerics that matter: every BatchNorm has eps 1e-3 / momentum 0.03 (the original sets them on every
 // size, as YOLOX's Exp.get_model does), SiLU, "same" padding (k - 1) / 2, nearest 2x upsampling, SPP max
@@ -36,13 +37,17 @@ struct YoloxOptions {
 namespace detail {
 struct Scale {
   double depth, width;
+  bool depthwise = false;  // nano: the 3x3 convs of the stages, bottlenecks, PAFPN and head as DWConv
 };
+// The original's size table (models/yolox/model.py at c41461e: depth and width multipliers, depthwise).
 inline Scale scale_for(const std::string& size) {
+  if (size == "n") return {0.33, 0.25, true};
   if (size == "t") return {0.33, 0.375};
   if (size == "s") return {0.33, 0.50};
-  if (size == "n" || size == "m" || size == "l" || size == "x")
-    throw ConfigError("yolox size '" + size + "' is not implemented yet; available: t, s");
-  throw ConfigError("unknown yolox size '" + size + "'; allowed: t, s (n, m, l, x are not implemented yet)");
+  if (size == "m") return {0.67, 0.75};
+  if (size == "l") return {1.00, 1.00};
+  if (size == "x") return {1.33, 1.25};
+  throw ConfigError("unknown yolox size '" + size + "'; allowed: n, t, s, m, l, x");
 }
 inline torch::Tensor upsample2(const torch::Tensor& x) {
   namespace F = torch::nn::functional;
@@ -54,35 +59,69 @@ inline torch::Tensor upsample2(const torch::Tensor& x) {
 // BaseConv = Conv2d (no bias) + BN(eps 1e-3, momentum 0.03) + SiLU: nn::Conv (names conv, bn).
 using nn::Conv;
 
+// The original's `Conv = DWConv if depthwise else BaseConv`: one k x k conv (BaseConv: names conv, bn) or,
+// for nano, DWConv: a depthwise k x k BaseConv (dconv, groups = in) then a pointwise 1x1 BaseConv (pconv).
+class ConvOrDWImpl : public torch::nn::Cloneable<ConvOrDWImpl> {
+ public:
+  ConvOrDWImpl(int64_t in, int64_t out, int64_t k, int64_t stride, bool depthwise)
+      : in_(in), out_(out), k_(k), stride_(stride), depthwise_(depthwise) {
+    reset();
+  }
+  void reset() override {
+    if (depthwise_) {
+      dconv = register_module("dconv", Conv(in_, in_, k_, stride_, /*groups=*/in_));
+      pconv = register_module("pconv", Conv(in_, out_, 1));
+    } else {
+      conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, out_, k_).stride(stride_).padding(k_ / 2).bias(false)));
+      bn = register_module("bn", nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out_).eps(1e-3).momentum(0.03)));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (depthwise_) return pconv->forward(dconv->forward(x));
+    return torch::silu(bn->forward(nn::counted_conv(*conv, x)));
+  }
+  Conv dconv{nullptr}, pconv{nullptr};
+  torch::nn::Conv2d conv{nullptr};
+  nn::BatchNorm2d bn{nullptr};
+
+ private:
+  int64_t in_, out_, k_, stride_;
+  bool depthwise_;
+};
+TORCH_MODULE(ConvOrDW);
+
 // ---- Bottleneck: 1x1 -> 3x3, residual when shortcut and in == out ------------------------------------
 class BottleneckImpl : public torch::nn::Cloneable<BottleneckImpl> {
  public:
-  BottleneckImpl(int64_t in, int64_t out, bool shortcut, double expansion = 0.5)
-      : in_(in), out_(out), shortcut_(shortcut), expansion_(expansion) {
+  BottleneckImpl(int64_t in, int64_t out, bool shortcut, double expansion = 0.5, bool depthwise = false)
+      : in_(in), out_(out), shortcut_(shortcut), expansion_(expansion), depthwise_(depthwise) {
     reset();
   }
   void reset() override {
     const auto hidden = static_cast<int64_t>(static_cast<double>(out_) * expansion_);
     conv1 = register_module("conv1", Conv(in_, hidden, 1));
-    conv2 = register_module("conv2", Conv(hidden, out_, 3));
+    conv2 = register_module("conv2", ConvOrDW(hidden, out_, 3, 1, depthwise_));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = conv2->forward(conv1->forward(x));
     return (shortcut_ && in_ == out_) ? y + x : y;
   }
-  Conv conv1{nullptr}, conv2{nullptr};
+  Conv conv1{nullptr};
+  ConvOrDW conv2{nullptr};
 
  private:
   int64_t in_, out_;
   bool shortcut_;
   double expansion_;
+  bool depthwise_;
 };
 TORCH_MODULE(Bottleneck);
 
 // ---- CSPLayer (C3): two 1x1 halves, n bottlenecks on the first, 1x1 fuse -------------------------------
 class CSPLayerImpl : public torch::nn::Cloneable<CSPLayerImpl> {
  public:
-  CSPLayerImpl(int64_t in, int64_t out, int64_t n, bool shortcut = true) : in_(in), out_(out), n_(n), shortcut_(shortcut) {
+  CSPLayerImpl(int64_t in, int64_t out, int64_t n, bool shortcut = true, bool depthwise = false)
+      : in_(in), out_(out), n_(n), shortcut_(shortcut), depthwise_(depthwise) {
     reset();
   }
   void reset() override {
@@ -91,7 +130,7 @@ class CSPLayerImpl : public torch::nn::Cloneable<CSPLayerImpl> {
     conv2 = register_module("conv2", Conv(in_, hidden, 1));
     conv3 = register_module("conv3", Conv(2 * hidden, out_, 1));
     m = torch::nn::Sequential();
-    for (int64_t i = 0; i < n_; ++i) m->push_back(Bottleneck(hidden, hidden, shortcut_, 1.0));
+    for (int64_t i = 0; i < n_; ++i) m->push_back(Bottleneck(hidden, hidden, shortcut_, 1.0, depthwise_));
     m = register_module("m", m);
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -104,7 +143,7 @@ class CSPLayerImpl : public torch::nn::Cloneable<CSPLayerImpl> {
 
  private:
   int64_t in_, out_, n_;
-  bool shortcut_;
+  bool shortcut_, depthwise_;
 };
 TORCH_MODULE(CSPLayer);
 
@@ -158,10 +197,10 @@ class CSPDarknetImpl : public torch::nn::Cloneable<CSPDarknetImpl> {
     const auto c = static_cast<int64_t>(s_.width * 64);
     const int64_t d = std::max<int64_t>(std::llround(s_.depth * 3), 1);
     stem = register_module("stem", Focus(3, c, 3));
-    dark2 = register_module("dark2", stage(c, c * 2, d, false));
-    dark3 = register_module("dark3", stage(c * 2, c * 4, d * 3, false));
-    dark4 = register_module("dark4", stage(c * 4, c * 8, d * 3, false));
-    dark5 = register_module("dark5", stage(c * 8, c * 16, d, true));
+    dark2 = register_module("dark2", stage(c, c * 2, d, false, s_.depthwise));
+    dark3 = register_module("dark3", stage(c * 2, c * 4, d * 3, false, s_.depthwise));
+    dark4 = register_module("dark4", stage(c * 4, c * 8, d * 3, false, s_.depthwise));
+    dark5 = register_module("dark5", stage(c * 8, c * 16, d, true, s_.depthwise));
   }
   std::vector<torch::Tensor> forward(const torch::Tensor& x) {
     auto y = dark2->forward(stem->forward(x));
@@ -174,11 +213,11 @@ class CSPDarknetImpl : public torch::nn::Cloneable<CSPDarknetImpl> {
   torch::nn::Sequential dark2{nullptr}, dark3{nullptr}, dark4{nullptr}, dark5{nullptr};
 
  private:
-  static torch::nn::Sequential stage(int64_t in, int64_t out, int64_t n, bool last) {
+  static torch::nn::Sequential stage(int64_t in, int64_t out, int64_t n, bool last, bool depthwise) {
     torch::nn::Sequential s;
-    s->push_back(Conv(in, out, 3, 2));
+    s->push_back(ConvOrDW(in, out, 3, 2, depthwise));
     if (last) s->push_back(SPPBottleneck(out, out));
-    s->push_back(CSPLayer(out, out, n, /*shortcut=*/!last));
+    s->push_back(CSPLayer(out, out, n, /*shortcut=*/!last, depthwise));
     return s;
   }
   detail::Scale s_;
@@ -195,13 +234,14 @@ class YOLOPAFPNImpl : public torch::nn::Cloneable<YOLOPAFPNImpl> {
     const int64_t n = std::llround(3 * s_.depth);
     backbone = register_module("backbone", CSPDarknet(s_));
     lateral_conv0 = register_module("lateral_conv0", Conv(c5, c4, 1));
-    C3_p4 = register_module("C3_p4", CSPLayer(2 * c4, c4, n, false));
+    const bool dw = s_.depthwise;
+    C3_p4 = register_module("C3_p4", CSPLayer(2 * c4, c4, n, false, dw));
     reduce_conv1 = register_module("reduce_conv1", Conv(c4, c3, 1));
-    C3_p3 = register_module("C3_p3", CSPLayer(2 * c3, c3, n, false));
-    bu_conv2 = register_module("bu_conv2", Conv(c3, c3, 3, 2));
-    C3_n3 = register_module("C3_n3", CSPLayer(2 * c3, c4, n, false));
-    bu_conv1 = register_module("bu_conv1", Conv(c4, c4, 3, 2));
-    C3_n4 = register_module("C3_n4", CSPLayer(2 * c4, c5, n, false));
+    C3_p3 = register_module("C3_p3", CSPLayer(2 * c3, c3, n, false, dw));
+    bu_conv2 = register_module("bu_conv2", ConvOrDW(c3, c3, 3, 2, dw));
+    C3_n3 = register_module("C3_n3", CSPLayer(2 * c3, c4, n, false, dw));
+    bu_conv1 = register_module("bu_conv1", ConvOrDW(c4, c4, 3, 2, dw));
+    C3_n4 = register_module("C3_n4", CSPLayer(2 * c4, c5, n, false, dw));
   }
   // Returns the stride-8, 16 and 32 maps (pan_out2, pan_out1, pan_out0).
   std::vector<torch::Tensor> forward(const torch::Tensor& x) {
@@ -215,7 +255,8 @@ class YOLOPAFPNImpl : public torch::nn::Cloneable<YOLOPAFPNImpl> {
     return {pan_out2, pan_out1, pan_out0};
   }
   CSPDarknet backbone{nullptr};
-  Conv lateral_conv0{nullptr}, reduce_conv1{nullptr}, bu_conv2{nullptr}, bu_conv1{nullptr};
+  Conv lateral_conv0{nullptr}, reduce_conv1{nullptr};
+  ConvOrDW bu_conv2{nullptr}, bu_conv1{nullptr};
   CSPLayer C3_p4{nullptr}, C3_p3{nullptr}, C3_n3{nullptr}, C3_n4{nullptr};
 
  private:
@@ -241,11 +282,9 @@ class YOLOXHeadImpl : public torch::nn::Cloneable<YOLOXHeadImpl> {
     for (int64_t i = 0; i < 3; ++i) {
       stems->push_back(Conv(in[i], hidden, 1));
       torch::nn::Sequential c, r;
-      c->push_back(Conv(hidden, hidden, 3));
-      c->push_back(Conv(hidden, hidden, 3));
+      for (int k = 0; k < 2; ++k) c->push_back(ConvOrDW(hidden, hidden, 3, 1, s_.depthwise));
       cls_convs->push_back(c);
-      r->push_back(Conv(hidden, hidden, 3));
-      r->push_back(Conv(hidden, hidden, 3));
+      for (int k = 0; k < 2; ++k) r->push_back(ConvOrDW(hidden, hidden, 3, 1, s_.depthwise));
       reg_convs->push_back(r);
       cls_preds->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(hidden, nc_, 1)));
       reg_preds->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(hidden, 4, 1)));

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Train one model of the original LibreYOLO from scratch through its own Python API (its trainer, its
+recipe), for benchmarks/fidelity/side_by_side.sh.
+
+    python3 original_train.py SRC MODEL DATA_YAML OUT_DIR key=value ...
+
+SRC is the folder that holds the original's `libreyolo` package (a fetched snapshot; c41461e for the
+fixtures' families). MODEL is our model name (yolo9t, yoloxt, rtmdett, yolonass, rtdetr-r18, dfinen, ...).
+The keys are passed to its `train()` (epochs, batch, imgsz, workers, seed, no_aug_epochs, eval_interval).
+Prints one JSON line: model, wall seconds, the checkpoint it wrote (weights/last.pt) and its return value's
+scalar fields. Its own validation needs pycocotools, which the CUDA machine lacks; run it with
+eval_interval=0 and validate weights/last.pt with our `libreyolo val` (which reproduces the original's
+COCOeval numbers on its checkpoints, issue 43).
+"""
+import json
+import os
+import sys
+import time
+
+# Our model name -> (the original's class, its size). The RT-DETR names differ (ours: rtdetr-r18).
+FAMILIES = [
+    ("rtdetrv2-", "LibreRTDETRv2"),
+    ("rtdetrv4", "LibreRTDETRv4"),
+    ("rtdetr-", "LibreRTDETR"),
+    ("yolonas", "LibreYOLONAS"),
+    ("yolo9", "LibreYOLO9"),
+    ("yolox", "LibreYOLOX"),
+    ("rtmdet", "LibreRTMDet"),
+    ("dfine", "LibreDFINE"),
+    ("deim", "LibreDEIM"),
+]
+
+
+def parse_value(v):
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def main():
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    src, model, data, out = sys.argv[1:5]
+    kwargs = {}
+    for kv in sys.argv[5:]:
+        k, _, v = kv.partition("=")
+        kwargs[k] = parse_value(v)
+    sys.path.insert(0, src)
+    import libreyolo  # noqa: E402
+
+    # RT-DETR v1/v2 "from scratch" in the original load an ImageNet PResNet backbone from the internet
+    # (models/rtdetr/model.py RTDETR_CONFIGS backbone_pretrained=True, backbone.py torch.hub download): it
+    # fails where nothing can be downloaded, and is not a from-scratch run where it can.
+    # pretrained_backbone=false (ours: this driver's key, not the original's) builds them truly from scratch.
+    if str(kwargs.pop("pretrained_backbone", True)).lower() == "false":
+        from libreyolo.models.rtdetr import model as rtdetr_model
+
+        for cfg in rtdetr_model.RTDETR_CONFIGS.values():
+            cfg["backbone_pretrained"] = False
+
+    for prefix, cls_name in FAMILIES:
+        if model.startswith(prefix):
+            size = model[len(prefix):]
+            cls = getattr(libreyolo, cls_name)
+            break
+    else:
+        sys.exit(f"original_train.py: no original family for model {model!r}")
+    import yaml  # the dataset's class count, so the model is built for it from the start
+
+    with open(data) as f:
+        names = yaml.safe_load(f)["names"]
+    nc = len(names)
+    net = cls(None, size=size, nb_classes=nc)
+    t0 = time.time()
+    result = net.train(data=data, project=os.path.dirname(out), name=os.path.basename(out), exist_ok=True, **kwargs)
+    wall = time.time() - t0
+    scalars = {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))}
+    print(json.dumps({"model": model, "original": cls_name, "size": size, "wall_s": round(wall, 1),
+                      "last": os.path.join(out, "weights", "last.pt"), "result": scalars}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

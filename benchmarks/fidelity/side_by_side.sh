@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The original and ours side by side on the scenes set (issue 43's protocol), on the CUDA machine:
+# `data synth --task detect --style scenes --images 600 --imgsz 960 --classes 12 --seed S` (480 train /
+# 120 val), from scratch, 10 epochs, 640 px, no_aug_epochs=2, batch 8 for the CNNs and 4 for the DETRs,
+# each library at its own defaults otherwise. The original trains through its own API
+# (benchmarks/fidelity/original_train.py; its validation needs pycocotools, absent there, so it runs with
+# eval_interval=0) and its weights/last.pt is validated by our `val`; ours validates after epoch 10.
+# One line per (model, library): mAP50-95, mAP50 and wall seconds; logs under $OUT/logs.tgz.
+#   OUT=dir ORIG=.orig SEEDS="0 1" benchmarks/fidelity/side_by_side.sh MODEL...   (.deps and .orig carried)
+# ORIG: the folder holding the original's `libreyolo` package (a fetched snapshot, c41461e). ORIG_KEYS: more
+# key=value for the original's run, e.g. pretrained_backbone=false (RT-DETR v1/v2 truly from scratch: by
+# default the original downloads an ImageNet backbone, which fails on the CUDA machine).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. benchmarks/fidelity/common.sh
+ORIG=${ORIG:-.orig}
+[ "${SKIP_BUILD:-0}" = 1 ] || build_cuda ${BUILD_TIMEOUT:-300} libreyolo_cli
+batch_for() { case $1 in rtdetr*|dfine*|deim*) echo 4 ;; *) echo 8 ;; esac; }
+metric() { grep -E 'mAP50-95' "$1" | tail -1 | sed -E 's/.*mAP50 ([0-9.]+).*mAP50-95 ([0-9.]+).*/mAP50 \1 mAP50-95 \2/'; }
+for seed in ${SEEDS:-0}; do
+  D=/tmp/scenes_$seed
+  [ -f $D/data.yaml ] || timeout 180 $CLI data synth --task detect --style scenes --out $D --images 600 --imgsz 960 \
+    --classes 12 --seed $seed > $L/synth_$seed.log 2>&1
+  for m in "$@"; do
+    b=$(batch_for $m)
+    if [ "${SKIP_OURS:-0}" != 1 ]; then
+      t0=$(date +%s.%N)
+      timeout ${ARM_TIMEOUT:-240} $CLI train model=$m data=$D/data.yaml epochs=10 batch=$b imgsz=640 workers=8 \
+        no_aug_epochs=2 seed=$seed project=/tmp/ours name=${m}_$seed exist_ok=true > $L/ours_${m}_$seed.log 2>&1
+      rc=$?; t1=$(date +%s.%N)
+      echo "seed $seed $m ours rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/ours_${m}_$seed.log)"
+      cp /tmp/ours/${m}_$seed/results.csv $L/ours_results_${m}_$seed.csv 2>/dev/null; pack
+    fi
+    if [ "${SKIP_ORIGINAL:-0}" != 1 ]; then
+      t0=$(date +%s.%N)
+      PYTHONUNBUFFERED=1 timeout ${ARM_TIMEOUT:-240} python3 benchmarks/fidelity/original_train.py "$ORIG" $m $D/data.yaml \
+        /tmp/orig/${m}_$seed epochs=10 batch=$b imgsz=640 workers=8 no_aug_epochs=2 seed=$seed eval_interval=0 ${ORIG_KEYS:-} \
+        > $L/orig_${m}_$seed.log 2>&1
+      rc=$?; t1=$(date +%s.%N)
+      timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 \
+        > $L/orig_val_${m}_$seed.log 2>&1
+      echo "seed $seed $m original rc=$rc val_rc=$? wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/orig_val_${m}_$seed.log)"
+      pack
+    fi
+  done
+done
