@@ -42,7 +42,8 @@ TEST_CASE("rtmdet: the input is BGR normalised with mmdet's mean / std; decode a
   CHECK(d[2].item<float>() == doctest::Approx(32.0));
   CHECK(d[3].item<float>() == doctest::Approx(26.0));
   CHECK(d[5].item<float>() == 0);
-  CHECK_THROWS_AS(ly::RtmdetFamily("s"), ly::ConfigError);
+  CHECK_NOTHROW(ly::RtmdetFamily("s"));
+  CHECK_THROWS_WITH_AS(ly::RtmdetFamily("q"), doctest::Contains("unknown size; available: rtmdett, rtmdets, rtmdetm, rtmdetl, rtmdetx"), ly::ConfigError);
 }
 
 TEST_CASE("rtmdet trains with the original's recipe (AdamW 0.004, mosaic, mixup) and its losses stay finite") {

@@ -1,4 +1,5 @@
-// RTMDet-t against the Python original's architecture fixture (shared/fixtures/libreyolo/rtmdet-t): names
+// RTMDet t, s, m, l and x against the Python original's architecture fixtures (shared/fixtures/libreyolo/
+// rtmdet-<size>): names
 // and shapes (the only keys of the original's state dict we lack are the 8 aliases of the shared head
 // convs), the parameter count, and under the deterministic fill every child output (backbone, neck, head
 // class and box maps) and the eval outputs, to 1e-4.
@@ -17,18 +18,23 @@ using libreyolo::families::rtmdet::Rtmdet;
 using libreyolo::families::rtmdet::RtmdetOptions;
 namespace fx = lry_test::fixture;
 
-TEST_CASE("rtmdet-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) {
-  LRY_OPEN_FIXTURE(f, "rtmdet-t");
-  Rtmdet net(RtmdetOptions{"t", 80});
+namespace {
+
+void check(const std::string& size, int64_t head_ch, int64_t n_params) {
+  const std::string model = "rtmdet-" + size;
+  CAPTURE(model);
+  LRY_OPEN_FIXTURE(f, model);
+  Rtmdet net(RtmdetOptions{size, 80});
   const auto diffs = fx::name_differences(f, *net);
   // The shared convs: levels 1 and 2 reuse level 0's weight; PyTorch's state dict repeats it (kind
   // "buffer" in keys.tsv), ours has it once.
+  const std::string shape = "[" + std::to_string(head_ch) + ", " + std::to_string(head_ch) + ", 3, 3]";
   std::set<std::string> aliases;
   for (const char* tower : {"cls", "reg"})
     for (int lvl : {1, 2})
       for (int i : {0, 1}) {
         const std::string name = std::string("head.") + tower + "_convs." + std::to_string(lvl) + "." + std::to_string(i) + ".conv.weight";
-        aliases.insert("missing: " + name + " [96, 96, 3, 3] float32");
+        aliases.insert("missing: " + name + " " + shape + " float32");
       }
   std::vector<std::string> other;
   for (const auto& d : diffs)
@@ -39,7 +45,7 @@ TEST_CASE("rtmdet-t matches the original parameter for parameter and output for 
     if (k.name.find(".conv.weight") != std::string::npos && k.name.rfind("head.", 0) == 0 && k.name.find("_convs.0.") == std::string::npos)
       CHECK(k.kind == "buffer");  // the fixture lists the aliases as non-parameters
   CHECK(fx::parameter_count(*net) == f.n_params());
-  CHECK(f.n_params() == 4896168);
+  CHECK(f.n_params() == n_params);
   if (!other.empty()) return;
 
   fx::fill(f, *net);
@@ -60,10 +66,18 @@ TEST_CASE("rtmdet-t matches the original parameter for parameter and output for 
   std::string report;
   const auto result = fx::compare_all(f, ours, &report);
   CHECK_MESSAGE(result.ok, result.message << "\n" << report);
-  MESSAGE("rtmdet-t: " << result.message);
+  MESSAGE(model << ": " << result.message);
   const auto direct = net->forward(x);
   for (int i = 0; i < 3; ++i) CHECK(torch::equal(direct[i], out[i]));
 }
+
+}  // namespace
+
+TEST_CASE("rtmdet-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("t", 96, 4896168); }
+TEST_CASE("rtmdet-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("s", 128, 8886924); }
+TEST_CASE("rtmdet-m (exp on the box branch) matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("m", 192, 24709188); }
+TEST_CASE("rtmdet-l matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("l", 256, 52315804); }
+TEST_CASE("rtmdet-x matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("x", 320, 94855572); }
 
 TEST_CASE("rtmdet: the head's convs are shared across levels (one parameter, gradients of all levels), BNs are not") {
   Rtmdet net(RtmdetOptions{"t", 3});
@@ -92,5 +106,5 @@ TEST_CASE("rtmdet: the head's convs are shared across levels (one parameter, gra
   for (int i = 0; i < 3; ++i) CHECK(torch::equal(a[i], b[i]));
   CHECK(copy->head->cls_convs->ptr<torch::nn::ModuleListImpl>(0)->ptr<libreyolo::families::rtmdet::ConvBNActImpl>(0)->conv->weight.data_ptr() !=
         shared->conv->weight.data_ptr());
-  CHECK_THROWS_AS(Rtmdet(RtmdetOptions{"s", 80}), libreyolo::ConfigError);
+  CHECK_THROWS_AS(Rtmdet(RtmdetOptions{"q", 80}), libreyolo::ConfigError);
 }

@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -26,8 +27,7 @@ namespace libreyolo {
 class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
  public:
   static constexpr std::string_view name = "rtmdet";
-  static constexpr std::array<std::string_view, 1> sizes{"t"};
-  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 5> sizes{"t", "s", "m", "l", "x"};
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
@@ -51,9 +51,8 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
   using Network = families::rtmdet::Rtmdet;
 
   explicit RtmdetFamily(std::string size = "t") : DetectTask(std::move(size)) {
-    for (auto p : planned_sizes)
-      if (size_ == p) throw ConfigError("model=rtmdet" + size_ + ": not implemented yet; available: rtmdett");
-    if (size_ != "t") throw ConfigError("model=rtmdet" + size_ + ": unknown size; available: rtmdett");
+    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
+      throw ConfigError("model=rtmdet" + size_ + ": unknown size; available: rtmdett, rtmdets, rtmdetm, rtmdetl, rtmdetx");
   }
 
   Network make_network() const { return Network(families::rtmdet::RtmdetOptions{size_, num_classes()}); }

@@ -1,5 +1,5 @@
 #pragma once
-// RTMDet detection network (Lyu et al. 2022), size t: CSPNeXt backbone (3-conv stem, CSP stages of
+// RTMDet detection network (Lyu et al. 2022), sizes t s m l x: CSPNeXt backbone (3-conv stem, CSP stages of
 // 3x3 + depthwise-5x5 blocks with channel attention, mmdet's 3-pool SPP), CSPNeXtPAFPN neck and the
 // RTMDetSepBNHead, whose convolutions are SHARED across pyramid levels with separate BatchNorms per level.
 // Module names follow the original (libreyolo/models/rtmdet/nn.py, snapshot c41461e; mmdet's layout), so
@@ -47,10 +47,14 @@ struct Config {
   bool exp_on_reg;
 };
 inline Config config_for(const std::string& size) {
+  // The original's _SIZE_CONFIG (models/rtmdet/nn.py at c41461e): deepen, widen, neck in / out channels, CSP
+  // blocks of the neck, exp on the box branch (m, l, x).
   if (size == "t") return {0.167, 0.375, {96, 192, 384}, 96, 1, false};
-  if (size == "s" || size == "m" || size == "l" || size == "x")
-    throw ConfigError("rtmdet size '" + size + "' is not implemented yet; available: t");
-  throw ConfigError("unknown rtmdet size '" + size + "'; allowed: t (s, m, l, x are not implemented yet)");
+  if (size == "s") return {0.33, 0.5, {128, 256, 512}, 128, 1, false};
+  if (size == "m") return {0.67, 0.75, {192, 384, 768}, 192, 2, true};
+  if (size == "l") return {1.0, 1.0, {256, 512, 1024}, 256, 3, true};
+  if (size == "x") return {1.33, 1.25, {320, 640, 1280}, 320, 4, true};
+  throw ConfigError("unknown rtmdet size '" + size + "'; allowed: t, s, m, l, x");
 }
 inline nn::BatchNorm2d bn(int64_t c) { return nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(c).eps(1e-5).momentum(0.1)); }
 inline torch::nn::Conv2dOptions conv_opts(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad,
