@@ -1,4 +1,4 @@
-// YOLO-NAS-s against the Python original's architecture fixture (shared/fixtures/libreyolo/yolonas-s):
+// YOLO-NAS s, m and l against the Python original's architecture fixtures (shared/fixtures/libreyolo/yolonas-<size>):
 // the same parameter and buffer names and shapes, the same parameter count, and under the
 // deterministic weight fill the same outputs of every direct child module (backbone, neck, heads) and
 // of the whole model in eval mode, to 1e-4 relative. Plus the QARepVGG re-parameterisation.
@@ -15,14 +15,18 @@
 namespace nas = libreyolo::families::yolonas;
 namespace fx = lry_test::fixture;
 
-TEST_CASE("yolonas-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) {
-  LRY_OPEN_FIXTURE(f, "yolonas-s");
-  nas::YoloNas net(nas::YoloNasOptions{"s", 80, 16});
+namespace {
+
+void check(const std::string& size, int64_t n_params) {
+  const std::string model = "yolonas-" + size;
+  CAPTURE(model);
+  LRY_OPEN_FIXTURE(f, model);
+  nas::YoloNas net(nas::YoloNasOptions{size, 80, 16});
 
   const auto diffs = fx::name_differences(f, *net);
   CHECK_MESSAGE(diffs.empty(), diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
   CHECK(fx::parameter_count(*net) == f.n_params());
-  CHECK(f.n_params() == 19053888);
+  CHECK(f.n_params() == n_params);
   CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
   if (!diffs.empty()) return;
 
@@ -58,7 +62,7 @@ TEST_CASE("yolonas-s matches the original parameter for parameter and output for
   std::string report;
   const auto result = fx::compare_all(f, ours, &report);
   CHECK_MESSAGE(result.ok, result.message << "\n" << report);
-  MESSAGE("yolonas-s: " << result.message);
+  MESSAGE(model << ": " << result.message);
 
   const auto direct = net->forward(x);
   REQUIRE(direct.size() == 4);
@@ -74,6 +78,12 @@ TEST_CASE("yolonas-s matches the original parameter for parameter and output for
   CHECK(fx::compare(f, "output.0.0", full[0]).ok);
   CHECK(fx::compare(f, "output.1.0", full[2]).ok);
 }
+
+}  // namespace
+
+TEST_CASE("yolonas-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("s", 19053888); }
+TEST_CASE("yolonas-m matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("m", 51182658); }
+TEST_CASE("yolonas-l matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check("l", 66976392); }
 
 TEST_CASE("a QARepVGG block gives the same output fused and un-fused (partial and full, with and without identity)") {
   torch::manual_seed(3);
@@ -138,7 +148,7 @@ TEST_CASE("yolonas: the bottleneck alpha is not trained (the original's optimize
   CHECK(out[1].sizes() == torch::IntArrayRef({2, A, 3}));
   CHECK(out[3].sizes() == torch::IntArrayRef({2, A, 68}));
   CHECK_THROWS_AS(net->forward(torch::rand({1, 3, 48, 64})), libreyolo::ConfigError);
-  CHECK_THROWS_AS(nas::YoloNas(nas::YoloNasOptions{"m", 80, 16}), libreyolo::ConfigError);
+  CHECK_THROWS_AS(nas::YoloNas(nas::YoloNasOptions{"q", 80, 16}), libreyolo::ConfigError);
   // The class prior: bias -log(99) on every class output.
   CHECK(net->heads->heads[0]->cls_pred->bias[0].item<double>() == doctest::Approx(-std::log(99.0)));
 }

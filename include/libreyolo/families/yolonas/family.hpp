@@ -1,5 +1,5 @@
 #pragma once
-// The YOLO-NAS family (size s) on the detection task: the QARepVGG network (network.hpp, trained
+// The YOLO-NAS family (sizes s, m, l) on the detection task: the QARepVGG network (network.hpp, trained
 // un-fused; YoloNas::fuse() re-parameterises it for inference), the PP-YOLOE loss (loss.hpp) and the
 // original's post-processing. Traits carry the original's recipe (its YOLONASConfig,
 // shared/fixtures/libreyolo/yolonas-s/config.json): float32 training by default (amp false), AdamW
@@ -25,6 +25,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -36,8 +37,7 @@ namespace libreyolo {
 class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
  public:
   static constexpr std::string_view name = "yolonas";
-  static constexpr std::array<std::string_view, 1> sizes{"s"};
-  static constexpr std::array<std::string_view, 2> planned_sizes{"m", "l"};
+  static constexpr std::array<std::string_view, 3> sizes{"s", "m", "l"};
   struct traits : family_defaults {
     // The original trains YOLO-NAS in float32 (YOLONASConfig.amp = False).
     static constexpr bool amp_default = false;
@@ -54,9 +54,8 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   using Network = families::yolonas::YoloNas;
 
   explicit YoloNasFamily(std::string size = "s") : DetectTask(std::move(size)) {
-    for (auto p : planned_sizes)
-      if (size_ == p) throw ConfigError("model=yolonas" + size_ + ": not implemented yet; available: yolonass");
-    if (size_ != "s") throw ConfigError("model=yolonas" + size_ + ": unknown size; available: yolonass");
+    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
+      throw ConfigError("model=yolonas" + size_ + ": unknown size; available: yolonass, yolonasm, yolonasl");
   }
 
   Network make_network() const { return Network(families::yolonas::YoloNasOptions{size_, num_classes(), 16}); }

@@ -243,9 +243,14 @@ inline Variant variant_for(const std::string& size) {
   if (size == "s")
     return {48, {96, 192, 384, 768}, {2, 3, 5, 2}, {32, 64, 96, 192}, {false, false, false, false},
             {192, 96, 192, 384}, {2, 2}, {64, 48}, {2, 2}, {64, 64}, 0.5};
-  if (size == "m" || size == "l")
-    throw ConfigError("yolonas size '" + size + "' is not implemented yet; available: s");
-  throw ConfigError("unknown yolonas size '" + size + "'; allowed: s (m, l are not implemented yet)");
+  // The original's _VARIANT_CONFIGS (models/yolonas/nn.py at c41461e).
+  if (size == "m")
+    return {48, {96, 192, 384, 768}, {2, 3, 5, 2}, {64, 128, 256, 384}, {true, true, true, false},
+            {192, 96, 192, 384}, {2, 3}, {192, 64}, {2, 3}, {192, 256}, 0.75};
+  if (size == "l")
+    return {48, {96, 192, 384, 768}, {2, 3, 5, 2}, {96, 128, 256, 512}, {true, true, true, true},
+            {192, 96, 192, 384}, {4, 4}, {128, 128}, {4, 4}, {128, 256}, 1.0};
+  throw ConfigError("unknown yolonas size '" + size + "'; allowed: s, m, l");
 }
 // The original's width_multiplier(x, factor, 8): int(x·factor) rounded up to a multiple of 8.
 inline int64_t width8(int64_t x, double factor) {
