@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <concepts>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -117,17 +116,15 @@ nlohmann::json predict_images(const std::vector<std::filesystem::path>& files, c
                               One&& one, const std::string& done = {}) {
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::string> skipped;
-  std::exception_ptr first_error;
   progress::Bar bar("predict", static_cast<int64_t>(files.size()), 30, progress::choose_mode(30), "img");
   try {
     for (const auto& file : files) {
       try {
         all.push_back(one(file));
       } catch (const DataError& e) {
-        if (!first_error) first_error = std::current_exception();
-        if (files.size() == 1) break;  // a single image: its own error says it all
-        log::warn("predict: skipped ", json_file_name(file, false), ": ", e.what());
+        if (files.size() == 1) throw;  // a single image: its own error says it all
         skipped.push_back(json_file_name(file, false));
+        log::warn("predict: skipped ", skipped.back(), ": ", e.what());
       }
       bar.update(static_cast<int64_t>(all.size() + skipped.size()));
     }
@@ -140,7 +137,6 @@ nlohmann::json predict_images(const std::vector<std::filesystem::path>& files, c
     throw;
   }
   bar.finish();
-  if (files.size() == 1 && first_error) std::rethrow_exception(first_error);
   write_predictions(out_dir, all);
   log::info("predict: ", all.size(), " image(s) -> ", (out_dir / "predictions.json").string(), done);
   if (!skipped.empty())
