@@ -10,6 +10,8 @@
 # conformance suite's generated units under "kit"), each under a timeout. The log, $OUT/gpu_suites.log,
 # starts with the commit, the date, the GPU and the LibTorch version, has one line per area with doctest's
 # counts, and ends with the totals; commit it as benchmarks/results/gpu-suites/<date>-<commit>.log.
+# AREAS="a b ..." runs only those areas' suites (a second call on the warm machine finishes what a first,
+# cut by the call limit, left: pass the same OUT log's areas split across calls; the total line is per call).
 # `graphs` runs benchmarks/graph_speedup at today's defaults (NCHW, cuDNN autotuning off), fp16.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +52,7 @@ if has suites; then
   pass=0; fail=0; skip=0; asserts=0; afail=0
   for dir in tests/*/; do
     area=$(basename "$dir")
+    [ -n "${AREAS:-}" ] && [[ " $AREAS " != *" $area "* ]] && continue  # a subset: one call's share
     compgen -G "$dir*.cpp" > /dev/null || compgen -G "$dir*.inc" > /dev/null || continue
     log=$A/gpu_$area.txt
     timeout "${SUITE_TIMEOUT:-300}" "$bin" --test-suite=gpu --source-file="*/tests/$area/*" > "$log" 2>&1
