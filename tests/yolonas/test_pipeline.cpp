@@ -17,6 +17,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace ly = libreyolo;
@@ -183,4 +185,23 @@ TEST_CASE("yolonas: the original's AdamW groups: conv weights weight_decay, Batc
   CHECK(gs[1].weight_decay == 0);
   CHECK(gs[2].weight_decay == 0);
   CHECK(static_cast<bool>(ly::YoloNasFamily::augment_from(cfg).pipeline));
+}
+
+TEST_CASE("family pipelines refuse the generic keys they have no use for (YOLO-NAS: mosaic, flipud; YOLOX/RTMDet: flipud)") {
+  auto refused = [](auto family, const char* key, const char* expect) {
+    using F = typename decltype(family)::type;
+    ly::TrainConfig cfg;
+    ly::apply_overrides(cfg, F::traits::overrides);
+    ly::apply_overrides(cfg, std::array<std::string_view, 1>{key});
+    CAPTURE(key);
+    CHECK_THROWS_WITH_AS(F::augment_from(cfg), doctest::Contains(expect), ly::ConfigError);
+  };
+  refused(std::type_identity<ly::YoloNasFamily>{}, "mosaic=1", "mosaic=1: YOLO-NAS's training pipeline");
+  refused(std::type_identity<ly::YoloNasFamily>{}, "flipud=0.5", "has no flipud; allowed: 0");
+  refused(std::type_identity<ly::YoloxFamily>{}, "flipud=0.5", "flipud=0.5: the YOLOX/RTMDet training pipeline");
+  refused(std::type_identity<ly::RtmdetFamily>{}, "perspective=0.001", "has no perspective");
+  // Their own defaults pass.
+  ly::TrainConfig ok;
+  ly::apply_overrides(ok, ly::YoloxFamily::traits::overrides);
+  CHECK(static_cast<bool>(ly::YoloxFamily::augment_from(ok).pipeline));
 }

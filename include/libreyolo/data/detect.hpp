@@ -28,11 +28,14 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -72,6 +75,21 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   // really used) -> uint8 [3, S, S]. Empty: the built-in pipeline.
   std::function<torch::Tensor(const DetectDataset&, size_t, std::mt19937_64&, int, int, DetBoxes&, size_t&)> pipeline;
 };
+
+// A family's own pipeline refuses the generic keys it has no use for, set to anything but 0, rather than
+// ignoring them: `keys` among mosaic, mixup, flipud, hsv_prob, perspective; `pipeline` names it in the error.
+inline void refuse_unused_augment(const DetectAugment& a, std::initializer_list<std::string_view> keys,
+                                  std::string_view pipeline) {
+  for (std::string_view k : keys) {
+    const double v = k == "mosaic" ? a.mosaic : k == "mixup" ? a.mixup : k == "flipud" ? a.flipud
+                   : k == "hsv_prob" ? a.hsv_prob : k == "perspective" ? a.perspective
+                   : throw Error("refuse_unused_augment: no key " + std::string(k));
+    if (v == 0) continue;
+    std::ostringstream o;
+    o << k << "=" << v << ": " << pipeline << " has no " << k << "; allowed: 0";
+    throw ConfigError(o.str());
+  }
+}
 
 static_assert(sizeof(DetBox) == 5 * sizeof(float), "DetBox rows are copied into [n, 5] float tensors");
 

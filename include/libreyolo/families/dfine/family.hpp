@@ -15,12 +15,13 @@
 // the first no-aug epoch on), no_aug_epochs 4 (D-FINE) / 12 (DEIM, RT-DETRv4), validation every 10
 // epochs, multi_scale on, float32 by default (amp_default = false).
 //
-// Data: the originals' train transform is RandomPhotometricDistort (p 0.5), RandomZoomOut, RandomIoUCrop
+// Data: the originals' train transform, RandomPhotometricDistort (p 0.5), RandomZoomOut, RandomIoUCrop
 // (p 0.8) until the no-aug epochs (or epochs x aug_stop_epoch_ratio), then horizontal flip (0.5) and a
-// resize; their mosaic_prob, mixup_prob and hsv_prob are 0 and their degrees / translate are never read
-// (the pass-through dataset drops them). The detect task has no photometric-distort / zoom-out /
-// IoU-crop keys: here the same keys as the originals (mosaic 0, mixup 0, hsv_prob 0, fliplr 0.5) with
-// affine=false (a plain letterbox, so degrees / translate stay unread as in the originals).
+// resize, is ours too (augment.hpp, the family's pipeline; it letterboxes where they stretch, see there);
+// their mosaic_prob, mixup_prob and hsv_prob are 0 and their degrees / translate are never read (the
+// pass-through dataset drops them): the same keys here (mosaic 0, mixup 0, hsv_prob 0, fliplr 0.5),
+// degrees / translate unread as in the originals, and mosaic / mixup / hsv_prob / flipud other than 0
+// refused.
 // multi_scale: as the originals' collate (DFINEMultiScaleCollate / DEIMMultiScaleCollate with
 // _generate_scales(imgsz, 3)): one size per batch from [0.75, 1.25] x imgsz in steps of 32 with imgsz
 // listed 3 times (640: 480..608, 640 x 3, 672..800; 13 entries), until epoch int(epochs x
@@ -30,6 +31,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/dfine/augment.hpp>
 #include <libreyolo/families/dfine/network.hpp>
 #include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/tasks/detect.hpp>
@@ -202,9 +204,12 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     return out;
   }
   // multi_scale as the originals (header comment): their sizes, until int(epochs x aug_stop_epoch_ratio).
+  // The originals' train transform (augment.hpp) in place of the built-in pipeline, its strong
+  // augmentations until the same epoch.
   static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
     a.multi_scale_sizes = original_scales(a.imgsz);
     a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * V::aug_stop_epoch_ratio);
+    use_strong_aug_pipeline(a, a.multi_scale_stop_epoch);
   }
 
   void setup(const TrainConfig& cfg) {

@@ -81,6 +81,8 @@ inline torch::Tensor affine_mixup_sample(const data::DetectDataset& ds, const yo
 // The family hook (tasks/detect.hpp adjust_augment): the pipeline above in place of the built-in one. The
 // affine scale range is 1 -/+ scale (YOLO-NAS's recipe sets scale=0.5: the original's (0.5, 1.5)).
 inline void use_affine_mixup_pipeline(data::DetectAugment& a, const TrainConfig& cfg) {
+  data::refuse_unused_augment(a, {"mosaic", "flipud", "perspective"},
+                              "YOLO-NAS's training pipeline (the original's: affine, mixup, HSV, left-right flip)");
   yolox::MosaicMixupOptions o;
   o.mosaic_scale_lo = 1 - cfg.scale, o.mosaic_scale_hi = 1 + cfg.scale;
   a.pipeline = [o](const data::DetectDataset& ds, size_t i, std::mt19937_64& rng, int epoch, int out, data::DetBoxes& boxes,

@@ -265,6 +265,9 @@ inline torch::Tensor mosaic_mixup_sample(const data::DetectDataset& ds, const Mo
 // The family hook (tasks/detect.hpp): the original's pipeline in place of the built-in one. The mosaic
 // scale is the original's (0.1, 2.0) unless scale= is given (then 1 ± scale).
 inline void use_mosaic_mixup_pipeline(data::DetectAugment& a, const TrainConfig& cfg) {
+  data::refuse_unused_augment(a, {"flipud", "perspective"},
+                              "the YOLOX/RTMDet training pipeline (the original's MosaicMixupDataset: mosaic, affine, mixup, "
+                              "HSV, left-right flip)");
   MosaicMixupOptions o;
   if (cfg.is_explicit("scale")) o.mosaic_scale_lo = 1 - cfg.scale, o.mosaic_scale_hi = 1 + cfg.scale;
   a.pipeline = [o](const data::DetectDataset& ds, size_t i, std::mt19937_64& rng, int epoch, int out, data::DetBoxes& boxes,
