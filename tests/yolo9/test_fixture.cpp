@@ -1,5 +1,5 @@
 // YOLOv9 against the Python original's architecture fixtures (shared/fixtures/libreyolo/yolo9-t,
-// yolo9-s, yolo9-t-classify): the same parameter and buffer names and shapes, the same parameter
+// yolo9-s, yolo9-m, yolo9-c, yolo9-t-classify): the same parameter and buffer names and shapes, the same parameter
 // count, and under the deterministic weight fill the same outputs of every direct child module
 // (backbone, neck, head) and of the whole model in eval mode, to 1e-4 relative.
 #include "support_fixture.hpp"
@@ -85,6 +85,12 @@ void check_detect(const std::string& model, const std::string& size) {
 TEST_CASE("yolo9-t matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check_detect("yolo9-t", "t"); }
 
 TEST_CASE("yolo9-s matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check_detect("yolo9-s", "s"); }
+
+// m: a GELAN after the stem, one RepNCSP bottleneck per GELAN, AConv downsampling (neck: 184 / 240).
+TEST_CASE("yolo9-m matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check_detect("yolo9-m", "m"); }
+
+// c: as m, with ADown downsampling and GELANs whose part width differs from their output width.
+TEST_CASE("yolo9-c matches the original parameter for parameter and output for output" * lry_test::needs({lry_test::Need::fixtures})) { check_detect("yolo9-c", "c"); }
 
 TEST_CASE("yolo9-t-classify matches the original's classification network" * lry_test::needs({lry_test::Need::fixtures})) {
   LRY_OPEN_FIXTURE(f, "yolo9-t-classify");

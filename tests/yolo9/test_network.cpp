@@ -21,13 +21,12 @@ int64_t parameter_count(torch::nn::Module& m) {
 }  // namespace
 
 TEST_CASE("yolo9 rejects sizes that are not built, naming the allowed ones") {
-  for (std::string size : {"m", "c", "e"}) {
-    try {
-      Yolo9 net(Yolo9Options{size, 80, 16});
-      FAIL("no error for size " << size);
-    } catch (const libreyolo::ConfigError& e) {
-      CHECK(std::string(e.what()) == "yolo9 size '" + size + "' is not implemented yet; available: t, s");
-    }
+  // e: the original's size table (YOLO9_CONFIGS, snapshot c41461e) has no e either.
+  try {
+    Yolo9 net(Yolo9Options{"e", 80, 16});
+    FAIL("no error for size e");
+  } catch (const libreyolo::ConfigError& e) {
+    CHECK(std::string(e.what()) == "yolo9 size 'e' is not implemented yet; available: t, s, m, c");
   }
   try {
     Yolo9 net(Yolo9Options{"x", 80, 16});
@@ -35,7 +34,7 @@ TEST_CASE("yolo9 rejects sizes that are not built, naming the allowed ones") {
   } catch (const libreyolo::ConfigError& e) {
     const std::string msg = e.what();
     CHECK(msg.find("'x'") != std::string::npos);
-    CHECK(msg.find("t, s") != std::string::npos);
+    CHECK(msg.find("t, s, m, c") != std::string::npos);
   }
   Yolo9 net(Yolo9Options{"t", 3, 16});
   CHECK_THROWS_AS(net->forward(torch::zeros({1, 3, 100, 128})), libreyolo::ConfigError);
@@ -49,15 +48,21 @@ TEST_CASE("yolo9 rejects sizes that are not built, naming the allowed ones") {
 // (folding BN and the RepConvN 1x1 branches gives 2,001,824 / 7.712 and 7,105,872 / 26.378, the
 // published figures; the same hand count with Ultralytics' wider class tower gives 2,128,704 params for
 // t, which is Ultralytics' own yolov9t.yaml figure 2,128,720 less its 16 fixed DFL weights).
-TEST_CASE("yolo9 t and s: output shapes, parameter count and GFLOPs at 640 px") {
+// YOLOv9-M 20.0M / 76.3 GFLOPs and YOLOv9-C 25.3M / 102.1 GFLOPs (published, deploy form); ours
+//   m: 20,123,984 params, 76.7992064 GFLOPs   c: 25,498,736 params, 102.817792 GFLOPs
+// counted the same way from the original's conv shapes (fixtures' keys.tsv: Σ weight numel × the
+// output map's pixels at 640 px, ×2), which gives the t and s figures above too.
+TEST_CASE("yolo9 t, s, m and c: output shapes, parameter count and GFLOPs at 640 px") {
   struct Case {
     std::string size;
     int64_t params;
     double gflops;
     double published_params, published_gflops;
-    int64_t p3_width;
+    int64_t p3_width, up2_in;  // the neck's stride-8 GELAN: its output and input widths
   };
-  for (const Case& c : {Case{"t", 2036544, 7.7938688, 2.0e6, 7.7, 64}, Case{"s", 7226192, 26.7075584, 7.1e6, 26.4, 128}}) {
+  for (const Case& c : {Case{"t", 2036544, 7.7938688, 2.0e6, 7.7, 64, 160}, Case{"s", 7226192, 26.7075584, 7.1e6, 26.4, 128, 320},
+                        Case{"m", 20123984, 76.7992064, 20.0e6, 76.3, 240, 600},
+                        Case{"c", 25498736, 102.817792, 25.3e6, 102.1, 256, 1024}}) {
     CAPTURE(c.size);
     Yolo9 net(Yolo9Options{c.size, 80, 16});
     net->eval();
@@ -65,7 +70,7 @@ TEST_CASE("yolo9 t and s: output shapes, parameter count and GFLOPs at 640 px") 
     CHECK(params == c.params);
     CHECK(std::abs(params / c.published_params - 1.0) < 0.03);
     CHECK(net->strides() == std::vector<int64_t>{8, 16, 32});
-    CHECK(net->neck->elan_up2->forward(torch::zeros({1, c.p3_width * 5 / 2, 8, 8})).size(1) == c.p3_width);
+    CHECK(net->neck->elan_up2->forward(torch::zeros({1, c.up2_in, 8, 8})).size(1) == c.p3_width);
 
     torch::NoGradGuard no_grad;
     libreyolo::nn::ConvMacCounter counter;
@@ -81,7 +86,7 @@ TEST_CASE("yolo9 t and s: output shapes, parameter count and GFLOPs at 640 px") 
 
 TEST_CASE("yolo9 output shapes at 320 px, other nc / reg_max, non-square input") {
   torch::NoGradGuard no_grad;
-  for (std::string size : {"t", "s"}) {
+  for (std::string size : {"t", "s", "m", "c"}) {
     Yolo9 net(Yolo9Options{size, 80, 16});
     net->eval();
     auto out = net->forward(torch::zeros({2, 3, 320, 320}));
@@ -118,21 +123,42 @@ TEST_CASE("yolo9 head bias initialisation follows the Ultralytics prior") {
 }
 
 TEST_CASE("yolo9 clone is a deep copy that computes the same outputs") {
-  torch::manual_seed(0);
-  Yolo9 net(Yolo9Options{"t", 2, 16});
-  net->eval();
-  auto copy = std::dynamic_pointer_cast<libreyolo::families::yolo9::Yolo9Impl>(net->clone());
-  REQUIRE(copy != nullptr);
-  copy->eval();
-  torch::NoGradGuard no_grad;
-  auto x = torch::rand({1, 3, 64, 64});
-  auto a = net->forward(x), b = copy->forward(x);
-  for (int i = 0; i < 3; ++i) CHECK(torch::equal(a[i], b[i]));
-  // Changing the copy leaves the original alone.
-  for (auto& p : copy->parameters()) p.add_(1.0);
-  auto c = net->forward(x);
-  CHECK(torch::equal(a[0], c[0]));
-  CHECK_FALSE(torch::equal(copy->forward(x)[0], c[0]));
+  // t: ELAN1 and AConv; c: a GELAN after the stem and ADown (the slots that hold one of two module types).
+  for (std::string size : {"t", "c"}) {
+    CAPTURE(size);
+    torch::manual_seed(0);
+    Yolo9 net(Yolo9Options{size, 2, 16});
+    net->eval();
+    auto copy = std::dynamic_pointer_cast<libreyolo::families::yolo9::Yolo9Impl>(net->clone());
+    REQUIRE(copy != nullptr);
+    copy->eval();
+    // The copy's slots hold the copy's own registered children, of the size's types.
+    auto held = [](auto& slot) -> torch::nn::Module* {
+      return slot.a.is_empty() ? static_cast<torch::nn::Module*>(slot.b.get()) : slot.a.get();
+    };
+    const bool c = size == "c";
+    auto children = copy->backbone->named_children();
+    CHECK(held(copy->backbone->elan1) == children["elan1"].get());
+    CHECK(c == copy->backbone->elan1.a.is_empty());
+    CHECK(c != copy->backbone->elan1.b.is_empty());
+    for (auto* slot : {&copy->backbone->down2, &copy->backbone->down3, &copy->backbone->down4,
+                       &copy->neck->down1, &copy->neck->down2}) {
+      CHECK(c == slot->a.is_empty());
+      CHECK(c != slot->b.is_empty());
+    }
+    CHECK(held(copy->backbone->down3) == children["down3"].get());
+    CHECK(held(copy->neck->down1) == copy->neck->named_children()["down1"].get());
+    CHECK(held(copy->backbone->down3) != held(net->backbone->down3));
+    torch::NoGradGuard no_grad;
+    auto x = torch::rand({1, 3, 64, 64});
+    auto a = net->forward(x), b = copy->forward(x);
+    for (int i = 0; i < 3; ++i) CHECK(torch::equal(a[i], b[i]));
+    // Changing the copy leaves the original alone.
+    for (auto& p : copy->parameters()) p.add_(1.0);
+    auto d = net->forward(x);
+    CHECK(torch::equal(a[0], d[0]));
+    CHECK_FALSE(torch::equal(copy->forward(x)[0], d[0]));
+  }
 }
 
 TEST_CASE("ADown (used by the larger YOLOv9 sizes) halves the resolution with split branches") {
@@ -251,6 +277,6 @@ TEST_CASE("yolo9 classify: logits in train and eval, dropout only in train, inpu
         "yolo9 classify nc must be >= 1, got 0");
   CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"t", 3, 1280, 1.0}); }) ==
         "yolo9 classify dropout must lie in [0, 1), got 1.000000");
-  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"m", 3}); }) ==
-        "yolo9 size 'm' is not implemented yet; available: t, s");
+  CHECK(message_of<ConfigError>([] { Yolo9Classify(Yolo9ClassifyOptions{"e", 3}); }) ==
+        "yolo9 size 'e' is not implemented yet; available: t, s, m, c");
 }

@@ -69,7 +69,7 @@ class Yolo9ClassifyImpl : public torch::nn::Cloneable<Yolo9ClassifyImpl> {
   }
   void reset() override {
     backbone = register_module("backbone", Yolo9Backbone(widths_));
-    head = register_module("head", Yolo9ClassifyHead(widths_.p5, options_.nc, options_.hidden, options_.dropout));
+    head = register_module("head", Yolo9ClassifyHead(widths_.p5(), options_.nc, options_.hidden, options_.dropout));
   }
   // x: [B, 3, H, W] with H, W >= 32 (the original classifies at 224 px). Returns logits [B, nc].
   torch::Tensor forward(const torch::Tensor& x) {

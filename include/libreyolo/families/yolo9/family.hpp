@@ -1,7 +1,8 @@
 #pragma once
-// The YOLOv9 family: GELAN t/s, task-aligned assigner + BCE/CIoU/DFL loss (BoxMatcher assignment), on the
+// The YOLOv9 family: GELAN t/s/m/c, task-aligned assigner + BCE/CIoU/DFL loss (BoxMatcher assignment), on the
 // detection task (tasks/detect.hpp: YOLO-format data, COCO mAP, predict). Traits carry the original's
-// recipe (its YOLO9Config, fixtures/libreyolo/yolo9-t/config.json) and declare the whole network as the
+// recipe (its YOLO9Config, fixtures/libreyolo/yolo9-t/config.json; one recipe for every size: the
+// yolo9-s/m/c config.json files hold the same trainer_defaults) and declare the whole network as the
 // capture region. The classification task (Yolo9Classify) joins task_policies when its network lands.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -13,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -23,8 +25,9 @@ namespace libreyolo {
 class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
  public:
   static constexpr std::string_view name = "yolo9";
-  static constexpr std::array<std::string_view, 2> sizes{"t", "s"};
-  static constexpr std::array<std::string_view, 3> planned_sizes{"m", "c", "e"};
+  static constexpr std::array<std::string_view, 4> sizes{"t", "s", "m", "c"};
+  // YOLOv9-e: the original (snapshot c41461e) has no such size (its YOLO9_CONFIGS holds t, s, m, c).
+  static constexpr std::array<std::string_view, 1> planned_sizes{"e"};
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
@@ -45,8 +48,10 @@ class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
 
   explicit Yolo9Family(std::string size = "t") : DetectTask(std::move(size)) {
     for (auto p : planned_sizes)
-      if (size_ == p) throw ConfigError("model=yolo9" + size_ + ": not implemented yet; available: yolo9t, yolo9s");
-    if (size_ != "t" && size_ != "s") throw ConfigError("model=yolo9" + size_ + ": unknown size; available: yolo9t, yolo9s");
+      if (size_ == p)
+        throw ConfigError("model=yolo9" + size_ + ": not implemented yet; available: yolo9t, yolo9s, yolo9m, yolo9c");
+    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
+      throw ConfigError("model=yolo9" + size_ + ": unknown size; available: yolo9t, yolo9s, yolo9m, yolo9c");
   }
 
   Network make_network() const { return Network(families::yolo9::Yolo9Options{size_, num_classes(), 16}); }
