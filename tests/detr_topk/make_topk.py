@@ -56,6 +56,15 @@ MODELS = {
                           decoder_hidden_dim=256, decoder_dim_feedforward=1024, num_decoder_layers=3, eval_idx=-1,
                           eval_spatial_size=(640, 640))),
 }
+# RT-DETR v1 / v2 r34 and r50 (RTDETR_CONFIGS["r34"], ["r50"]): r34 PResNet-34 and four decoder layers;
+# r50 PResNet-50 with frozen norms, encoder expansion 1.0 and six decoder layers. Pretrained off.
+_SIZES = {
+    "r34": dict(backbone_depth=34, backbone_freeze_norm=False, expansion=0.5, num_decoder_layers=4),
+    "r50": dict(backbone_depth=50, backbone_freeze_norm=True, expansion=1.0, num_decoder_layers=6),
+}
+for _size, _kw in _SIZES.items():
+    for _name, (_module, _cls, _base) in [("rtdetr-", MODELS["rtdetr-r18"]), ("rtdetrv2-", MODELS["rtdetrv2-r18"])]:
+        MODELS[_name + _size] = (_module, _cls, dict(_base, **_kw))
 
 
 def install_original(src):

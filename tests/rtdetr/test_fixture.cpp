@@ -1,8 +1,9 @@
-// RT-DETR r18 (v1) and RT-DETRv2 r18 against the Python original's architecture fixtures
-// (shared/fixtures/libreyolo/rtdetr-r18 at 160 px, rtdetrv2-r18 at its fixed 640 px): the same parameter
-// and buffer names and shapes, the same parameter count, and under the deterministic fill the same
-// outputs of the backbone, the hybrid encoder and the decoder (logits and boxes of the 300 selected
-// queries) in eval mode, per element to 1e-4 relative.
+// RT-DETR r18, r34, r50 (v1) and RT-DETRv2 r18, r34, r50 against the Python original's architecture
+// fixtures (shared/fixtures/libreyolo/rtdetr-<size> at 160 px, rtdetrv2-<size> at its fixed 640 px):
+// the same parameter and buffer names and shapes (and which of them are parameters: r50's frozen
+// backbone norms are buffers), the same parameter and trainable counts, and under the deterministic
+// fill the same outputs of the backbone, the hybrid encoder and the decoder (logits and boxes of the
+// 300 selected queries) in eval mode, per element to 1e-4 relative.
 //
 // The query selection meets ties: under the fill many encoder tokens carry class scores equal to the
 // last bits (v1 at 160 px: ~140 distinct values among the top 310), so the 1e-6 rounding differences of
@@ -19,6 +20,7 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,14 +32,25 @@ namespace topk = lry_test::detr_topk;
 
 namespace {
 
-void check(const std::string& model, bool v2) {
+// n_params / n_trainable: the fixture's config.json counts, stated here too (a fixture and a port that
+// both changed would otherwise pass).
+void check(const std::string& size, bool v2, int64_t n_params, int64_t n_trainable) {
+  const std::string model = (v2 ? "rtdetrv2-" : "rtdetr-") + size;
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
-  RTDETR net(RTDETROptions{"r18", 80, v2, v2 ? 640 : 0});
+  RTDETR net(RTDETROptions{size, 80, v2, v2 ? 640 : 0});
   const auto diffs = fx::name_differences(f, *net);
   CHECK_MESSAGE(diffs.empty(), model << ": " << diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
   CHECK(fx::parameter_count(*net) == f.n_params());
+  CHECK(f.n_params() == n_params);
+  CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
   CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
+  // keys.tsv's parameters are exactly ours (the rest, bn_stat and buffer, are our buffers).
+  std::set<std::string> params;
+  for (const auto& p : net->named_parameters()) params.insert(p.key());
+  int64_t kind_mismatches = 0;
+  for (const auto& k : f.keys) kind_mismatches += (k.kind == "param") != (params.count(k.name) == 1);
+  CHECK(kind_mismatches == 0);
   if (!diffs.empty()) return;
   // The trainable count: the original freezes the backbone's stem (freeze_at 0).
   int64_t trainable = 0;
@@ -82,11 +95,35 @@ void check(const std::string& model, bool v2) {
 TEST_CASE("rtdetr-r18 matches the original parameter for parameter and output for output" *
           lry_test::needs({lry_test::Need::fixtures})) {
   LRY_NEED(lry_test::Need::fixtures);
-  check("rtdetr-r18", false);
+  check("r18", false, 20184464, 20155696);
+}
+
+TEST_CASE("rtdetr-r34 (PResNet-34, 4 decoder layers) matches the original parameter for parameter and output for output" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r34", false, 31441668, 31412900);
+}
+
+TEST_CASE("rtdetr-r50 (PResNet-50 bottlenecks, frozen norms, expansion 1, 6 decoder layers) matches the original parameter for parameter and output for output" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r50", false, 42891372, 42862860);
 }
 
 TEST_CASE("rtdetrv2-r18 matches the original parameter for parameter and output for output (640 px)" *
           lry_test::needs({lry_test::Need::fixtures})) {
   LRY_NEED(lry_test::Need::fixtures);
-  check("rtdetrv2-r18", true);
+  check("r18", true, 20184464, 20155696);
+}
+
+TEST_CASE("rtdetrv2-r34 matches the original parameter for parameter and output for output (640 px)" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r34", true, 31441668, 31412900);
+}
+
+TEST_CASE("rtdetrv2-r50 matches the original parameter for parameter and output for output (640 px)" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r50", true, 42891372, 42862860);
 }

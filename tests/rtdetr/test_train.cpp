@@ -185,6 +185,47 @@ TEST_CASE("rtdetrv2-r18: the v2 policy's names, its 640 px anchors and other inp
   auto out = net->forward(torch::rand({1, 3, 96, 96}));  // not the eval size: anchors made for 96 px
   CHECK(out.result->pred_boxes.size(1) == 189);          // 12x12 + 6x6 + 3x3
   CHECK(torch::isfinite(out.result->pred_logits).all().item<bool>());
-  CHECK_THROWS_WITH_AS(ly::RTDETRv2Family("r34"), doctest::Contains("not implemented yet"), ly::ConfigError);
-  CHECK_THROWS_WITH_AS(ly::RTDETRFamily("r50"), doctest::Contains("unknown size; available: rtdetr-r18"), ly::ConfigError);
+  CHECK_NOTHROW(ly::RTDETRv2Family("r34"));
+  CHECK_NOTHROW(ly::RTDETRFamily("r50"));
+  CHECK_THROWS_WITH_AS(ly::RTDETRFamily("r101"), doctest::Contains("unknown size; available: rtdetr-r18, rtdetr-r34, rtdetr-r50"),
+                       ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::RTDETRv2Family("r50m"), doctest::Contains("unknown size; available: rtdetrv2-r18, rtdetrv2-r34, rtdetrv2-r50"),
+                       ly::ConfigError);
+}
+
+TEST_CASE("rtdetr-r50: the backbone's norms are frozen buffers (no parameters, unchanged by a training forward); its groups") {
+  auto fam = ly::RTDETRFamily("r50");
+  fam.restore({{"names", std::vector<std::string>{"a", "b", "c"}}});
+  auto net = fam.make_network();
+  int64_t bb_params = 0, frozen_norms = 0;
+  for (auto& p : net->backbone->named_parameters()) {
+    ++bb_params;
+    CHECK_MESSAGE(p.key().size() >= 11, p.key());
+    CHECK_MESSAGE(p.key().substr(p.key().size() - 11) == "conv.weight", p.key());  // convs only, no norm affine
+  }
+  CHECK(bb_params == 55);  // 3 stem + 16 blocks x 3 + 4 shortcuts
+  std::vector<std::pair<std::string, torch::Tensor>> before;
+  for (auto& b : net->backbone->named_buffers()) {
+    before.emplace_back(b.key(), b.value().clone());
+    if (b.key().size() > 11 && b.key().substr(b.key().size() - 11) == "norm.weight") {
+      ++frozen_norms;
+      CHECK(torch::equal(b.value(), torch::ones_like(b.value())));
+    }
+  }
+  CHECK(frozen_norms == bb_params);  // one frozen norm per conv
+  net->train();
+  auto out = net->forward(torch::rand({1, 3, 64, 64}));
+  CHECK(torch::isfinite(out.run().pred_logits).all().item<bool>());
+  size_t i = 0;
+  for (auto& b : net->backbone->named_buffers()) CHECK_MESSAGE(torch::equal(b.value(), before[i++].second), b.key());
+  // The groups: the backbone's norm group is empty (its norms are buffers), the frozen stem in none.
+  auto g = ly::RTDETRFamily::param_groups(*net, 1e-4);
+  REQUIRE(g.size() == 4);
+  CHECK(g[3].params.empty());
+  CHECK(static_cast<int64_t>(g[2].params.size()) == bb_params - 3);
+  // r18's backbone norms are BatchNorm2d parameters, in group 3.
+  auto fam18 = ly::RTDETRFamily("r18");
+  fam18.restore({{"names", std::vector<std::string>{"a", "b", "c"}}});
+  auto net18 = fam18.make_network();
+  CHECK_FALSE(ly::RTDETRFamily::param_groups(*net18, 1e-4)[3].params.empty());
 }

@@ -1,6 +1,7 @@
 #pragma once
-// RT-DETR (v1 and v2) networks: PResNet-18/34-vd backbone -> hybrid encoder -> DETR decoder
-// (nn/detr/). Module names equal the original's state dict (backbone., encoder., decoder.).
+// RT-DETR (v1 and v2) networks: PResNet-18/34/50-vd backbone -> hybrid encoder -> DETR decoder
+// (nn/detr/). Module names equal the original's state dict (backbone., encoder., decoder.). The sizes
+// are the original's RTDETR_CONFIGS (models/rtdetr/model.py) for its PResNet variants (sizes below).
 //
 // The encoder boundary (capture/region.hpp): encode(x) = backbone + hybrid encoder, the chain a CUDA
 // graph captures; decode(features) = the decoder. The decoder's training forward needs the batch's
@@ -18,14 +19,37 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace libreyolo::families::rtdetr {
 
 namespace detr = libreyolo::nn::detr;
 
+// One size of the original's RTDETR_CONFIGS (every size: encoder hidden_dim 256, dim_feedforward 1024;
+// decoder hidden_dim 256, dim_feedforward 1024; eval_idx -1; the backbone's stem frozen, freeze_at 0;
+// the decoder's input projections take the encoder's 256 channels). Its backbone_pretrained (an
+// ImageNet download) is not followed: the networks are built from scratch.
+struct RTDETRSize {
+  std::string_view name;
+  int depth;                   // PResNet depth: 18/34 BasicBlocks, 50 BottleNecks (x4 channels)
+  bool freeze_norm;            // the backbone's norms as FrozenBatchNorm2d (buffers only)
+  double encoder_expansion;    // the CSPRepLayers' hidden width / their output width
+  int64_t num_decoder_layers;
+};
+inline constexpr std::array<RTDETRSize, 3> kRTDETRSizes{{
+    {"r18", 18, false, 0.5, 3},
+    {"r34", 34, false, 0.5, 4},
+    {"r50", 50, true, 1.0, 6},
+}};
+inline const RTDETRSize* find_rtdetr_size(std::string_view size) {
+  for (const auto& s : kRTDETRSizes)
+    if (s.name == size) return &s;
+  return nullptr;
+}
+
 struct RTDETROptions {
-  std::string size = "r18";       // r18 | r34
+  std::string size = "r18";       // r18 | r34 | r50 (kRTDETRSizes)
   int64_t num_classes = 80;
   bool v2 = false;                // RT-DETRv2's decoder
   int64_t eval_spatial_size = 0;  // v2: 640 (anchors kept as buffers)
@@ -61,22 +85,23 @@ struct RTDETREncoderChainImpl : torch::nn::Module {
 class RTDETRImpl : public torch::nn::Cloneable<RTDETRImpl> {
  public:
   explicit RTDETRImpl(RTDETROptions o = {}) : o_(std::move(o)) {
-    if (o_.size != "r18" && o_.size != "r34")
-      throw ConfigError("RT-DETR size '" + o_.size + "': not available; allowed: r18, r34");
+    if (!find_rtdetr_size(o_.size))
+      throw ConfigError("RT-DETR size '" + o_.size + "': not available; allowed: r18, r34, r50");
     reset();
   }
   void reset() override {
-    const bool r18 = o_.size == "r18";
+    const RTDETRSize& sz = *find_rtdetr_size(o_.size);
     detr::PResNetOptions bo;
-    bo.depth = r18 ? 18 : 34;
+    bo.depth = sz.depth;
+    bo.freeze_norm = sz.freeze_norm;
     backbone = register_module("backbone", detr::PResNet(bo));
     detr::HybridEncoderOptions eo;
     eo.in_channels = backbone->out_channels();
-    eo.expansion = 0.5;
+    eo.expansion = sz.encoder_expansion;
     hybrid_encoder = register_module("encoder", detr::HybridEncoder(eo));
     detr::DetrDecoderOptions dopt;
     dopt.num_classes = o_.num_classes;
-    dopt.num_layers = r18 ? 3 : 4;
+    dopt.num_layers = sz.num_decoder_layers;
     dopt.v2 = o_.v2;
     dopt.eval_spatial_size = o_.eval_spatial_size;
     decoder = register_module("decoder", detr::DetrDecoder(dopt));
