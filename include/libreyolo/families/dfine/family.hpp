@@ -1,5 +1,5 @@
 #pragma once
-// The D-FINE line: D-FINE (`dfinen`), DEIM (`deimn`, families/deim/) and RT-DETRv4 (`rtdetrv4s`,
+// The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deimn`, families/deim/) and RT-DETRv4 (`rtdetrv4s`,
 // families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
 // network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
@@ -14,6 +14,10 @@
 // from 1e-6, gradient clipping at 0.1, EMA 0.9999 with the "EMA restart" (a constant decay 0.9999 from
 // the first no-aug epoch on), no_aug_epochs 4 (D-FINE) / 12 (DEIM, RT-DETRv4), validation every 10
 // epochs, multi_scale on, float32 by default (amp_default = false).
+// Per size: only the DEIM / RT-DETRv4 backbone multiplier changes (DEIMTrainer's table for
+// backbone_lr_mult = None); every other DFINEConfig / DEIMConfig / RTDETRv4Config default is one for all
+// sizes (the fixtures' config.json trainer_defaults are equal across each family's sizes), and D-FINE's
+// backbone_lr_mult is a plain 0.5.
 //
 // Data: the originals' train transform is RandomPhotometricDistort (p 0.5), RandomZoomOut, RandomIoUCrop
 // (p 0.8) until the no-aug epochs (or epochs x aug_stop_epoch_ratio), then horizontal flip (0.5) and a
@@ -56,8 +60,8 @@ struct DFineV {
   static constexpr std::string_view fixture_prefix = "dfine-";
   static constexpr Variant variant = Variant::dfine;
   static constexpr bool mal = false;
-  static constexpr std::array<std::string_view, 1> sizes{"n"};
-  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 5> sizes{"n", "s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 0> planned_sizes{};
   static constexpr std::string_view fp32_reason =
       "its decoder clamps activations at 65504, the largest finite float16: DFINEConfig.amp = False";
   static double backbone_lr_mult(const std::string&) { return 0.5; }  // DFINEConfig.backbone_lr_mult
