@@ -1,5 +1,5 @@
-// The D-FINE line's sizes (families/dfine/network.hpp): D-FINE n/s/m/l/x, DEIM-n and RT-DETRv4-s
-// against the Python original's architecture fixtures (shared/fixtures/libreyolo/
+// The D-FINE line's sizes (families/dfine/network.hpp): D-FINE n/s/m/l/x, DEIM n/s/m/l/x and
+// RT-DETRv4-s against the Python original's architecture fixtures (shared/fixtures/libreyolo/
 // <model>, 640 px, the eval size the decoder's anchors are fixed for): the same parameter and buffer
 // names, shapes and dtypes (l/x: the backbone's FrozenBatchNorm2d weights as buffers), the same
 // parameter and trainable counts, and under the deterministic fill the same outputs of the backbone, the
@@ -119,6 +119,10 @@ LRY_DFINE_FIXTURE_CASE("dfine-m", "m", Variant::dfine, 19590064, 19575732)
 LRY_DFINE_FIXTURE_CASE("dfine-l", "l", Variant::dfine, 31244152, 31219222)
 LRY_DFINE_FIXTURE_CASE("dfine-x", "x", Variant::dfine, 62621560, 62596118)
 LRY_DFINE_FIXTURE_CASE("deim-n", "n", Variant::deim, 3782693, 3782691)
+LRY_DFINE_FIXTURE_CASE("deim-s", "s", Variant::deim, 10321877, 10321875)
+LRY_DFINE_FIXTURE_CASE("deim-m", "m", Variant::deim, 19590064, 19590062)
+LRY_DFINE_FIXTURE_CASE("deim-l", "l", Variant::deim, 31244152, 31219222)
+LRY_DFINE_FIXTURE_CASE("deim-x", "x", Variant::deim, 62621560, 62596118)
 LRY_DFINE_FIXTURE_CASE("rtdetrv4-s", "s", Variant::rtdetrv4, 10321877, 10315401)
 
 TEST_CASE("dfine l/x: the backbone's norms are FrozenBatchNorm2d (buffers only, unchanged by a training step), the rest BatchNorm2d") {

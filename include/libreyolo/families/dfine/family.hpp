@@ -1,6 +1,6 @@
 #pragma once
-// The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deimn`, families/deim/) and RT-DETRv4 (`rtdetrv4s`,
-// families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
+// The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deim{n,s,m,l,x}`, families/deim/) and RT-DETRv4
+// (`rtdetrv4s`, families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
 // network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
 // one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,
@@ -87,8 +87,8 @@ struct DEIMV {
   static constexpr std::string_view fixture_prefix = "deim-";
   static constexpr Variant variant = Variant::deim;
   static constexpr bool mal = true;
-  static constexpr std::array<std::string_view, 1> sizes{"n"};
-  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 5> sizes{"n", "s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 0> planned_sizes{};
   static constexpr std::string_view fp32_reason =
       "it shares D-FINE's decoder, which clamps activations at 65504, the largest finite float16: DEIMConfig.amp = False";
   static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
