@@ -95,16 +95,17 @@ TEST_CASE("recipes: DFINEConfig, DEIMConfig and RTDETRv4Config after the overrid
   CHECK(ly::DFineFamily::loss_names() == std::vector<std::string>{"vfl", "bbox", "giou", "fgl", "ddf"});
   CHECK(ly::DEIMFamily::loss_names() == std::vector<std::string>{"mal", "bbox", "giou", "fgl", "ddf"});
   CHECK(ly::RTDETRv4Family::loss_names() == std::vector<std::string>{"mal", "bbox", "giou", "fgl", "ddf"});
-  // Sizes: the ported ones construct, the original's others say "not implemented yet".
+  // Sizes: every size of the originals' SIZE_CONFIGS constructs (RT-DETRv4 has no n: its INPUT_SIZES).
   for (const char* s : {"n", "s", "m", "l", "x"}) {
     CHECK_NOTHROW(ly::DFineFamily{s});
     CHECK_NOTHROW(ly::DEIMFamily{s});
   }
-  CHECK_NOTHROW(ly::RTDETRv4Family("s"));
-  CHECK_THROWS_WITH_AS(ly::RTDETRv4Family("m"), doctest::Contains("not implemented yet"), ly::ConfigError);
+  for (const char* s : {"s", "m", "l", "x"}) CHECK_NOTHROW(ly::RTDETRv4Family{s});
   CHECK_THROWS_WITH_AS(ly::DFineFamily("q"), doctest::Contains("unknown size; available: dfinen, dfines, dfinem, dfinel, dfinex"),
                        ly::ConfigError);
   CHECK_THROWS_WITH_AS(ly::DEIMFamily("q"), doctest::Contains("unknown size; available: deimn, deims, deimm, deiml, deimx"), ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::RTDETRv4Family("n"), doctest::Contains("unknown size; available: rtdetrv4s, rtdetrv4m, rtdetrv4l, rtdetrv4x"),
+                       ly::ConfigError);
 }
 
 TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbone at its multiplier (per size)") {
@@ -157,12 +158,14 @@ TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbo
   check(ly::DFineFamily("n"), 0.5);
   check(ly::DEIMFamily("n"), 0.5, true, false);
   check(ly::RTDETRv4Family("s"), 0.5);
-  // The new sizes: D-FINE keeps 0.5 at every size (DFINEConfig.backbone_lr_mult); DEIM follows
-  // DEIMTrainer's table (m 0.1, l 0.05, x 0.01); DEIM's stem trains at n/s/m only.
+  // The new sizes: D-FINE keeps 0.5 at every size (DFINEConfig.backbone_lr_mult); DEIM and RT-DETRv4
+  // follow DEIMTrainer's table (m 0.1, l 0.05, x 0.01); DEIM's stem trains at n/s/m only.
   check(ly::DFineFamily("m"), 0.5);
   check(ly::DFineFamily("x"), 0.5, false);
   check(ly::DEIMFamily("m"), 0.1, true, false);
   check(ly::DEIMFamily("l"), 0.05, false, true);
+  check(ly::RTDETRv4Family("m"), 0.1);
+  check(ly::RTDETRv4Family("x"), 0.01, false);
   CHECK(ly::families::dfine::deim_backbone_lr_mult("m") == doctest::Approx(0.1));
   CHECK(ly::families::dfine::deim_backbone_lr_mult("l") == doctest::Approx(0.05));
   CHECK(ly::families::dfine::deim_backbone_lr_mult("x") == doctest::Approx(0.01));

@@ -1,5 +1,5 @@
-// The D-FINE line's sizes (families/dfine/network.hpp): D-FINE n/s/m/l/x, DEIM n/s/m/l/x and
-// RT-DETRv4-s against the Python original's architecture fixtures (shared/fixtures/libreyolo/
+// Every size of the D-FINE line (families/dfine/network.hpp): D-FINE n/s/m/l/x, DEIM n/s/m/l/x and
+// RT-DETRv4 s/m/l/x against the Python original's architecture fixtures (shared/fixtures/libreyolo/
 // <model>, 640 px, the eval size the decoder's anchors are fixed for): the same parameter and buffer
 // names, shapes and dtypes (l/x: the backbone's FrozenBatchNorm2d weights as buffers), the same
 // parameter and trainable counts, and under the deterministic fill the same outputs of the backbone, the
@@ -124,6 +124,9 @@ LRY_DFINE_FIXTURE_CASE("deim-m", "m", Variant::deim, 19590064, 19590062)
 LRY_DFINE_FIXTURE_CASE("deim-l", "l", Variant::deim, 31244152, 31219222)
 LRY_DFINE_FIXTURE_CASE("deim-x", "x", Variant::deim, 62621560, 62596118)
 LRY_DFINE_FIXTURE_CASE("rtdetrv4-s", "s", Variant::rtdetrv4, 10321877, 10315401)
+LRY_DFINE_FIXTURE_CASE("rtdetrv4-m", "m", Variant::rtdetrv4, 19590064, 19575732)
+LRY_DFINE_FIXTURE_CASE("rtdetrv4-l", "l", Variant::rtdetrv4, 31244152, 31219222)
+LRY_DFINE_FIXTURE_CASE("rtdetrv4-x", "x", Variant::rtdetrv4, 62621560, 62596118)
 
 TEST_CASE("dfine l/x: the backbone's norms are FrozenBatchNorm2d (buffers only, unchanged by a training step), the rest BatchNorm2d") {
   DFine net(DFineOptions{"l", 4, Variant::deim, 640});

@@ -1,6 +1,6 @@
 #pragma once
 // The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deim{n,s,m,l,x}`, families/deim/) and RT-DETRv4
-// (`rtdetrv4s`, families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
+// (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
 // network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
 // one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,
@@ -61,7 +61,6 @@ struct DFineV {
   static constexpr Variant variant = Variant::dfine;
   static constexpr bool mal = false;
   static constexpr std::array<std::string_view, 5> sizes{"n", "s", "m", "l", "x"};
-  static constexpr std::array<std::string_view, 0> planned_sizes{};
   static constexpr std::string_view fp32_reason =
       "its decoder clamps activations at 65504, the largest finite float16: DFINEConfig.amp = False";
   static double backbone_lr_mult(const std::string&) { return 0.5; }  // DFINEConfig.backbone_lr_mult
@@ -88,7 +87,6 @@ struct DEIMV {
   static constexpr Variant variant = Variant::deim;
   static constexpr bool mal = true;
   static constexpr std::array<std::string_view, 5> sizes{"n", "s", "m", "l", "x"};
-  static constexpr std::array<std::string_view, 0> planned_sizes{};
   static constexpr std::string_view fp32_reason =
       "it shares D-FINE's decoder, which clamps activations at 65504, the largest finite float16: DEIMConfig.amp = False";
   static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
@@ -106,8 +104,7 @@ struct RTDETRv4V {
   static constexpr std::string_view fixture_prefix = "rtdetrv4-";
   static constexpr Variant variant = Variant::rtdetrv4;
   static constexpr bool mal = true;  // RTDETRv4Trainer is a DEIMTrainer
-  static constexpr std::array<std::string_view, 1> sizes{"s"};
-  static constexpr std::array<std::string_view, 3> planned_sizes{"m", "l", "x"};
+  static constexpr std::array<std::string_view, 4> sizes{"s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason = "it inherits DEIM's float32 setting: RTDETRv4Config(DEIMConfig).amp = False";
   static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
   static constexpr std::array<std::string_view, 24> overrides{
@@ -167,7 +164,6 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   using Batch = typename Base::Batch;
   static constexpr std::string_view name = V::name;
   static constexpr auto sizes = V::sizes;
-  static constexpr auto planned_sizes = V::planned_sizes;
   struct traits : family_defaults {
     static constexpr bool amp_default = false;
     static constexpr std::string_view fp32_reason = V::fp32_reason;
@@ -185,8 +181,6 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     for (auto s : V::sizes) available += (available.empty() ? "" : ", ") + n + std::string(s);
     for (auto s : V::sizes)
       if (this->size_ == s) return;
-    for (auto s : V::planned_sizes)
-      if (this->size_ == s) throw ConfigError("model=" + n + this->size_ + ": not implemented yet; available: " + available);
     throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + available);
   }
 
