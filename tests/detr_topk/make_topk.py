@@ -45,6 +45,17 @@ MODELS = {
                dict(config="n", nb_classes=80, eval_spatial_size=(640, 640))),
     "rtdetrv4-s": ("libreyolo.models.dfine.nn", "LibreDFINEModel",
                    dict(config="s", nb_classes=80, eval_spatial_size=(640, 640), activation="silu")),
+}
+# The other sizes of the D-FINE line (the same constructors at their SIZE_CONFIGS keys).
+for _sz in "smlx":
+    MODELS["dfine-" + _sz] = ("libreyolo.models.dfine.nn", "LibreDFINEModel",
+                              dict(config=_sz, nb_classes=80, eval_spatial_size=(640, 640)))
+    MODELS["deim-" + _sz] = ("libreyolo.models.deim.nn", "LibreDEIMModel",
+                             dict(config=_sz, nb_classes=80, eval_spatial_size=(640, 640)))
+for _sz in "mlx":
+    MODELS["rtdetrv4-" + _sz] = ("libreyolo.models.dfine.nn", "LibreDFINEModel",
+                                 dict(config=_sz, nb_classes=80, eval_spatial_size=(640, 640), activation="silu"))
+MODELS.update({
     # RT-DETR v1 (RTDETR_CONFIGS["r18"]); no eval_spatial_size: anchors per input, the fixture's 160 px.
     "rtdetr-r18": ("libreyolo.models.rtdetr.nn", "RTDETRModel",
                    dict(num_classes=80, backbone_depth=18, backbone_freeze_at=0, backbone_freeze_norm=False,
@@ -55,7 +66,7 @@ MODELS = {
                           backbone_pretrained=False, hidden_dim=256, dim_feedforward=1024, expansion=0.5,
                           decoder_hidden_dim=256, decoder_dim_feedforward=1024, num_decoder_layers=3, eval_idx=-1,
                           eval_spatial_size=(640, 640))),
-}
+})
 # RT-DETR v1 / v2 r34 and r50 (RTDETR_CONFIGS["r34"], ["r50"]): r34 PResNet-34 and four decoder layers;
 # r50 PResNet-50 with frozen norms, encoder expansion 1.0 and six decoder layers. Pretrained off.
 _SIZES = {

@@ -95,15 +95,26 @@ TEST_CASE("recipes: DFINEConfig, DEIMConfig and RTDETRv4Config after the overrid
   CHECK(ly::DFineFamily::loss_names() == std::vector<std::string>{"vfl", "bbox", "giou", "fgl", "ddf"});
   CHECK(ly::DEIMFamily::loss_names() == std::vector<std::string>{"mal", "bbox", "giou", "fgl", "ddf"});
   CHECK(ly::RTDETRv4Family::loss_names() == std::vector<std::string>{"mal", "bbox", "giou", "fgl", "ddf"});
-  // Sizes: the ported ones construct, the original's others say "not implemented yet".
-  CHECK_NOTHROW(ly::DFineFamily("n"));
-  CHECK_NOTHROW(ly::RTDETRv4Family("s"));
-  CHECK_THROWS_WITH_AS(ly::DEIMFamily("m"), doctest::Contains("not implemented yet"), ly::ConfigError);
-  CHECK_THROWS_WITH_AS(ly::DFineFamily("q"), doctest::Contains("unknown size; available: dfinen"), ly::ConfigError);
+  // Sizes: every size of the originals' SIZE_CONFIGS constructs (RT-DETRv4 has no n: its INPUT_SIZES).
+  for (const char* s : {"n", "s", "m", "l", "x"}) {
+    CHECK_NOTHROW(ly::DFineFamily{s});
+    CHECK_NOTHROW(ly::DEIMFamily{s});
+  }
+  for (const char* s : {"s", "m", "l", "x"}) CHECK_NOTHROW(ly::RTDETRv4Family{s});
+  CHECK_THROWS_WITH_AS(ly::DFineFamily("q"), doctest::Contains("unknown size; available: dfinen, dfines, dfinem, dfinel, dfinex"),
+                       ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::DEIMFamily("q"), doctest::Contains("unknown size; available: deimn, deims, deimm, deiml, deimx"), ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::RTDETRv4Family("n"), doctest::Contains("unknown size; available: rtdetrv4s, rtdetrv4m, rtdetrv4l, rtdetrv4x"),
+                       ly::ConfigError);
 }
 
-TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbone at its multiplier") {
-  auto check = [](auto fam, double mult) {
+TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbone at its multiplier (per size)") {
+  // lab: the size's backbone has LearnableAffine blocks (n/s/m). At l/x it has none, its norms are
+  // FrozenBatchNorm2d (buffers) and its convs bias-free: its no-decay group is empty (the original's
+  // _setup_optimizer leaves it out).
+  // frozen_stem: the stem's parameters are out of every group (D-FINE, RT-DETRv4; DEIM at l/x).
+  auto check = [](auto fam, double mult, bool lab = true, bool frozen_stem = true) {
+    CAPTURE(fam.size());
     fam.restore({{"names", std::vector<std::string>{"a", "b"}}});
     auto net = fam.make_network();
     const auto g = fam.param_groups(*net, 1e-4);
@@ -120,9 +131,19 @@ TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbo
     for (auto& x : g) n += x.params.size();
     for (auto& p : net->named_parameters()) trainable += p.value().requires_grad() ? 1 : 0;
     CHECK(n == trainable);
-    // Every group is used; a backbone norm / lab.scale parameter is in the backbone's no-decay group.
-    for (auto& x : g) CHECK(!x.params.empty());
+    // Every group is used (l/x: but the backbone's no-decay one); a backbone norm / lab.scale parameter
+    // is in the backbone's no-decay group.
+    for (size_t i = 0; i < 3; ++i) CHECK(!g[i].params.empty());
+    CHECK(g[3].params.empty() == !lab);
     const auto named = net->named_parameters();
+    size_t stem_trainable = 0, stem = 0;
+    for (auto& p : named)
+      if (p.key().rfind("backbone.stem.", 0) == 0) {
+        ++stem;
+        stem_trainable += p.value().requires_grad() ? 1 : 0;
+      }
+    CHECK(stem > 0);
+    CHECK(stem_trainable == (frozen_stem ? 0 : stem));
     bool lab_found = false;
     for (auto& p : named) {
       if (p.key().find("lab.scale") == std::string::npos || !p.value().requires_grad() || p.key().rfind("backbone.", 0) != 0) continue;
@@ -132,11 +153,19 @@ TEST_CASE("param groups: the original's {head, backbone} x {decay, none}, backbo
       CHECK(in3);
       break;
     }
-    CHECK(lab_found);
+    CHECK(lab_found == lab);
   };
   check(ly::DFineFamily("n"), 0.5);
-  check(ly::DEIMFamily("n"), 0.5);
+  check(ly::DEIMFamily("n"), 0.5, true, false);
   check(ly::RTDETRv4Family("s"), 0.5);
+  // The new sizes: D-FINE keeps 0.5 at every size (DFINEConfig.backbone_lr_mult); DEIM and RT-DETRv4
+  // follow DEIMTrainer's table (m 0.1, l 0.05, x 0.01); DEIM's stem trains at n/s/m only.
+  check(ly::DFineFamily("m"), 0.5);
+  check(ly::DFineFamily("x"), 0.5, false);
+  check(ly::DEIMFamily("m"), 0.1, true, false);
+  check(ly::DEIMFamily("l"), 0.05, false, true);
+  check(ly::RTDETRv4Family("m"), 0.1);
+  check(ly::RTDETRv4Family("x"), 0.01, false);
   CHECK(ly::families::dfine::deim_backbone_lr_mult("m") == doctest::Approx(0.1));
   CHECK(ly::families::dfine::deim_backbone_lr_mult("l") == doctest::Approx(0.05));
   CHECK(ly::families::dfine::deim_backbone_lr_mult("x") == doctest::Approx(0.01));

@@ -168,7 +168,10 @@ TEST_CASE("D-FINE network: a clone keeps decoder.decoder.up / reg_scale the deco
   CHECK_FALSE(copy->decoder->up.requires_grad());
 }
 
-TEST_CASE("D-FINE network: unknown size") { CHECK_THROWS_AS(DFine(DFineOptions{"m", 80, Variant::dfine, 640}), libreyolo::ConfigError); }
+TEST_CASE("D-FINE network: unknown size") {
+  CHECK_THROWS_WITH_AS(DFine(DFineOptions{"q", 80, Variant::dfine, 640}), doctest::Contains("allowed: n, s, m, l, x"), libreyolo::ConfigError);
+  CHECK_THROWS_AS(DFine(DFineOptions{"b0", 80, Variant::deim, 640}), libreyolo::ConfigError);
+}
 
 LRY_GPU_SUITE {
   TEST_CASE("D-FINE-line network on CUDA: eval matches the CPU's encoder maps; a training step under fp16 autocast stays finite") {

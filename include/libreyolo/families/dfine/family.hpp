@@ -1,6 +1,6 @@
 #pragma once
-// The D-FINE line: D-FINE (`dfinen`), DEIM (`deimn`, families/deim/) and RT-DETRv4 (`rtdetrv4s`,
-// families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
+// The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deim{n,s,m,l,x}`, families/deim/) and RT-DETRv4
+// (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
 // network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
 // one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,
@@ -14,6 +14,10 @@
 // from 1e-6, gradient clipping at 0.1, EMA 0.9999 with the "EMA restart" (a constant decay 0.9999 from
 // the first no-aug epoch on), no_aug_epochs 4 (D-FINE) / 12 (DEIM, RT-DETRv4), validation every 10
 // epochs, multi_scale on, float32 by default (amp_default = false).
+// Per size: only the DEIM / RT-DETRv4 backbone multiplier changes (DEIMTrainer's table for
+// backbone_lr_mult = None); every other DFINEConfig / DEIMConfig / RTDETRv4Config default is one for all
+// sizes (the fixtures' config.json trainer_defaults are equal across each family's sizes), and D-FINE's
+// backbone_lr_mult is a plain 0.5.
 //
 // Data: the originals' train transform, RandomPhotometricDistort (p 0.5), RandomZoomOut, RandomIoUCrop
 // (p 0.8) until the no-aug epochs (or epochs x aug_stop_epoch_ratio), then horizontal flip (0.5) and a
@@ -58,8 +62,7 @@ struct DFineV {
   static constexpr std::string_view fixture_prefix = "dfine-";
   static constexpr Variant variant = Variant::dfine;
   static constexpr bool mal = false;
-  static constexpr std::array<std::string_view, 1> sizes{"n"};
-  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 5> sizes{"n", "s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason =
       "its decoder clamps activations at 65504, the largest finite float16: DFINEConfig.amp = False";
   static double backbone_lr_mult(const std::string&) { return 0.5; }  // DFINEConfig.backbone_lr_mult
@@ -85,8 +88,7 @@ struct DEIMV {
   static constexpr std::string_view fixture_prefix = "deim-";
   static constexpr Variant variant = Variant::deim;
   static constexpr bool mal = true;
-  static constexpr std::array<std::string_view, 1> sizes{"n"};
-  static constexpr std::array<std::string_view, 4> planned_sizes{"s", "m", "l", "x"};
+  static constexpr std::array<std::string_view, 5> sizes{"n", "s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason =
       "it shares D-FINE's decoder, which clamps activations at 65504, the largest finite float16: DEIMConfig.amp = False";
   static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
@@ -104,8 +106,7 @@ struct RTDETRv4V {
   static constexpr std::string_view fixture_prefix = "rtdetrv4-";
   static constexpr Variant variant = Variant::rtdetrv4;
   static constexpr bool mal = true;  // RTDETRv4Trainer is a DEIMTrainer
-  static constexpr std::array<std::string_view, 1> sizes{"s"};
-  static constexpr std::array<std::string_view, 3> planned_sizes{"m", "l", "x"};
+  static constexpr std::array<std::string_view, 4> sizes{"s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason = "it inherits DEIM's float32 setting: RTDETRv4Config(DEIMConfig).amp = False";
   static double backbone_lr_mult(const std::string& size) { return deim_backbone_lr_mult(size); }
   static constexpr std::array<std::string_view, 24> overrides{
@@ -165,7 +166,6 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   using Batch = typename Base::Batch;
   static constexpr std::string_view name = V::name;
   static constexpr auto sizes = V::sizes;
-  static constexpr auto planned_sizes = V::planned_sizes;
   struct traits : family_defaults {
     static constexpr bool amp_default = false;
     static constexpr std::string_view fp32_reason = V::fp32_reason;
@@ -183,8 +183,6 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     for (auto s : V::sizes) available += (available.empty() ? "" : ", ") + n + std::string(s);
     for (auto s : V::sizes)
       if (this->size_ == s) return;
-    for (auto s : V::planned_sizes)
-      if (this->size_ == s) throw ConfigError("model=" + n + this->size_ + ": not implemented yet; available: " + available);
     throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + available);
   }
 

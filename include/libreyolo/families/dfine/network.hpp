@@ -4,12 +4,16 @@
 // Fine-grained Distribution Refinement (nn/detr/hgnetv2.hpp, dfine_encoder.hpp, dfine_decoder.hpp).
 // Module names equal the original's state dict (backbone., encoder., decoder.).
 //
-// Sizes (the original's SIZE_CONFIGS): n = HGNetv2-B0 stages 2-3 (strides 16/32), hidden 128, FFN 512,
-// expansion 0.34, depth 0.5, 3 decoder layers with 6/6 points; s = B0 stages 1-3 (strides 8/16/32),
-// hidden 256, FFN 1024, expansion 0.5, depth 0.34, 3 layers with 3/6/3 points. reg_max 32, reg_scale 4,
+// Sizes: the original's SIZE_CONFIGS (models/dfine/nn.py; models/deim/nn.py the same but for the
+// freezing), as the table dfine_size() below: the HGNetv2 variant (B0 n/s, B2 m, B4 l, B5 x), use_lab
+// (n/s/m), the stages returned (n: 2-3 = strides 16/32; the others 1-3 = 8/16/32), freeze_norm (l/x:
+// FrozenBatchNorm2d throughout the backbone), the encoder's hidden dim / FFN / CSP expansion / depth
+// multiplier, the decoder's layers and points per level. x alone has an encoder wider (384) than its
+// decoder (256, so the decoder's input_proj are 384 -> 256 convs) and reg_scale 8; every size reg_max 32,
 // eval size 640 (the decoder's anchors are buffers for it).
 // Variants: D-FINE (ReLU decoder heads, the backbone's stem frozen), DEIM (SiLU decoder FFN / LQE / MLP
-// heads, nothing frozen), RT-DETRv4 (D-FINE built with activation "silu": SiLU as DEIM, stem frozen).
+// heads; the stem frozen only at l/x, whose DEIM configs keep freeze_at 0), RT-DETRv4 (D-FINE's table
+// built with activation "silu": SiLU as DEIM, stem frozen).
 //
 // The encoder boundary (capture/region.hpp): encode(x) = backbone + encoder, the chain a CUDA graph
 // captures; decode(features) = the decoder. In training mode decode() returns the features with the
@@ -35,11 +39,38 @@ namespace detr = libreyolo::nn::detr;
 enum class Variant { dfine, deim, rtdetrv4 };
 
 struct DFineOptions {
-  std::string size = "n";  // n | s
+  std::string size = "n";  // n | s | m | l | x
   int64_t num_classes = 80;
   Variant variant = Variant::dfine;
   int64_t eval_spatial_size = 640;
 };
+
+// One row of the original's SIZE_CONFIGS.
+struct DFineSizeConfig {
+  const char* backbone;  // HGNetv2 B0 .. B5
+  bool use_lab, freeze_norm;
+  std::vector<int64_t> return_idx;
+  int64_t enc_hidden, enc_ffn;
+  double expansion, depth_mult;
+  int64_t dec_hidden, dec_ffn, dec_layers;
+  std::vector<int64_t> num_points;
+  double reg_scale;
+  bool deim_freeze_stem;  // DEIM's freeze_at >= 0 (l/x); D-FINE and RT-DETRv4 freeze the stem at every size
+};
+
+inline const DFineSizeConfig* dfine_size(const std::string& size) {
+  static const DFineSizeConfig n{"B0", true, false, {2, 3}, 128, 512, 0.34, 0.5, 128, 512, 3, {6, 6}, 4.0, false};
+  static const DFineSizeConfig s{"B0", true, false, {1, 2, 3}, 256, 1024, 0.5, 0.34, 256, 1024, 3, {3, 6, 3}, 4.0, false};
+  static const DFineSizeConfig m{"B2", true, false, {1, 2, 3}, 256, 1024, 1.0, 0.67, 256, 1024, 4, {3, 6, 3}, 4.0, false};
+  static const DFineSizeConfig l{"B4", false, true, {1, 2, 3}, 256, 1024, 1.0, 1.0, 256, 1024, 6, {3, 6, 3}, 4.0, true};
+  static const DFineSizeConfig x{"B5", false, true, {1, 2, 3}, 384, 2048, 1.0, 1.0, 256, 1024, 6, {3, 6, 3}, 8.0, true};
+  if (size == "n") return &n;
+  if (size == "s") return &s;
+  if (size == "m") return &m;
+  if (size == "l") return &l;
+  if (size == "x") return &x;
+  return nullptr;
+}
 
 // The captured chain (backbone + encoder), owning no modules of its own: it registers the network's
 // backbone and encoder again so that capture sees exactly their parameters and buffers.
@@ -55,40 +86,42 @@ struct DFineEncoderChainImpl : torch::nn::Module {
 class DFineImpl : public torch::nn::Cloneable<DFineImpl> {
  public:
   explicit DFineImpl(DFineOptions o = {}) : o_(std::move(o)) {
-    if (o_.size != "n" && o_.size != "s") throw ConfigError("D-FINE network size '" + o_.size + "': not available; allowed: n, s");
+    if (!dfine_size(o_.size)) throw ConfigError("D-FINE network size '" + o_.size + "': not available; allowed: n, s, m, l, x");
     reset();
   }
   void reset() override {
-    const bool n = o_.size == "n";
+    const DFineSizeConfig& c = *dfine_size(o_.size);
     const bool silu = o_.variant != Variant::dfine;
     detr::HGNetv2Options bo;
-    bo.name = "B0";
-    bo.use_lab = true;
-    bo.return_idx = n ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{1, 2, 3};
-    bo.freeze_stem = o_.variant != Variant::deim;
+    bo.name = c.backbone;
+    bo.use_lab = c.use_lab;
+    bo.return_idx = c.return_idx;
+    bo.freeze_stem = o_.variant != Variant::deim || c.deim_freeze_stem;
+    bo.freeze_norm = c.freeze_norm;
     backbone = register_module("backbone", detr::HGNetv2(bo));
     detr::DFineEncoderOptions eo;
     eo.in_channels = backbone->out_channels();
-    eo.feat_strides = n ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{8, 16, 32};
-    eo.hidden_dim = n ? 128 : 256;
-    eo.dim_feedforward = n ? 512 : 1024;
-    eo.expansion = n ? 0.34 : 0.5;
-    eo.depth_mult = n ? 0.5 : 0.34;
-    eo.use_encoder_idx = {n ? 1 : 2};
+    eo.feat_strides.clear();
+    for (auto i : c.return_idx) eo.feat_strides.push_back(int64_t{4} << i);  // stages 0..3: strides 4..32
+    eo.hidden_dim = c.enc_hidden;
+    eo.dim_feedforward = c.enc_ffn;
+    eo.expansion = c.expansion;
+    eo.depth_mult = c.depth_mult;
+    eo.use_encoder_idx = {static_cast<int64_t>(c.return_idx.size()) - 1};  // the last (stride-32) level
     hybrid_encoder = register_module("encoder", detr::DFineEncoder(eo));
     detr::DFineDecoderOptions d;
     d.num_classes = o_.num_classes;
-    d.hidden_dim = eo.hidden_dim;
+    d.hidden_dim = c.dec_hidden;
     d.feat_channels = std::vector<int64_t>(eo.in_channels.size(), eo.hidden_dim);
     d.feat_strides = eo.feat_strides;
     d.num_levels = static_cast<int64_t>(eo.in_channels.size());
-    d.num_points = n ? std::vector<int64_t>{6, 6} : std::vector<int64_t>{3, 6, 3};
-    d.num_layers = 3;
-    d.dim_feedforward = eo.dim_feedforward;
+    d.num_points = c.num_points;
+    d.num_layers = c.dec_layers;
+    d.dim_feedforward = c.dec_ffn;
     d.activation = silu ? detr::Act::silu : detr::Act::relu;
     d.mlp_act = d.activation;
     d.eval_spatial_size = o_.eval_spatial_size;
-    d.reg_scale = 4.0;
+    d.reg_scale = c.reg_scale;
     decoder = register_module("decoder", detr::DFineDecoder(d));
     first_stride_ = eo.feat_strides.front();
     chain_ = std::make_shared<DFineEncoderChainImpl>(backbone, hybrid_encoder);

@@ -6,6 +6,8 @@
 // a squeeze (1x1 to out/2) + excitation (1x1 to out) pair ("se" aggregation, the original's default);
 // blocks after the first are residual. ConvBNAct = conv + BatchNorm + ReLU, then with use_lab a
 // learnable affine (scale * x + bias, `lab.scale` / `lab.bias`) on activated convs.
+// freeze_norm (the L/X sizes): every BatchNorm of the backbone is the original's FrozenBatchNorm2d, whose
+// weight, bias, running_mean and running_var are buffers (no num_batches_tracked), never trained.
 // Module names equal the original's state dict (stem.stem1.conv.weight, stages.2.blocks.1.layers.0.conv1...).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/nn/batch_norm.hpp>
@@ -36,31 +38,61 @@ class LearnableAffineImpl : public torch::nn::Cloneable<LearnableAffineImpl> {
 };
 TORCH_MODULE(LearnableAffine);
 
-// ConvBNAct: Conv2d (padding (k-1)/2, no bias) + BatchNorm2d + activation (use_act) + LAB (use_act && use_lab).
+// FrozenBatchNorm2d (the original's models/dfine/common.py): a BatchNorm with fixed statistics and affine,
+// all four as buffers; x * scale + shift with scale = weight * rsqrt(running_var + eps) and shift =
+// bias - running_mean * scale, computed as the original does (the same rounding), in training too.
+class FrozenBatchNorm2dImpl : public torch::nn::Cloneable<FrozenBatchNorm2dImpl> {
+ public:
+  explicit FrozenBatchNorm2dImpl(int64_t n, double eps = 1e-5) : n_(n), eps_(eps) { reset(); }
+  void reset() override {
+    weight = register_buffer("weight", torch::ones({n_}));
+    bias = register_buffer("bias", torch::zeros({n_}));
+    running_mean = register_buffer("running_mean", torch::zeros({n_}));
+    running_var = register_buffer("running_var", torch::ones({n_}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto t = x.scalar_type();
+    auto scale = weight.view({1, -1, 1, 1}) * (running_var.view({1, -1, 1, 1}) + eps_).rsqrt();
+    auto shift = bias.view({1, -1, 1, 1}) - running_mean.view({1, -1, 1, 1}) * scale;
+    return x * scale.to(t) + shift.to(t);
+  }
+  torch::Tensor weight, bias, running_mean, running_var;
+
+ private:
+  int64_t n_;
+  double eps_;
+};
+TORCH_MODULE(FrozenBatchNorm2d);
+
+// ConvBNAct: Conv2d (padding (k-1)/2, no bias) + BatchNorm2d (FrozenBatchNorm2d with frozen_norm) +
+// activation (use_act) + LAB (use_act && use_lab).
 class ConvBNActImpl : public torch::nn::Cloneable<ConvBNActImpl> {
  public:
   ConvBNActImpl(int64_t in, int64_t out, int64_t k, int64_t stride = 1, int64_t groups = 1, bool use_act = true, bool use_lab = false,
-                Act act = Act::relu)
-      : in_(in), out_(out), k_(k), s_(stride), g_(groups), use_act_(use_act), use_lab_(use_lab), act_(act) {
+                Act act = Act::relu, bool frozen_norm = false)
+      : in_(in), out_(out), k_(k), s_(stride), g_(groups), use_act_(use_act), use_lab_(use_lab), frozen_(frozen_norm), act_(act) {
     reset();
   }
   void reset() override {
     conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, out_, k_).stride(s_).padding((k_ - 1) / 2).groups(g_).bias(false)));
-    bn = register_module("bn", BatchNorm2d(out_));
+    if (frozen_) frozen_bn = register_module("bn", FrozenBatchNorm2d(out_));
+    else bn = register_module("bn", BatchNorm2d(out_));
     if (use_act_ && use_lab_) lab = register_module("lab", LearnableAffine());
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto y = bn->forward(conv->forward(x));
+    auto y = conv->forward(x);
+    y = frozen_bn ? frozen_bn->forward(y) : bn->forward(y);
     if (use_act_) y = activate(y, act_);
     return lab ? lab->forward(y) : y;
   }
   torch::nn::Conv2d conv{nullptr};
-  BatchNorm2d bn{nullptr};
+  BatchNorm2d bn{nullptr};               // registered as "bn" unless frozen_norm
+  FrozenBatchNorm2d frozen_bn{nullptr};  // registered as "bn" with frozen_norm
   LearnableAffine lab{nullptr};
 
  private:
   int64_t in_, out_, k_, s_, g_;
-  bool use_act_, use_lab_;
+  bool use_act_, use_lab_, frozen_;
   Act act_;
 };
 TORCH_MODULE(ConvBNAct);
@@ -68,30 +100,36 @@ TORCH_MODULE(ConvBNAct);
 // LightConvBNAct: 1x1 ConvBNAct without activation, then a depthwise kxk ConvBNAct with it.
 class LightConvBNActImpl : public torch::nn::Cloneable<LightConvBNActImpl> {
  public:
-  LightConvBNActImpl(int64_t in, int64_t out, int64_t k, bool use_lab, Act act) : in_(in), out_(out), k_(k), lab_(use_lab), act_(act) { reset(); }
+  LightConvBNActImpl(int64_t in, int64_t out, int64_t k, bool use_lab, Act act, bool frozen_norm = false)
+      : in_(in), out_(out), k_(k), lab_(use_lab), fz_(frozen_norm), act_(act) {
+    reset();
+  }
   void reset() override {
-    conv1 = register_module("conv1", ConvBNAct(in_, out_, 1, 1, 1, false, lab_, act_));
-    conv2 = register_module("conv2", ConvBNAct(out_, out_, k_, 1, out_, true, lab_, act_));
+    conv1 = register_module("conv1", ConvBNAct(in_, out_, 1, 1, 1, false, lab_, act_, fz_));
+    conv2 = register_module("conv2", ConvBNAct(out_, out_, k_, 1, out_, true, lab_, act_, fz_));
   }
   torch::Tensor forward(const torch::Tensor& x) { return conv2->forward(conv1->forward(x)); }
   ConvBNAct conv1{nullptr}, conv2{nullptr};
 
  private:
   int64_t in_, out_, k_;
-  bool lab_;
+  bool lab_, fz_;
   Act act_;
 };
 TORCH_MODULE(LightConvBNAct);
 
 class HGStemImpl : public torch::nn::Cloneable<HGStemImpl> {
  public:
-  HGStemImpl(int64_t in, int64_t mid, int64_t out, bool use_lab, Act act) : in_(in), mid_(mid), out_(out), lab_(use_lab), act_(act) { reset(); }
+  HGStemImpl(int64_t in, int64_t mid, int64_t out, bool use_lab, Act act, bool frozen_norm = false)
+      : in_(in), mid_(mid), out_(out), lab_(use_lab), fz_(frozen_norm), act_(act) {
+    reset();
+  }
   void reset() override {
-    stem1 = register_module("stem1", ConvBNAct(in_, mid_, 3, 2, 1, true, lab_, act_));
-    stem2a = register_module("stem2a", ConvBNAct(mid_, mid_ / 2, 2, 1, 1, true, lab_, act_));
-    stem2b = register_module("stem2b", ConvBNAct(mid_ / 2, mid_, 2, 1, 1, true, lab_, act_));
-    stem3 = register_module("stem3", ConvBNAct(mid_ * 2, mid_, 3, 2, 1, true, lab_, act_));
-    stem4 = register_module("stem4", ConvBNAct(mid_, out_, 1, 1, 1, true, lab_, act_));
+    stem1 = register_module("stem1", ConvBNAct(in_, mid_, 3, 2, 1, true, lab_, act_, fz_));
+    stem2a = register_module("stem2a", ConvBNAct(mid_, mid_ / 2, 2, 1, 1, true, lab_, act_, fz_));
+    stem2b = register_module("stem2b", ConvBNAct(mid_ / 2, mid_, 2, 1, 1, true, lab_, act_, fz_));
+    stem3 = register_module("stem3", ConvBNAct(mid_ * 2, mid_, 3, 2, 1, true, lab_, act_, fz_));
+    stem4 = register_module("stem4", ConvBNAct(mid_, out_, 1, 1, 1, true, lab_, act_, fz_));
   }
   torch::Tensor forward(const torch::Tensor& x0) {
     auto x = torch::constant_pad_nd(stem1->forward(x0), {0, 1, 0, 1});
@@ -104,28 +142,29 @@ class HGStemImpl : public torch::nn::Cloneable<HGStemImpl> {
 
  private:
   int64_t in_, mid_, out_;
-  bool lab_;
+  bool lab_, fz_;
   Act act_;
 };
 TORCH_MODULE(HGStem);
 
 class HGBlockImpl : public torch::nn::Cloneable<HGBlockImpl> {
  public:
-  HGBlockImpl(int64_t in, int64_t mid, int64_t out, int64_t layer_num, int64_t k, bool residual, bool light, bool use_lab, Act act)
-      : in_(in), mid_(mid), out_(out), n_(layer_num), k_(k), residual_(residual), light_(light), lab_(use_lab), act_(act) {
+  HGBlockImpl(int64_t in, int64_t mid, int64_t out, int64_t layer_num, int64_t k, bool residual, bool light, bool use_lab, Act act,
+              bool frozen_norm = false)
+      : in_(in), mid_(mid), out_(out), n_(layer_num), k_(k), residual_(residual), light_(light), lab_(use_lab), fz_(frozen_norm), act_(act) {
     reset();
   }
   void reset() override {
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < n_; ++i) {
       const int64_t c = i == 0 ? in_ : mid_;
-      if (light_) layers->push_back(LightConvBNAct(c, mid_, k_, lab_, act_));
-      else layers->push_back(ConvBNAct(c, mid_, k_, 1, 1, true, lab_, act_));
+      if (light_) layers->push_back(LightConvBNAct(c, mid_, k_, lab_, act_, fz_));
+      else layers->push_back(ConvBNAct(c, mid_, k_, 1, 1, true, lab_, act_, fz_));
     }
     const int64_t total = in_ + n_ * mid_;
     aggregation = register_module("aggregation", torch::nn::Sequential());
-    aggregation->push_back(ConvBNAct(total, out_ / 2, 1, 1, 1, true, lab_, act_));
-    aggregation->push_back(ConvBNAct(out_ / 2, out_, 1, 1, 1, true, lab_, act_));
+    aggregation->push_back(ConvBNAct(total, out_ / 2, 1, 1, 1, true, lab_, act_, fz_));
+    aggregation->push_back(ConvBNAct(out_ / 2, out_, 1, 1, 1, true, lab_, act_, fz_));
   }
   torch::Tensor forward(const torch::Tensor& x0) {
     std::vector<torch::Tensor> outs{x0};
@@ -142,7 +181,7 @@ class HGBlockImpl : public torch::nn::Cloneable<HGBlockImpl> {
 
  private:
   int64_t in_, mid_, out_, n_, k_;
-  bool residual_, light_, lab_;
+  bool residual_, light_, lab_, fz_;
   Act act_;
 };
 TORCH_MODULE(HGBlock);
@@ -156,12 +195,12 @@ struct HGStageConfig {
 
 class HGStageImpl : public torch::nn::Cloneable<HGStageImpl> {
  public:
-  HGStageImpl(HGStageConfig c, bool use_lab, Act act) : c_(c), lab_(use_lab), act_(act) { reset(); }
+  HGStageImpl(HGStageConfig c, bool use_lab, Act act, bool frozen_norm = false) : c_(c), lab_(use_lab), fz_(frozen_norm), act_(act) { reset(); }
   void reset() override {
-    if (c_.downsample) downsample = register_module("downsample", ConvBNAct(c_.in, c_.in, 3, 2, c_.in, false, lab_, act_));
+    if (c_.downsample) downsample = register_module("downsample", ConvBNAct(c_.in, c_.in, 3, 2, c_.in, false, lab_, act_, fz_));
     blocks = register_module("blocks", torch::nn::Sequential());
     for (int64_t i = 0; i < c_.blocks; ++i)
-      blocks->push_back(HGBlock(i == 0 ? c_.in : c_.out, c_.mid, c_.out, c_.layers, c_.kernel, i != 0, c_.light, lab_, act_));
+      blocks->push_back(HGBlock(i == 0 ? c_.in : c_.out, c_.mid, c_.out, c_.layers, c_.kernel, i != 0, c_.light, lab_, act_, fz_));
   }
   torch::Tensor forward(const torch::Tensor& x) { return blocks->forward(downsample ? downsample->forward(x) : x); }
   ConvBNAct downsample{nullptr};
@@ -169,7 +208,7 @@ class HGStageImpl : public torch::nn::Cloneable<HGStageImpl> {
 
  private:
   HGStageConfig c_;
-  bool lab_;
+  bool lab_, fz_;
   Act act_;
 };
 TORCH_MODULE(HGStage);
@@ -179,6 +218,7 @@ struct HGNetv2Options {
   bool use_lab = true;
   std::vector<int64_t> return_idx{2, 3};  // stages returned (strides 4, 8, 16, 32 for 0..3)
   bool freeze_stem = true;                // the original's freeze_at >= 0 with freeze_stem_only: stem frozen
+  bool freeze_norm = false;               // every BatchNorm a FrozenBatchNorm2d (the original's L/X sizes)
   Act act = Act::relu;
 };
 
@@ -208,9 +248,9 @@ class HGNetv2Impl : public torch::nn::Cloneable<HGNetv2Impl> {
     }
     out_channels_.clear();
     for (auto& c : st) out_channels_.push_back(c.out);
-    stem = register_module("stem", HGStem(stem_ch[0], stem_ch[1], stem_ch[2], o_.use_lab, o_.act));
+    stem = register_module("stem", HGStem(stem_ch[0], stem_ch[1], stem_ch[2], o_.use_lab, o_.act, o_.freeze_norm));
     stages = register_module("stages", torch::nn::ModuleList());
-    for (auto& c : st) stages->push_back(HGStage(c, o_.use_lab, o_.act));
+    for (auto& c : st) stages->push_back(HGStage(c, o_.use_lab, o_.act, o_.freeze_norm));
     if (o_.freeze_stem)
       for (auto& p : stem->parameters()) p.set_requires_grad(false);
   }
