@@ -35,31 +35,6 @@ ly::data::Image two_pixels() {
 
 std::vector<int> pixels(const ly::data::Image& img) { return {img.px.begin(), img.px.end()}; }
 
-// n images 48 x 64 (h x w; long side 64 = imgsz) of grey 200, each with one rectangle of (k + 1) * 40, class k.
-struct Rects {
-  lry_test::TempDir dir{"lry_dfine_pipeline"};
-  std::vector<fs::path> files;
-  std::vector<std::array<int, 4>> rects;
-  explicit Rects(int n) {
-    for (int k = 0; k < n; ++k) {
-      const int x1 = 10 + 4 * k, y1 = 8 + 3 * k, x2 = x1 + 20, y2 = y1 + 14;
-      ly::data::Image img(48, 64, 3, 200);
-      for (int y = y1; y < y2; ++y)
-        for (int x = x1; x < x2; ++x)
-          for (int c = 0; c < 3; ++c) img.at(y, x, c) = static_cast<uint8_t>((k + 1) * 40);
-      files.push_back(dir.path / "images" / (std::to_string(k) + ".png"));
-      fs::create_directories(files.back().parent_path());
-      ly::data::write_png(files.back(), img);
-      fs::create_directories(dir.path / "labels");
-      char line[96];
-      std::snprintf(line, sizeof line, "%d %f %f %f %f\n", k, (x1 + x2) / 2.0 / 64, (y1 + y2) / 2.0 / 48,
-                    (x2 - x1) / 64.0, (y2 - y1) / 48.0);
-      std::ofstream(dir.path / "labels" / (std::to_string(k) + ".txt")) << line;
-      rects.push_back({x1, y1, x2, y2});
-    }
-  }
-};
-
 template <class F>
 ly::data::DetectAugment family_aug(int epochs) {
   ly::TrainConfig cfg;
@@ -190,7 +165,7 @@ TEST_CASE("dfine pipeline: RandomZoomOut and RandomIoUCrop keep torchvision's co
 }
 
 TEST_CASE("dfine pipeline: strong augmentations until the originals' stop epoch, then the image letterboxed exactly") {
-  Rects set(3);
+  lry_test::RectImages set(3, "lry_dfine_pipeline", 200);
   // D-FINE at 10 epochs: int(10 x 0.85) = 8, epochs - no_aug_epochs = 6: the strong augmentations stop at 6.
   auto a = family_aug<ly::DFineFamily>(10);
   REQUIRE(a.pipeline);

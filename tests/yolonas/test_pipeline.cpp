@@ -26,32 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// n images 48 x 64 (h x w; long side 64 = imgsz), black, each with one rectangle of grey (k + 1) * 40,
-// labelled class k.
-struct NasRects {
-  lry_test::TempDir dir{"lry_nas_pipeline"};
-  std::vector<fs::path> files;
-  std::vector<std::array<int, 4>> rects;
-  explicit NasRects(int n) {
-    for (int k = 0; k < n; ++k) {
-      const int x1 = 10 + 4 * k, y1 = 8 + 3 * k, x2 = x1 + 20, y2 = y1 + 14;
-      ly::data::Image img(48, 64, 3, 0);
-      for (int y = y1; y < y2; ++y)
-        for (int x = x1; x < x2; ++x)
-          for (int c = 0; c < 3; ++c) img.at(y, x, c) = static_cast<uint8_t>((k + 1) * 40);
-      files.push_back(dir.path / "images" / (std::to_string(k) + ".png"));
-      fs::create_directories(files.back().parent_path());
-      ly::data::write_png(files.back(), img);
-      fs::create_directories(dir.path / "labels");
-      char line[96];
-      std::snprintf(line, sizeof line, "%d %f %f %f %f\n", k, (x1 + x2) / 2.0 / 64, (y1 + y2) / 2.0 / 48,
-                    (x2 - x1) / 64.0, (y2 - y1) / 48.0);
-      std::ofstream(dir.path / "labels" / (std::to_string(k) + ".txt")) << line;
-      rects.push_back({x1, y1, x2, y2});
-    }
-  }
-};
-
 ly::data::DetectAugment nas_aug() {
   ly::TrainConfig cfg;
   ly::apply_overrides(cfg, ly::YoloNasFamily::traits::overrides);
@@ -66,7 +40,7 @@ ly::data::DetectAugment nas_aug() {
 }  // namespace
 
 TEST_CASE("yolonas pipeline: the original's affine about the top-left corner, x' = s x + t, grey beyond the image") {
-  NasRects set(3);
+  lry_test::RectImages set(3, "lry_nas_pipeline", 0);
   auto a = nas_aug();
   REQUIRE(a.pipeline);
   a.mixup = 0;
@@ -119,7 +93,7 @@ TEST_CASE("yolonas pipeline: the original's affine about the top-left corner, x'
 }
 
 TEST_CASE("yolonas pipeline: mixup adds one partner's boxes; closed epochs give the image alone at the top-left") {
-  NasRects set(3);
+  lry_test::RectImages set(3, "lry_nas_pipeline", 0);
   auto a = nas_aug();
   a.mixup = 1.0;
   a.no_aug_epochs = 2;

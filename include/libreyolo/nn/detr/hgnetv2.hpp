@@ -38,32 +38,6 @@ class LearnableAffineImpl : public torch::nn::Cloneable<LearnableAffineImpl> {
 };
 TORCH_MODULE(LearnableAffine);
 
-// FrozenBatchNorm2d (the original's models/dfine/common.py): a BatchNorm with fixed statistics and affine,
-// all four as buffers; x * scale + shift with scale = weight * rsqrt(running_var + eps) and shift =
-// bias - running_mean * scale, computed as the original does (the same rounding), in training too.
-class FrozenBatchNorm2dImpl : public torch::nn::Cloneable<FrozenBatchNorm2dImpl> {
- public:
-  explicit FrozenBatchNorm2dImpl(int64_t n, double eps = 1e-5) : n_(n), eps_(eps) { reset(); }
-  void reset() override {
-    weight = register_buffer("weight", torch::ones({n_}));
-    bias = register_buffer("bias", torch::zeros({n_}));
-    running_mean = register_buffer("running_mean", torch::zeros({n_}));
-    running_var = register_buffer("running_var", torch::ones({n_}));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    const auto t = x.scalar_type();
-    auto scale = weight.view({1, -1, 1, 1}) * (running_var.view({1, -1, 1, 1}) + eps_).rsqrt();
-    auto shift = bias.view({1, -1, 1, 1}) - running_mean.view({1, -1, 1, 1}) * scale;
-    return x * scale.to(t) + shift.to(t);
-  }
-  torch::Tensor weight, bias, running_mean, running_var;
-
- private:
-  int64_t n_;
-  double eps_;
-};
-TORCH_MODULE(FrozenBatchNorm2d);
-
 // ConvBNAct: Conv2d (padding (k-1)/2, no bias) + BatchNorm2d (FrozenBatchNorm2d with frozen_norm) +
 // activation (use_act) + LAB (use_act && use_lab).
 class ConvBNActImpl : public torch::nn::Cloneable<ConvBNActImpl> {

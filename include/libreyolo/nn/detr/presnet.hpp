@@ -18,31 +18,6 @@
 
 namespace libreyolo::nn::detr {
 
-// BatchNorm2d with fixed statistics and affine terms (the original's FrozenBatchNorm2d): the buffers
-// weight (ones), bias (zeros), running_mean (zeros), running_var (ones), in that order; the same in
-// training and eval: x * (weight / sqrt(running_var + eps)) + (bias - running_mean * that scale).
-class FrozenBatchNorm2dImpl : public torch::nn::Cloneable<FrozenBatchNorm2dImpl> {
- public:
-  explicit FrozenBatchNorm2dImpl(int64_t features, double eps = 1e-5) : n_(features), eps_(eps) { reset(); }
-  void reset() override {
-    weight = register_buffer("weight", torch::ones({n_}));
-    bias = register_buffer("bias", torch::zeros({n_}));
-    running_mean = register_buffer("running_mean", torch::zeros({n_}));
-    running_var = register_buffer("running_var", torch::ones({n_}));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    const auto scale = weight.view({1, -1, 1, 1}) * (running_var.view({1, -1, 1, 1}) + eps_).rsqrt();
-    const auto shift = bias.view({1, -1, 1, 1}) - running_mean.view({1, -1, 1, 1}) * scale;
-    return x * scale + shift;
-  }
-  torch::Tensor weight, bias, running_mean, running_var;
-
- private:
-  int64_t n_;
-  double eps_;
-};
-TORCH_MODULE(FrozenBatchNorm2d);
-
 // The backbone's ConvNormLayer: Conv2d (padding (k-1)/2, no bias) + BatchNorm2d, or a
 // FrozenBatchNorm2d when `frozen`, registered as "norm" either way + activation.
 class BackboneConvNormImpl : public torch::nn::Cloneable<BackboneConvNormImpl> {
