@@ -19,6 +19,7 @@
 #include <libreyolo/profile/analysis.hpp>
 #include <libreyolo/profile/collector.hpp>
 #include <libreyolo/profile/step_timing.hpp>
+#include <libreyolo/train/clip.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
@@ -87,11 +88,16 @@ void same_state(torch::nn::Module& net, const std::string& path) {
 
 // The arm: `Capture` is Eager or CudaGraph<>; `loss_of(out)` is the family's eager loss; `Region` the
 // family's capture region.
-template <class Capture, class Region, class Net, class LossFn, class StepArm = std::nullptr_t>
-nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev,
-                       StepArm step_arm = nullptr) {
-  auto cfg = ly::parse_args({"amp=" + std::string(a.precision == "fp32" ? "false" : "true"), "amp_dtype=float16",
-                             std::string("cuda_graph=") + (a.arm == "step" ? "step" : "true"), "device=" + a.device});
+// `make_opt(cfg)` builds the family's optimizer as the trainer does; gradients are clipped as the trainer
+// clips them (the family's clip_grad_norm, after unscaling) in every arm.
+template <class Capture, class Region, class Net, class LossFn, class MakeOpt, class StepArm = std::nullptr_t>
+nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_of, MakeOpt make_opt,
+                       const torch::Tensor& x, torch::Device dev, StepArm step_arm = nullptr) {
+  for (const auto& kv : {"amp=" + std::string(a.precision == "fp32" ? "false" : "true"), std::string("amp_dtype=float16"),
+                         std::string("cuda_graph=") + (a.arm == "step" ? "step" : "true"), "device=" + a.device}) {
+    const auto eq = kv.find('=');
+    ly::set_key(cfg, kv.substr(0, eq), kv.substr(eq + 1));
+  }
   at::globalContext().setBenchmarkCuDNN(a.nhwc);
   if (a.nhwc) ly::to_channels_last(*net);
   ly::precision::FamilyDefault prec;
@@ -99,7 +105,8 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
   prec.setup(cfg, dev, true);
   Capture capture;
   capture.setup(cfg, dev);
-  ly::train::Optimizer opt(ly::train::make_param_groups(*net, 5e-4), ly::train::OptimizerOptions{});
+  ly::train::Optimizer opt = make_opt(cfg);
+  const double clip = cfg.clip_grad_norm;
   const torch::Tensor input = a.nhwc ? ly::as_channels_last(x) : x;
   // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer
   // (the step arm's whole-step graph is one phase).
@@ -113,13 +120,17 @@ nlohmann::json run_arm(const Args& a, Net net, LossFn loss_of, const torch::Tens
     ph.mark(ly::profile::Phase::backward);
     prec.scale(loss).backward();
     ph.mark(ly::profile::Phase::optimizer);
+    if (clip > 0) {
+      prec.unscale_(opt);
+      ly::train::clip_grad_norm(opt.params(), clip);
+    }
     prec.step(opt);
     prec.update();
     opt.zero_grad();
   };
   if constexpr (!std::is_same_v<StepArm, std::nullptr_t>) {
     if (a.arm == "step") {
-      step_arm(capture, prec, opt, net, step);  // replaces `step` when the family's step is capturable
+      step_arm(capture, prec, opt, net, clip, step);  // replaces `step` when the family's step is capturable
     }
   }
   ly::compat::cuda_synchronize(dev);
@@ -166,9 +177,12 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   o.classes = 8;
   o.seed = 0;
   if (!std::filesystem::exists(data_dir)) P::synth(o);
-  p.setup(ly::parse_args({"data=" + P::synth_data(data_dir).string(), "imgsz=" + std::to_string(imgsz), "workers=0",
-                          "mosaic=0", "mixup=0", "fliplr=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "scale=0", "translate=0",
-                          "seed=0"}));
+  // The family's recipe (optimizer, learning rate, clipping, pipeline) as the trainer applies it, augmentation off.
+  auto cfg = ly::parse_args({"data=" + P::synth_data(data_dir).string(), "imgsz=" + std::to_string(imgsz), "workers=0",
+                             "mosaic=0", "mixup=0", "fliplr=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "scale=0",
+                             "translate=0", "seed=0"});
+  ly::apply_overrides(cfg, ly::family_traits<P>::overrides);
+  p.setup(cfg);
   p.restore({{"names", std::vector<std::string>(static_cast<size_t>(classes), "c")}});
   const auto ds = p.train_set();
   std::mt19937_64 rng(0);
@@ -182,7 +196,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   auto family = std::make_shared<P>(std::move(p));
   using Region = ly::capture::region_t<ly::family_traits<P>::capture_region>;
   // The step arm: the trainer's whole step on device state through the policy's run_whole_step.
-  auto step_arm = [&a, family, b](auto& capture, auto& prec, ly::train::Optimizer& opt, auto& net_ref,
+  auto step_arm = [&a, family, b](auto& capture, auto& prec, ly::train::Optimizer& opt, auto& net_ref, double clip,
                                   std::function<void(ly::profile::StepPhases&)>& step) {
     if constexpr (requires { capture.configure_step(true, std::string_view{}, 1); }) {
       capture.configure_step(ly::capture::step_capturable<P>(), P::name, 1);
@@ -192,7 +206,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
       if constexpr (requires { P::pad_for_step_graph(*batch); })
         if (capture.step_graphs_enabled()) *batch = P::pad_for_step_graph(*batch);
       const bool nhwc = a.nhwc;
-      step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc](ly::profile::StepPhases&) mutable {
+      step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc, clip](ly::profile::StepPhases&) mutable {
         ly::precision::GradScaler* scaler = prec.mutable_scaler().enabled() ? &prec.mutable_scaler() : nullptr;
         auto body = [&](const typename P::Batch& sb) -> torch::Tensor {
           ly::train::LossOutput lo;
@@ -203,6 +217,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
           }
           prec.scale(lo.total).backward();
           const torch::Tensor found = scaler ? scaler->device_unscale_(opt.params()) : torch::Tensor();
+          if (clip > 0) ly::train::clip_grad_norm(opt.params(), clip);
           opt.device_step(found);
           if (scaler) scaler->device_update(found);
           return lo.items;
@@ -211,8 +226,22 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
       };
     }
   };
-  return run_arm<Capture, Region>(a, net, [family, b](const auto& out) { return family->loss(out, b).total; },
-                                  P::input(b), dev, step_arm);
+  // The optimizer as the trainer builds it (trainer_impl.hpp setup): the family's groups and options.
+  auto make_opt = [family, net](const ly::TrainConfig& c) mutable {
+    ly::train::OptimizerOptions oo;
+    oo.name = c.optimizer;
+    oo.lr0 = c.lr0;
+    oo.momentum = c.momentum;
+    oo.nesterov = c.nesterov;
+    auto groups = [&] {
+      if constexpr (requires { family->param_groups(*net, c.weight_decay); }) return family->param_groups(*net, c.weight_decay);
+      else return ly::train::make_param_groups(*net, c.weight_decay);
+    }();
+    if constexpr (requires { family->optimizer_options(oo, c); }) family->optimizer_options(oo, c);
+    return ly::train::Optimizer(std::move(groups), oo);
+  };
+  return run_arm<Capture, Region>(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; },
+                                  make_opt, P::input(b), dev, step_arm);
 }
 
 template <class Capture>
