@@ -85,7 +85,19 @@ struct WarpTile {
   float rx0 = 0, ry0 = 0, rx1 = 0, ry1 = 0;
   float ox = 0, oy = 0;
   float sx = 1, sy = 1;
+  bool visible() const { return rx1 > rx0 && ry1 > ry0; }  // anything of it left on the canvas
 };
+
+// `img` shown as a w x h block with its top-left at canvas (x, y), cut to the canvas cw x ch.
+inline WarpTile place_tile(const Image& img, int w, int h, int x, int y, int cw, int ch) {
+  WarpTile t;
+  t.img = &img;
+  t.ox = static_cast<float>(x), t.oy = static_cast<float>(y);
+  t.sx = static_cast<float>(img.w) / w, t.sy = static_cast<float>(img.h) / h;
+  t.rx0 = static_cast<float>(std::max(x, 0)), t.ry0 = static_cast<float>(std::max(y, 0));
+  t.rx1 = static_cast<float>(std::min(x + w, cw)), t.ry1 = static_cast<float>(std::min(y + h, ch));
+  return t;
+}
 
 namespace detail {
 // Bilinear sample at (u, v) in pixel-index units, clamped to the image edges (no fill bleeds in).

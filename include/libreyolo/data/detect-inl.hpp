@@ -221,13 +221,8 @@ LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::make_canvas(size_t i, std:
   const int S = aug_.imgsz;
   Canvas c;
   auto place = [&](const Tile& t, int x, int y) {
-    WarpTile w;
-    w.img = t.img.get();
-    w.ox = static_cast<float>(x), w.oy = static_cast<float>(y);
-    w.sx = static_cast<float>(t.img->w) / t.w, w.sy = static_cast<float>(t.img->h) / t.h;
-    w.rx0 = static_cast<float>(std::max(x, 0)), w.ry0 = static_cast<float>(std::max(y, 0));
-    w.rx1 = static_cast<float>(std::min(x + t.w, c.w)), w.ry1 = static_cast<float>(std::min(y + t.h, c.h));
-    if (w.rx1 > w.rx0 && w.ry1 > w.ry0) c.tiles.push_back(w);
+    const WarpTile w = place_tile(*t.img, t.w, t.h, x, y, c.w, c.h);
+    if (w.visible()) c.tiles.push_back(w);
     c.hold.push_back(t.img);
     for (auto b : pixel_boxes(t.index, t.w, t.h)) {
       b.x1 = std::clamp(b.x1 + x, 0.f, float(c.w)), b.x2 = std::clamp(b.x2 + x, 0.f, float(c.w));

@@ -249,17 +249,11 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   // Letterbox the canvas into out x out: scale r, centred.
   const double r = std::min(static_cast<double>(out) / canvas.w, static_cast<double>(out) / canvas.h);
   const double pw = canvas.w * r, ph = canvas.h * r, px = (out - pw) / 2, py = (out - ph) / 2;
-  data::WarpTile wt;
-  wt.img = src.get();
-  wt.ox = static_cast<float>(ox), wt.oy = static_cast<float>(oy);
-  wt.sx = static_cast<float>(src->w) / t.w, wt.sy = static_cast<float>(src->h) / t.h;
-  wt.rx0 = static_cast<float>(std::max(ox, 0)), wt.ry0 = static_cast<float>(std::max(oy, 0));
-  wt.rx1 = static_cast<float>(std::min(ox + t.w, canvas.w)), wt.ry1 = static_cast<float>(std::min(oy + t.h, canvas.h));
+  const data::WarpTile wt = data::place_tile(*src, t.w, t.h, ox, oy, canvas.w, canvas.h);
   data::Mat3 M = data::kIdentity3;
   M[0] = flip ? -r : r, M[2] = flip ? canvas.w * r + px : px;
   M[4] = r, M[5] = py;
-  data::Image img = (wt.rx1 > wt.rx0 && wt.ry1 > wt.ry0) ? data::warp_tiles({wt}, M, out, out, 0)
-                                                        : data::Image(out, out, 3, 0);
+  data::Image img = wt.visible() ? data::warp_tiles({wt}, M, out, out, 0) : data::Image(out, out, 3, 0);
   // Outside the canvas: the letterbox grey (inside it, outside the image: the zoom-out's black).
   for (int y = 0; y < out; ++y)
     for (int x = 0; x < out; ++x)

@@ -55,8 +55,7 @@ inline torch::Tensor affine_mixup_sample(const data::DetectDataset& ds, const yo
   if (open) M = yolox::original_affine_matrix(S, S, a.degrees, a.translate, o.mosaic_scale_lo, o.mosaic_scale_hi, a.shear, rng);
   if (out != S)
     for (int q = 0; q < 6; ++q) M[q] *= k;
-  data::WarpTile wt;
-  yolox::detail::place_tile(t, 0, 0, t.w, t.h, wt);
+  const data::WarpTile wt = data::place_tile(*t.img, t.w, t.h, 0, 0, t.w, t.h);
   data::Image img = data::warp_tiles({wt}, M, out, out);
   boxes = yolox::affine_boxes_clipped(ds.pixel_boxes(t.index, t.w, t.h), M, out, out);
   if (open && a.mixup > 0 && !boxes.empty() && data::bernoulli(rng, a.mixup)) {

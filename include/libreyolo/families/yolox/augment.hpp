@@ -123,15 +123,6 @@ inline torch::Tensor hsv_tensor(const data::Image& img, const data::DetectAugmen
   if (a.hsv_mode == "add") return data::hsv_add_chw(img, a.hsv_h, a.hsv_s, a.hsv_v, rng);
   return data::hsv_augment_chw(img, a.hsv_h, a.hsv_s, a.hsv_v, rng);
 }
-// A tile covering canvas [x, x + t.w) x [y, y + t.h), cut to the canvas cw x ch.
-inline bool place_tile(const data::DetectDataset::Tile& t, int x, int y, int cw, int ch, data::WarpTile& w) {
-  w.img = t.img.get();
-  w.ox = static_cast<float>(x), w.oy = static_cast<float>(y);
-  w.sx = static_cast<float>(t.img->w) / t.w, w.sy = static_cast<float>(t.img->h) / t.h;
-  w.rx0 = static_cast<float>(std::max(x, 0)), w.ry0 = static_cast<float>(std::max(y, 0));
-  w.rx1 = static_cast<float>(std::min(x + t.w, cw)), w.ry1 = static_cast<float>(std::min(y + t.h, ch));
-  return w.rx1 > w.rx0 && w.ry1 > w.ry0;
-}
 }  // namespace detail
 
 // The original's _mixup on the partner's boxes (image pixels): scaled by s (letterbox ratio x jitter),
@@ -207,8 +198,7 @@ inline torch::Tensor mosaic_mixup_sample(const data::DetectDataset& ds, const Mo
     const double r = std::min(static_cast<double>(out) / t.h, static_cast<double>(out) / t.w);
     const int w = std::clamp(static_cast<int>(t.w * r), 1, out), h = std::clamp(static_cast<int>(t.h * r), 1, out);
     const int left = (out - w) / 2, top = (out - h) / 2;
-    data::WarpTile wt;
-    detail::place_tile(t, 0, 0, t.w, t.h, wt);
+    const data::WarpTile wt = data::place_tile(*t.img, t.w, t.h, 0, 0, t.w, t.h);
     data::Mat3 M = data::kIdentity3;
     M[0] = (flip ? -r : r), M[2] = flip ? w : 0, M[4] = r;
     const data::Image small = data::warp_tiles({wt}, M, h, w);
@@ -235,8 +225,8 @@ inline torch::Tensor mosaic_mixup_sample(const data::DetectDataset& ds, const Mo
     tiles[q] = ds.load_tile(idx[q]);
     const auto& t = tiles[q];
     const int x = (q == 0 || q == 2) ? xc - t.w : xc, y = q < 2 ? yc - t.h : yc;
-    data::WarpTile wt;
-    if (detail::place_tile(t, x, y, C, C, wt)) warp.push_back(wt);
+    const data::WarpTile wt = data::place_tile(*t.img, t.w, t.h, x, y, C, C);
+    if (wt.visible()) warp.push_back(wt);
     for (auto b : ds.pixel_boxes(t.index, t.w, t.h))
       canvas_boxes.push_back({b.cls, std::clamp(b.x1 + x, 0.f, float(C)), std::clamp(b.y1 + y, 0.f, float(C)),
                               std::clamp(b.x2 + x, 0.f, float(C)), std::clamp(b.y2 + y, 0.f, float(C))});
