@@ -48,6 +48,8 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
         "optimizer=AdamW", "lr0=0.004",  "momentum=0.9", "weight_decay=0.05", "scheduler=yoloxwarmcos",
         "warmup_epochs=1", "warmup_lr_start=4e-8", "no_aug_epochs=20", "eval_interval=10", "mixup=1.0",
         "translate=0",     "scale=0.9",  "hsv_mode=add", "hsv_h=5", "hsv_s=30", "hsv_v=30"};
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> original_config_not_run{
+        {{"scheduler", "cos"}}};
     static constexpr std::string_view fixture_prefix = "rtmdet-";
   };
   using Network = families::rtmdet::Rtmdet;
