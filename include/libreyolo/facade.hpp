@@ -58,6 +58,7 @@ typename F::Network network_from(F& family, const train::Checkpoint& ck, torch::
 template <class F>
 train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
   apply_overrides(cfg, family_traits<F>::overrides);
+  if constexpr (requires { family.size_overrides(); }) apply_overrides(cfg, family.size_overrides());
   family.restore(ck.meta.at("family"));
   family.setup(cfg);
   const auto dev = resolve_device(cfg.device);

@@ -1,8 +1,14 @@
-// FOMO-s: parameter counts against the original's architecture, output shapes at the stride-8 grid, the
-// original's state-dict names, SAME padding, the recipe in the traits, sizes.
+// FOMO s/m/l: parameter counts against the original's architecture, output shapes at the stride-8 grid,
+// the original's state-dict names, SAME padding, the recipe in the traits (per size: the input size),
+// sizes; and every size against reference data made from the original's network (tests/fomo/reference/,
+// written by tests/fomo/make_reference.py: the original's LibreFOMOModel of libreyolo/models/fomo/nn.py,
+// newer than the fixtures' snapshot, built at 80 classes under PyTorch 1.13.1, the shared fixtures' format
+// and deterministic fill): names, shapes, the exact parameter count and, under the fill, the backbone's and
+// the head's outputs per element at the size's native input size.
 #include <libreyolo/families/fomo/family.hpp>
 
 #include "support.hpp"
+#include "support_fixture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -36,6 +42,78 @@ TEST_CASE("fomo-s has the original's parameter count") {
     Fomo net(FomoOptions{"s", nc});
     CHECK(parameter_count(*net) == want);
   }
+}
+
+// The original's counts at 1, 3 and 80 classes for every size (tests/fomo/reference/fomo-<size>/config.json,
+// n_params_by_classes), and our network's.
+TEST_CASE("fomo s, m and l have the original's parameter counts at 1, 3 and 80 classes") {
+  const std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> want{
+      {"s", {{1, 16034}, {3, 16228}, {80, 23697}}},
+      {"m", {{1, 21922}, {3, 22116}, {80, 29585}}},
+      {"l", {{1, 62402}, {3, 62788}, {80, 77649}}},
+  };
+  for (const auto& [size, rows] : want) {
+    auto f = lry_test::fixture::Fixture::open(LIBREYOLO_SOURCE_DIR "/tests/fomo/reference/fomo-" + size);
+    REQUIRE(f.has_value());
+    for (auto [nc, n] : rows) {
+      CAPTURE(size);
+      CAPTURE(nc);
+      CHECK(f->config.at("n_params_by_classes").at(std::to_string(nc)).get<int64_t>() == n);
+      Fomo net(FomoOptions{size, nc});
+      CHECK(parameter_count(*net) == n);
+    }
+  }
+}
+
+namespace {
+namespace fx = lry_test::fixture;
+
+// One size against its reference folder: names and shapes, the parameter count, then under the
+// deterministic fill the backbone's output (child.backbone), the head's (child.head) and the model's
+// (output), per element to 1e-4 of the mean |x|, at the original's native input size.
+void check_reference(const std::string& size, int64_t imgsz, int64_t n_params) {
+  const std::string dir = LIBREYOLO_SOURCE_DIR "/tests/fomo/reference/fomo-" + size;
+  CAPTURE(dir);
+  auto opt = fx::Fixture::open(dir);
+  REQUIRE_MESSAGE(opt.has_value(), "the reference folder " << dir << " is missing");
+  const fx::Fixture& f = *opt;
+  Fomo net(FomoOptions{size, 80});
+  const auto diffs = fx::name_differences(f, *net);
+  CHECK_MESSAGE(diffs.empty(), diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
+  CHECK(f.keys.size() == 116);
+  CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
+  CHECK(f.n_params() == n_params);
+  CHECK(fx::parameter_count(*net) == f.n_params());
+  CHECK(f.imgsz == imgsz);
+  CHECK(ly::families::fomo::fomo_imgsz(size) == imgsz);
+  if (!diffs.empty()) return;
+
+  CHECK(fx::fill(f, *net) == 97);  // every parameter and running statistic (19 num_batches_tracked left)
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = f.input();
+  CHECK(fx::compare(f, "input", x).ok);
+  const auto feats = net->backbone->forward(x);
+  const auto logits = net->head->forward(feats);
+  std::vector<std::pair<std::string, torch::Tensor>> ours{
+      {"child.backbone", feats}, {"child.head", logits}, {"output", logits}};
+  CHECK(ours.size() + 1 == f.refs.size());
+  std::string report;
+  const auto result = fx::compare_all(f, ours, &report);
+  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
+  MESSAGE("fomo-" << size << ": " << result.message);
+  CHECK(torch::equal(net->forward(x), logits));
+}
+}  // namespace
+
+TEST_CASE("fomo-s matches the original's network parameter for parameter and output for output (reference)") {
+  check_reference("s", 96, 23697);
+}
+TEST_CASE("fomo-m matches the original's network parameter for parameter and output for output (reference)") {
+  check_reference("m", 192, 29585);
+}
+TEST_CASE("fomo-l matches the original's network parameter for parameter and output for output (reference)") {
+  check_reference("l", 224, 77649);
 }
 
 TEST_CASE("fomo-s outputs 1 + classes logits on the stride-8 grid, any input size") {
@@ -113,7 +191,34 @@ TEST_CASE("fomo family: float32, no EMA, the original's recipe, capture of the w
   CHECK(cfg.batch == 32);
   CHECK(cfg.mosaic == 0.0);
   CHECK(cfg.fliplr == 0.0);
-  CHECK_THROWS_WITH_AS(ly::FomoFamily("m"), "model=fomom: not implemented yet; available: fomos", ly::ConfigError);
-  CHECK_THROWS_WITH_AS(ly::FomoFamily("x"), "model=fomox: unknown size; available: fomos", ly::ConfigError);
+  CHECK(ly::FomoFamily::sizes == std::array<std::string_view, 3>{"s", "m", "l"});
+  CHECK_THROWS_WITH_AS(ly::FomoFamily("x"), "model=fomox: unknown size; available: fomos, fomom, fomol",
+                       ly::ConfigError);
   CHECK(ly::FomoFamily::original_key("head.weight") == "head.weight");
+}
+
+// The original trains each size at its CONFIGS imgsz (LibreFOMO.train() sets imgsz from the size): the
+// family's size_overrides, applied after the traits' overrides as the trainer applies them, give s 96,
+// m 192, l 224, and leave an imgsz the user set alone.
+TEST_CASE("fomo family: each size's input size is the original's (s 96, m 192, l 224), unless the user set one") {
+  using T = ly::family_traits<ly::FomoFamily>;
+  for (auto [size, imgsz] : std::vector<std::pair<std::string, int64_t>>{{"s", 96}, {"m", 192}, {"l", 224}}) {
+    CAPTURE(size);
+    ly::FomoFamily fam(size);
+    ly::TrainConfig cfg;
+    ly::apply_overrides(cfg, T::overrides);
+    ly::apply_overrides(cfg, fam.size_overrides());
+    CHECK(cfg.imgsz == imgsz);
+    CHECK(cfg.epochs == 40);
+    CHECK(cfg.lr0 == doctest::Approx(3e-4));
+    auto user = ly::parse_args({"imgsz=64"});
+    ly::apply_overrides(user, T::overrides);
+    ly::apply_overrides(user, fam.size_overrides());
+    CHECK(user.imgsz == 64);
+    // the network built for the size gives its stride-8 grid at that size
+    Fomo net(FomoOptions{size, 1});
+    net->eval();
+    torch::NoGradGuard ng;
+    CHECK(net->forward(torch::zeros({1, 3, imgsz, imgsz})).sizes() == torch::IntArrayRef({1, 2, imgsz / 8, imgsz / 8}));
+  }
 }

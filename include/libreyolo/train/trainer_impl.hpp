@@ -78,6 +78,8 @@ void LIBREYOLO_TRAINER::resolve_config() {
                         (run_dir_ / "weights" / "best.ckpt").string() + ", or give a larger epochs=)");
   }
   apply_overrides(cfg_, family_traits<F>::overrides);
+  // A family whose recipe differs per size (FOMO's input size) adds that size's overrides after its own.
+  if constexpr (requires { family_.size_overrides(); }) apply_overrides(cfg_, family_.size_overrides());
   if (cfg_.model.empty()) {  // a hand-composed trainer: the family's own name
     cfg_.model = std::string(F::name);
     if constexpr (requires { family_.size(); }) cfg_.model += family_.size();

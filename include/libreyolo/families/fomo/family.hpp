@@ -1,9 +1,10 @@
 #pragma once
-// The FOMO family (point task, tasks/point.hpp): FOMO-s, a MobileNetV2 (alpha 0.35) truncated at stride 8
-// plus a 1x1 head, trained with the weighted cross-entropy (foreground weight 100). Traits carry the
-// original's FOMOConfig recipe: float32 (no AMP), no EMA, Adam lr 3e-4 without weight decay, cosine to 5%
-// with no warm-up, 40 epochs of batch 32 at 96 px, no augmentation; the whole network is the capture
-// region.
+// The FOMO family (point task, tasks/point.hpp): FOMO s/m/l, a MobileNetV2 (alpha 0.35 / 0.50 / 1.00)
+// truncated at stride 8 plus a 1x1 head, trained with the weighted cross-entropy (foreground weight 100).
+// Traits carry the original's FOMOConfig recipe: float32 (no AMP), no EMA, Adam lr 3e-4 without weight
+// decay, cosine to 5% with no warm-up, 40 epochs of batch 32, no augmentation; the whole network is the
+// capture region. The input size is per size (size_overrides): the original's CONFIGS imgsz, s 96, m 192,
+// l 224, which its LibreFOMO.train() sets from the size (libreyolo/models/fomo/nn.py, model.py).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/fomo/network.hpp>
@@ -12,6 +13,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
@@ -21,8 +23,7 @@ namespace libreyolo {
 class FomoFamily : public tasks::PointTask<FomoFamily> {
  public:
   static constexpr std::string_view name = "fomo";
-  static constexpr std::array<std::string_view, 1> sizes{"s"};
-  static constexpr std::array<std::string_view, 2> planned_sizes{"m", "l"};
+  static constexpr std::array<std::string_view, 3> sizes{"s", "m", "l"};
   static constexpr int output_stride = 8;
   struct traits : family_defaults {
     static constexpr bool amp_default = false;  // FOMOConfig.amp = False
@@ -34,7 +35,7 @@ class FomoFamily : public tasks::PointTask<FomoFamily> {
     // FOMOConfig: optimizer "adam" (torch's Adam, betas 0.9 / 0.999, no weight decay = AdamW with
     // weight_decay 0), lr0 3e-4, scheduler cos, no warm-up, min_lr_ratio 0.05, no mosaic / mixup / HSV /
     // flip / affine, EMA and AMP off, 40 epochs, batch 32, validation every epoch, SyncBN under DDP;
-    // imgsz from CONFIGS["s"] (96).
+    // imgsz from CONFIGS["s"] (96); the other sizes' imgsz comes from size_overrides() below.
     static constexpr std::array<std::string_view, 23> overrides{
         "imgsz=96",     "epochs=40",      "batch=32",       "optimizer=AdamW", "momentum=0.9",  "lr0=0.0003",
         "weight_decay=0", "scheduler=cos", "warmup_epochs=0", "warmup_lr_start=0", "min_lr_ratio=0.05",
@@ -44,9 +45,14 @@ class FomoFamily : public tasks::PointTask<FomoFamily> {
   using Network = families::fomo::Fomo;
 
   explicit FomoFamily(std::string size = "s") : PointTask(std::move(size)) {
-    for (auto p : planned_sizes)
-      if (size_ == p) throw ConfigError("model=fomo" + size_ + ": not implemented yet; available: fomos");
-    if (size_ != "s") throw ConfigError("model=fomo" + size_ + ": unknown size; available: fomos");
+    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
+      throw ConfigError("model=fomo" + size_ + ": unknown size; available: fomos, fomom, fomol");
+  }
+
+  // The size's part of the recipe, applied after traits::overrides to the keys the user did not set: the
+  // original's native input size (CONFIGS[size]["imgsz"]; LibreFOMO.train() passes it as imgsz).
+  std::array<std::string, 1> size_overrides() const {
+    return {"imgsz=" + std::to_string(families::fomo::fomo_imgsz(size_))};
   }
 
   Network make_network() const { return Network(families::fomo::FomoOptions{size_, num_classes()}); }

@@ -14,8 +14,10 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 namespace libreyolo::families::fomo {
 
@@ -120,13 +122,26 @@ struct FomoOptions {
   int64_t num_classes = 1;
 };
 
-// The original's CONFIGS: width multiplier and default input size per size.
-inline double fomo_alpha(const std::string& size) {
-  if (size == "s") return 0.35;
-  if (size == "m") return 0.50;
-  if (size == "l") return 1.00;
+// The original's CONFIGS (libreyolo/models/fomo/nn.py), one row per size: width multiplier alpha, native
+// input size, head input channels (= 6 x make_divisible(32 alpha), what the backbone ends with).
+struct FomoSize {
+  std::string_view name;
+  double alpha;
+  int64_t imgsz;
+  int64_t head_in_channels;
+};
+inline constexpr std::array<FomoSize, 3> fomo_sizes{{
+    {"s", 0.35, 96, 96},
+    {"m", 0.50, 192, 96},
+    {"l", 1.00, 224, 192},
+}};
+inline const FomoSize& fomo_size(const std::string& size) {
+  for (const auto& r : fomo_sizes)
+    if (r.name == size) return r;
   throw ConfigError("FOMO size '" + size + "' is not available; allowed: s, m, l");
 }
+inline double fomo_alpha(const std::string& size) { return fomo_size(size).alpha; }
+inline int64_t fomo_imgsz(const std::string& size) { return fomo_size(size).imgsz; }
 
 class FomoBackboneImpl : public torch::nn::Cloneable<FomoBackboneImpl> {
  public:
@@ -174,7 +189,9 @@ class FomoImpl : public torch::nn::Cloneable<FomoImpl> {
   void reset() override {
     if (o_.num_classes < 1) throw ConfigError("FOMO: num_classes = " + std::to_string(o_.num_classes) + " must be >= 1");
     backbone = register_module("backbone", FomoBackbone(o_.size));
-    head = register_module("head", torch::nn::Conv2d(torch::nn::Conv2dOptions(backbone->out_channels(), o_.num_classes + 1, 1)));
+    // The original sizes the head from CONFIGS' head_in_channels (equal to the backbone's output channels).
+    head = register_module("head", torch::nn::Conv2d(torch::nn::Conv2dOptions(fomo_size(o_.size).head_in_channels,
+                                                                              o_.num_classes + 1, 1)));
   }
   torch::Tensor forward(const torch::Tensor& x) { return head->forward(backbone->forward(x)); }
   const FomoOptions& options() const { return o_; }

@@ -1,5 +1,8 @@
 #pragma once
-// The YOLOv7 family (size b) on the detection task: the E-ELAN / SPPCSPC / IDetection network
+// The YOLOv7 family (size b, the only size the original registers: Libre-YOLO/libreyolo
+// libreyolo/models/yolo7/model.py, "Single size ``b`` (upstream ships one v7 model)" at line 8,
+// INPUT_SIZES = {"b": 640} at line 36, detect_size -> "b" at line 56; net.py's YOLOv7Model takes no size
+// and builds the one bundled v7.yaml) on the detection task: the E-ELAN / SPPCSPC / IDetection network
 // (network.hpp), the SimOTA anchor loss (loss.hpp) and the original's anchor decode. Recipe: the
 // original's YOLOv7Config (Libre-YOLO/libreyolo libreyolo/training/config.py: YOLOXConfig with momentum
 // 0.937, 3 warm-up epochs, EMA 0.9999) through its trainer (libreyolo/models/yolo7/trainer.py): SGD lr0
