@@ -33,6 +33,9 @@ namespace lry_test::fixture {
 
 // shared/fixtures/libreyolo next to the worktree (tests get LIBREYOLO_SOURCE_DIR).
 inline std::filesystem::path root() { return lry_test::fixtures_root(); }
+// The repository's own fixtures, in the same format (made by scripts/fixtures/make_fixture.py), for
+// models the shared folder lacks: Fixture::open looks here when root()/<model> does not exist.
+inline std::filesystem::path repo_root() { return std::filesystem::path(LIBREYOLO_SOURCE_DIR "/tests/fixtures/libreyolo"); }
 
 // One row of keys.tsv.
 struct Key {
@@ -94,10 +97,11 @@ class Fixture {
   std::vector<std::string> ref_order;  // ref.json's order
   int64_t imgsz = 0;
 
-  // The fixture folder root()/model, or nothing when the fixtures are absent (the caller skips).
-  // A folder that exists but is malformed throws std::runtime_error naming the file and line.
+  // The fixture folder root()/model (else repo_root()/model), or nothing when neither exists (the caller
+  // skips). A folder that exists but is malformed throws std::runtime_error naming the file and line.
   static std::optional<Fixture> open(const std::string& model) {
-    const auto dir = root() / model;
+    auto dir = root() / model;
+    if (!std::filesystem::is_directory(dir)) dir = repo_root() / model;
     if (!std::filesystem::is_directory(dir)) return std::nullopt;
     Fixture f;
     f.model = model;

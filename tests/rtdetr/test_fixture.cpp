@@ -1,5 +1,6 @@
-// RT-DETR r18, r34, r50 (v1) and RT-DETRv2 r18, r34, r50 against the Python original's architecture
-// fixtures (shared/fixtures/libreyolo/rtdetr-<size> at 160 px, rtdetrv2-<size> at its fixed 640 px):
+// RT-DETR r18, r34, r50, r50m, r101 (v1) and RT-DETRv2 the same sizes against the Python original's
+// architecture fixtures (shared/fixtures/libreyolo/rtdetr-<size> at 160 px, rtdetrv2-<size> at its fixed
+// 640 px; r50m and r101 from tests/fixtures/libreyolo/, made here in the same format):
 // the same parameter and buffer names and shapes (and which of them are parameters: r50's frozen
 // backbone norms are buffers), the same parameter and trainable counts, and under the deterministic
 // fill the same outputs of the backbone, the hybrid encoder and the decoder (logits and boxes of the
@@ -126,4 +127,31 @@ TEST_CASE("rtdetrv2-r50 matches the original parameter for parameter and output 
           lry_test::needs({lry_test::Need::fixtures})) {
   LRY_NEED(lry_test::Need::fixtures);
   check("r50", true, 42891372, 42862860);
+}
+
+// r50m and r101: fixtures this repository made (tests/fixtures/libreyolo/, scripts/fixtures/make_fixture.py;
+// the shared folder lacks them), in the shared fixtures' format; their query selections are
+// tests/detr_topk/<model>.bin.
+TEST_CASE("rtdetr-r50m (PResNet-50, frozen norms, expansion 0.5, eval output from decoder layer 2 of 6) matches the original" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r50m", false, 36593772, 36565260);
+}
+
+TEST_CASE("rtdetr-r101 (PResNet-101, frozen norms, 384-wide encoder with feed-forward 2048) matches the original" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r101", false, 76556268, 76527756);
+}
+
+TEST_CASE("rtdetrv2-r50m matches the original parameter for parameter and output for output (640 px)" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r50m", true, 36593772, 36565260);
+}
+
+TEST_CASE("rtdetrv2-r101 matches the original parameter for parameter and output for output (640 px)" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("r101", true, 76556268, 76527756);
 }

@@ -187,9 +187,13 @@ TEST_CASE("rtdetrv2-r18: the v2 policy's names, its 640 px anchors and other inp
   CHECK(torch::isfinite(out.result->pred_logits).all().item<bool>());
   CHECK_NOTHROW(ly::RTDETRv2Family("r34"));
   CHECK_NOTHROW(ly::RTDETRFamily("r50"));
-  CHECK_THROWS_WITH_AS(ly::RTDETRFamily("r101"), doctest::Contains("unknown size; available: rtdetr-r18, rtdetr-r34, rtdetr-r50"),
+  CHECK_NOTHROW(ly::RTDETRFamily("r101"));
+  CHECK_NOTHROW(ly::RTDETRv2Family("r50m"));
+  CHECK_THROWS_WITH_AS(ly::RTDETRFamily("r152"),
+                       doctest::Contains("unknown size; available: rtdetr-r18, rtdetr-r34, rtdetr-r50, rtdetr-r50m, rtdetr-r101"),
                        ly::ConfigError);
-  CHECK_THROWS_WITH_AS(ly::RTDETRv2Family("r50m"), doctest::Contains("unknown size; available: rtdetrv2-r18, rtdetrv2-r34, rtdetrv2-r50"),
+  CHECK_THROWS_WITH_AS(ly::RTDETRv2Family("r152"),
+                       doctest::Contains("unknown size; available: rtdetrv2-r18, rtdetrv2-r34, rtdetrv2-r50, rtdetrv2-r50m, rtdetrv2-r101"),
                        ly::ConfigError);
 }
 

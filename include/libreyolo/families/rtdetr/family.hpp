@@ -1,15 +1,16 @@
 #pragma once
-// The RT-DETR family, v1 (`rtdetr-r18`, `-r34`, `-r50`) and v2 (`rtdetrv2-r18`, `-r34`, `-r50`,
+// The RT-DETR family, v1 (`rtdetr-r18`, `-r34`, `-r50`, `-r50m`, `-r101`) and v2 (`rtdetrv2-r18`, ...,
 // families/rtdetrv2/) as two policies of one template; the sizes are network.hpp's kRTDETRSizes (the
 // original's RTDETR_CONFIGS). PResNet-vd backbone + hybrid encoder (captured under cuda_graph=true:
 // capture region backbone_encoder) + DETR decoder with contrastive denoising (eager), the set loss with
 // Hungarian matching (nn/detr/criterion.hpp), NMS-free decode (top-k over queries x classes).
 //
 // Recipe: the original's RTDETRConfig, the same for every size (fixtures/libreyolo/rtdetr{,v2}-r18,
-// -r34, -r50/config.json hold equal trainer_defaults; its trainer reads no size): AdamW lr 1e-4,
+// -r34, -r50/config.json and tests/fixtures/libreyolo/rtdetr{,v2}-r50m, -r101/config.json hold equal
+// trainer_defaults; its trainer reads no size): AdamW lr 1e-4,
 // betas (0.9, 0.999), weight decay 1e-4, constant LR without warm-up, backbone at 0.05x the LR (its
 // lr_backbone 5e-6 / lr0 1e-4; backbone norms and every encoder/decoder norm and bias without weight
-// decay, the original's regex groups; r50's frozen backbone norms are buffers, in no group), gradient
+// decay, the original's regex groups; r50/r50m/r101's frozen backbone norms are buffers, in no group), gradient
 // clipping at 0.1, EMA 0.9999, batch 4, 72 epochs, validation every epoch; data as its YOLO9 transform
 // with mosaic off: no affine, YOLOX's additive HSV with probability 0.5, horizontal flip 0.5, at the
 // fixed imgsz: multi_scale=false, as the original's RTDETRConfig has no multi-scale key and its trainer
@@ -97,7 +98,7 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
  public:
   using Batch = typename Base::Batch;
   static constexpr std::string_view name = V::name;
-  static constexpr std::array<std::string_view, 3> sizes{"r18", "r34", "r50"};
+  static constexpr std::array<std::string_view, 5> sizes{"r18", "r34", "r50", "r50m", "r101"};
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
@@ -114,7 +115,8 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   explicit RTDETRFamilyT(std::string size = "r18") : Base(std::move(size)) {
     const std::string n(V::name);
     if (!find_rtdetr_size(this->size_))
-      throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + n + "r18, " + n + "r34, " + n + "r50");
+      throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + n + "r18, " + n + "r34, " + n + "r50, " + n +
+                        "r50m, " + n + "r101");
   }
 
   Network make_network() const {

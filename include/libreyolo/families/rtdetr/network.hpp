@@ -1,5 +1,5 @@
 #pragma once
-// RT-DETR (v1 and v2) networks: PResNet-18/34/50-vd backbone -> hybrid encoder -> DETR decoder
+// RT-DETR (v1 and v2) networks: PResNet-18/34/50/101-vd backbone -> hybrid encoder -> DETR decoder
 // (nn/detr/). Module names equal the original's state dict (backbone., encoder., decoder.). The sizes
 // are the original's RTDETR_CONFIGS (models/rtdetr/model.py) for its PResNet variants (sizes below).
 //
@@ -26,21 +26,28 @@ namespace libreyolo::families::rtdetr {
 
 namespace detr = libreyolo::nn::detr;
 
-// One size of the original's RTDETR_CONFIGS (every size: encoder hidden_dim 256, dim_feedforward 1024;
-// decoder hidden_dim 256, dim_feedforward 1024; eval_idx -1; the backbone's stem frozen, freeze_at 0;
-// the decoder's input projections take the encoder's 256 channels). Its backbone_pretrained (an
-// ImageNet download) is not followed: the networks are built from scratch.
+// One size of the original's RTDETR_CONFIGS (every size: decoder hidden_dim 256, dim_feedforward 1024;
+// the backbone's stem frozen, freeze_at 0; the decoder's input projections take the encoder's
+// hidden_dim channels). Its backbone_pretrained (an ImageNet download) is not followed: the networks
+// are built from scratch. r50m is PResNet-50 with the encoder at expansion 0.5 and the decoder's eval
+// output taken from its third of six layers (eval_idx 2); r101 is PResNet-101 with a 384-wide encoder
+// (feed-forward 2048) feeding the 256-wide decoder.
 struct RTDETRSize {
   std::string_view name;
-  int depth;                   // PResNet depth: 18/34 BasicBlocks, 50 BottleNecks (x4 channels)
+  int depth;                   // PResNet depth: 18/34 BasicBlocks, 50/101 BottleNecks (x4 channels)
   bool freeze_norm;            // the backbone's norms as FrozenBatchNorm2d (buffers only)
+  int64_t encoder_hidden_dim;  // the hybrid encoder's width (= the decoder's input channels)
+  int64_t encoder_dim_feedforward;
   double encoder_expansion;    // the CSPRepLayers' hidden width / their output width
   int64_t num_decoder_layers;
+  int64_t eval_idx;            // the decoder layer whose output is the eval output (-1: the last)
 };
-inline constexpr std::array<RTDETRSize, 3> kRTDETRSizes{{
-    {"r18", 18, false, 0.5, 3},
-    {"r34", 34, false, 0.5, 4},
-    {"r50", 50, true, 1.0, 6},
+inline constexpr std::array<RTDETRSize, 5> kRTDETRSizes{{
+    {"r18", 18, false, 256, 1024, 0.5, 3, -1},
+    {"r34", 34, false, 256, 1024, 0.5, 4, -1},
+    {"r50", 50, true, 256, 1024, 1.0, 6, -1},
+    {"r50m", 50, true, 256, 1024, 0.5, 6, 2},
+    {"r101", 101, true, 384, 2048, 1.0, 6, -1},
 }};
 inline const RTDETRSize* find_rtdetr_size(std::string_view size) {
   for (const auto& s : kRTDETRSizes)
@@ -49,7 +56,7 @@ inline const RTDETRSize* find_rtdetr_size(std::string_view size) {
 }
 
 struct RTDETROptions {
-  std::string size = "r18";       // r18 | r34 | r50 (kRTDETRSizes)
+  std::string size = "r18";       // r18 | r34 | r50 | r50m | r101 (kRTDETRSizes)
   int64_t num_classes = 80;
   bool v2 = false;                // RT-DETRv2's decoder
   int64_t eval_spatial_size = 0;  // v2: 640 (anchors kept as buffers)
@@ -86,7 +93,7 @@ class RTDETRImpl : public torch::nn::Cloneable<RTDETRImpl> {
  public:
   explicit RTDETRImpl(RTDETROptions o = {}) : o_(std::move(o)) {
     if (!find_rtdetr_size(o_.size))
-      throw ConfigError("RT-DETR size '" + o_.size + "': not available; allowed: r18, r34, r50");
+      throw ConfigError("RT-DETR size '" + o_.size + "': not available; allowed: r18, r34, r50, r50m, r101");
     reset();
   }
   void reset() override {
@@ -97,11 +104,15 @@ class RTDETRImpl : public torch::nn::Cloneable<RTDETRImpl> {
     backbone = register_module("backbone", detr::PResNet(bo));
     detr::HybridEncoderOptions eo;
     eo.in_channels = backbone->out_channels();
+    eo.hidden_dim = sz.encoder_hidden_dim;
+    eo.dim_feedforward = sz.encoder_dim_feedforward;
     eo.expansion = sz.encoder_expansion;
     hybrid_encoder = register_module("encoder", detr::HybridEncoder(eo));
     detr::DetrDecoderOptions dopt;
     dopt.num_classes = o_.num_classes;
+    dopt.feat_channels = std::vector<int64_t>(3, sz.encoder_hidden_dim);
     dopt.num_layers = sz.num_decoder_layers;
+    dopt.eval_idx = sz.eval_idx;
     dopt.v2 = o_.v2;
     dopt.eval_spatial_size = o_.eval_spatial_size;
     decoder = register_module("decoder", detr::DetrDecoder(dopt));

@@ -1,8 +1,8 @@
 #pragma once
 // PResNet, the ResNet-vd backbone of RT-DETR (the original's models/rtdetr/backbone.py): a 3x3 stem of
 // three ConvNormLayers, max-pool, four stages of BasicBlocks (depth 18/34, [2,2,2,2] / [3,4,6,3]) or
-// BottleNecks (depth 50, [3,4,6,3], expansion 4: 1x1 -> 3x3 (the stride, variant d) -> 1x1 to 4x the
-// width) whose stride-2 shortcuts average-pool first (variant d). freeze_norm (RT-DETR r50) builds
+// BottleNecks (depth 50 [3,4,6,3] / 101 [3,4,23,3], expansion 4: 1x1 -> 3x3 (the stride, variant d) -> 1x1 to 4x the
+// width) whose stride-2 shortcuts average-pool first (variant d). freeze_norm (RT-DETR r50+) builds
 // every norm of the backbone as a FrozenBatchNorm2d (the original's _freeze_norm): four buffers,
 // no parameters. Returns the stages named by return_idx (RT-DETR: 1, 2, 3 = strides 8, 16, 32).
 // Names equal the original's state dict (conv1.conv1_1.conv.weight, res_layers.0.blocks.0.
@@ -157,20 +157,20 @@ class PResNetStageImpl : public torch::nn::Cloneable<PResNetStageImpl> {
 TORCH_MODULE(PResNetStage);
 
 struct PResNetOptions {
-  int depth = 18;                        // 18 | 34 (BasicBlock) | 50 (BottleNeck)
+  int depth = 18;                        // 18 | 34 (BasicBlock) | 50 | 101 (BottleNeck)
   std::vector<int64_t> return_idx{1, 2, 3};
   // >= 0: the stem's parameters and those of the first freeze_at stages are frozen (requires_grad false;
   // their BatchNorm statistics still train). RT-DETR r18/r34/r50: 0 = the stem only.
   int freeze_at = 0;
-  // Every norm a FrozenBatchNorm2d (the original's freeze_norm; RT-DETR r50).
+  // Every norm a FrozenBatchNorm2d (the original's freeze_norm; RT-DETR r50, r50m, r101).
   bool freeze_norm = false;
 };
 
 class PResNetImpl : public torch::nn::Cloneable<PResNetImpl> {
  public:
   explicit PResNetImpl(PResNetOptions o = {}) : o_(std::move(o)) {
-    if (o_.depth != 18 && o_.depth != 34 && o_.depth != 50)
-      throw ConfigError("PResNet depth=" + std::to_string(o_.depth) + ": not available; allowed: 18, 34, 50");
+    if (o_.depth != 18 && o_.depth != 34 && o_.depth != 50 && o_.depth != 101)
+      throw ConfigError("PResNet depth=" + std::to_string(o_.depth) + ": not available; allowed: 18, 34, 50, 101");
     reset();
   }
   void reset() override {
@@ -179,7 +179,9 @@ class PResNetImpl : public torch::nn::Cloneable<PResNetImpl> {
     conv1->push_back("conv1_1", BackboneConvNorm(3, 32, 3, 2, fz, Act::relu));
     conv1->push_back("conv1_2", BackboneConvNorm(32, 32, 3, 1, fz, Act::relu));
     conv1->push_back("conv1_3", BackboneConvNorm(32, 64, 3, 1, fz, Act::relu));
-    const std::vector<int64_t> counts = o_.depth == 18 ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+    const std::vector<int64_t> counts = o_.depth == 18    ? std::vector<int64_t>{2, 2, 2, 2}
+                                        : o_.depth == 101 ? std::vector<int64_t>{3, 4, 23, 3}
+                                                          : std::vector<int64_t>{3, 4, 6, 3};
     res_layers = register_module("res_layers", torch::nn::ModuleList());
     int64_t in = 64;
     for (int i = 0; i < 4; ++i) {
