@@ -37,6 +37,7 @@
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/dfine/augment.hpp>
 #include <libreyolo/families/dfine/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
@@ -178,12 +179,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   using Network = DFine;
 
   explicit DFineFamilyT(std::string size = std::string(V::sizes[0])) : Base(std::move(size)) {
-    const std::string n(V::name);
-    std::string available;
-    for (auto s : V::sizes) available += (available.empty() ? "" : ", ") + n + std::string(s);
-    for (auto s : V::sizes)
-      if (this->size_ == s) return;
-    throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + available);
+    families::require_size<DFineFamilyT>(this->size_);
   }
 
   Network make_network() const { return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640}); }

@@ -8,6 +8,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/fomo/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/tasks/point.hpp>
 #include <libreyolo/train/family.hpp>
 
@@ -45,8 +46,7 @@ class FomoFamily : public tasks::PointTask<FomoFamily> {
   using Network = families::fomo::Fomo;
 
   explicit FomoFamily(std::string size = "s") : PointTask(std::move(size)) {
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=fomo" + size_ + ": unknown size; available: fomos, fomom, fomol");
+    families::require_size<FomoFamily>(size_);
   }
 
   // The size's part of the recipe, applied after traits::overrides to the keys the user did not set: the

@@ -9,6 +9,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/lingbot/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/tasks/semantic.hpp>
 #include <libreyolo/train/family.hpp>
 #include <libreyolo/train/param_groups.hpp>
@@ -42,9 +43,7 @@ class LingBotFamily : public tasks::SemanticTask<LingBotFamily> {
   using Network = lingbot::LingBot;
 
   explicit LingBotFamily(std::string size = "s") : SemanticTask(std::move(size)) {
-    bool ok = false;
-    for (auto s : sizes) ok = ok || s == size_;
-    if (!ok) throw ConfigError("model=lingbot" + size_ + ": unknown LingBot-Vision size; allowed: lingbots, lingbotb, lingbotl, lingbotg");
+    families::require_size<LingBotFamily>(size_);
   }
 
   Network make_network() const { return Network(size_, num_classes(), /*freeze_backbone=*/true); }

@@ -19,6 +19,7 @@
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/rtdetr/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/nn/detr/criterion.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
@@ -113,10 +114,7 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   using Network = RTDETR;
 
   explicit RTDETRFamilyT(std::string size = "r18") : Base(std::move(size)) {
-    const std::string n(V::name);
-    if (!find_rtdetr_size(this->size_))
-      throw ConfigError("model=" + n + this->size_ + ": unknown size; available: " + n + "r18, " + n + "r34, " + n + "r50, " + n +
-                        "r50m, " + n + "r101");
+    families::require_size<RTDETRFamilyT>(this->size_);
   }
 
   Network make_network() const {

@@ -7,6 +7,7 @@
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/rtmdet/loss.hpp>
 #include <libreyolo/families/rtmdet/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolox/augment.hpp>
 #include <libreyolo/tasks/detect.hpp>
@@ -55,8 +56,7 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
   using Network = families::rtmdet::Rtmdet;
 
   explicit RtmdetFamily(std::string size = "t") : DetectTask(std::move(size)) {
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=rtmdet" + size_ + ": unknown size; available: rtmdett, rtmdets, rtmdetm, rtmdetl, rtmdetx");
+    families::require_size<RtmdetFamily>(size_);
   }
 
   Network make_network() const { return Network(families::rtmdet::RtmdetOptions{size_, num_classes()}); }

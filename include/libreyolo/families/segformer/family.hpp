@@ -10,6 +10,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/segformer/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/tasks/semantic.hpp>
 #include <libreyolo/train/family.hpp>
 #include <libreyolo/train/param_groups.hpp>
@@ -51,9 +52,7 @@ class SegformerFamily : public tasks::SemanticTask<SegformerFamily> {
   using Network = segformer::Segformer;
 
   explicit SegformerFamily(std::string size = "b0") : SemanticTask(std::move(size)) {
-    bool ok = false;
-    for (auto s : sizes) ok = ok || s == size_;
-    if (!ok) throw ConfigError("model=segformer" + size_ + ": unknown SegFormer size; allowed: segformerb0 .. segformerb5");
+    families::require_size<SegformerFamily>(size_);
   }
 
   Network make_network() const { return Network(size_, num_classes()); }

@@ -6,6 +6,7 @@
 // capture region. The classification task (Yolo9Classify) joins task_policies when its network lands.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/families/yolo9/loss.hpp>
 #include <libreyolo/families/yolo9/network.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
@@ -47,11 +48,7 @@ class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
   using Network = families::yolo9::Yolo9;
 
   explicit Yolo9Family(std::string size = "t") : DetectTask(std::move(size)) {
-    for (auto p : planned_sizes)
-      if (size_ == p)
-        throw ConfigError("model=yolo9" + size_ + ": not implemented yet; available: yolo9t, yolo9s, yolo9m, yolo9c");
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=yolo9" + size_ + ": unknown size; available: yolo9t, yolo9s, yolo9m, yolo9c");
+    families::require_size<Yolo9Family>(size_);
   }
 
   Network make_network() const { return Network(families::yolo9::Yolo9Options{size_, num_classes(), 16}); }

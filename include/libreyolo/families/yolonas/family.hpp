@@ -15,6 +15,7 @@
 // candidates, class-aware NMS, max_det; validation at conf 0.001, IoU 0.65, 300 boxes, single-label.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolonas/augment.hpp>
 #include <libreyolo/families/yolonas/loss.hpp>
@@ -54,8 +55,7 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   using Network = families::yolonas::YoloNas;
 
   explicit YoloNasFamily(std::string size = "s") : DetectTask(std::move(size)) {
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=yolonas" + size_ + ": unknown size; available: yolonass, yolonasm, yolonasl");
+    families::require_size<YoloNasFamily>(size_);
   }
 
   Network make_network() const { return Network(families::yolonas::YoloNasOptions{size_, num_classes(), 16}); }

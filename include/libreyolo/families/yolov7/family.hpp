@@ -18,6 +18,7 @@
 // 300 boxes.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolov7/loss.hpp>
 #include <libreyolo/families/yolov7/network.hpp>
@@ -51,7 +52,7 @@ class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
   using Network = families::yolov7::Yolov7;
 
   explicit Yolov7Family(std::string size = "b") : DetectTask(std::move(size)) {
-    if (size_ != "b") throw ConfigError("model=yolo7" + size_ + ": unknown size; available: yolo7b");
+    families::require_size<Yolov7Family>(size_);
   }
 
   Network make_network() const { return Network(families::yolov7::Yolov7Options{size_, num_classes()}); }

@@ -9,6 +9,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolox/augment.hpp>
 #include <libreyolo/families/yolox/loss.hpp>
@@ -57,8 +58,7 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
   using Network = families::yolox::Yolox;
 
   explicit YoloxFamily(std::string size = "s") : DetectTask(std::move(size)) {
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=yolox" + size_ + ": unknown size; available: yoloxn, yoloxt, yoloxs, yoloxm, yoloxl, yoloxx");
+    families::require_size<YoloxFamily>(size_);
   }
 
   Network make_network() const { return Network(families::yolox::YoloxOptions{size_, num_classes()}); }
