@@ -80,7 +80,7 @@ TEST_CASE("the list's default model, model list and CLI help come from the regis
     for (auto size : F::sizes) CHECK(list.find(std::string(F::name) + std::string(size)) != std::string::npos);
     CHECK(list.find(std::string(F::task_info::data_help)) != std::string::npos);
   });
-  CHECK(ly::families::model_list(test_registry) == "resnet18, resnet34, twotaska, twotaskb, twotaska-cls, twotaskb-cls");
+  CHECK(ly::families::model_list(test_registry) == "resnet18, resnet34, resnet50, resnet101, twotaska, twotaskb, twotaska-cls, twotaskb-cls");
 }
 
 TEST_CASE("the static capture fallback covers another task of a captured family, with one notice") {

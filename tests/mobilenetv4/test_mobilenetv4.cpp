@@ -3,9 +3,11 @@
 #include <libreyolo/families/mobilenetv4/family.hpp>
 
 #include "support.hpp"
+#include "support_fixture.hpp"
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <map>
 #include <string>
 
@@ -99,6 +101,52 @@ TEST_CASE("mobilenetv4 family: the original's classification recipe at 224 px, s
   CHECK(cfg.warmup_epochs == 1);
   CHECK(cfg.min_lr_ratio == doctest::Approx(0.01));
   CHECK(cfg.ema == true);
-  CHECK_THROWS_WITH_AS(ly::MobileNetV4Family("m"), "model=mobilenetv4m: not implemented yet; available: mobilenetv4s",
+  CHECK(ly::MobileNetV4Family::sizes == std::array<std::string_view, 3>{"s", "m", "l"});
+  for (auto size : ly::MobileNetV4Family::sizes) CHECK_NOTHROW(ly::MobileNetV4Family(std::string(size)));
+  CHECK_THROWS_WITH_AS(ly::MobileNetV4Family("x"),
+                       "model=mobilenetv4x: unknown size; available: mobilenetv4s, mobilenetv4m, mobilenetv4l",
                        ly::ConfigError);
+  CHECK_THROWS_AS(MobileNetV4(MobileNetV4Options{"h", 10}), ly::ConfigError);  // no hybrid size in the original
+}
+
+// The original's every size against reference data from the original's own network code (there is no shared
+// fixture for this family): tests/mobilenetv4/reference/<size>/ in shared/fixtures/libreyolo/README.md's
+// format, written by tests/mobilenetv4/make_reference.py (its docstring says how) from the original's
+// libreyolo/models/mobilenetv4/nn.py (Libre-YOLO/libreyolo 254804d) under PyTorch 1.13.1: every state_dict
+// name and shape, the parameter count at 1000 and 10 classes, and under the README's deterministic fill and
+// input (160 px) each stage's output and the logits (tensors over 16384 elements stored as flat[::stride]).
+TEST_CASE("mobilenetv4 fixture: s, m, l have the original's names, shapes, parameter counts and outputs") {
+  namespace fx = lry_test::fixture;
+  for (std::string size : {"s", "m", "l"}) {
+    CAPTURE(size);
+    auto opened = fx::Fixture::open(std::string(LIBREYOLO_SOURCE_DIR "/tests/mobilenetv4/reference/") + size);
+    REQUIRE(opened.has_value());
+    const fx::Fixture& f = *opened;
+    MobileNetV4 net(MobileNetV4Options{size, 1000});
+    const auto diffs = fx::name_differences(f, *net);
+    CHECK_MESSAGE(diffs.empty(), fx::join_lines(diffs));
+    // Same entries in the same order: the deterministic fill indexes them by position.
+    std::vector<std::string> ours;
+    for (const auto& p : net->named_parameters()) ours.push_back(p.key());
+    CHECK(ours.size() == static_cast<size_t>(std::count_if(f.keys.begin(), f.keys.end(),
+                                                            [](const fx::Key& k) { return k.kind == "param"; })));
+    CHECK(fx::parameter_count(*net) == f.n_params());
+    CHECK(fx::parameter_count(*MobileNetV4(MobileNetV4Options{size, 10})) == f.config.at("n_params_10_classes").get<int64_t>());
+    if (!diffs.empty()) continue;
+    CHECK(fx::fill(f, *net) > 0);
+    net->eval();
+    torch::NoGradGuard ng;
+    const auto x = f.input();
+    std::vector<std::pair<std::string, torch::Tensor>> outs;
+    auto y = torch::relu(net->bn1->forward(net->conv_stem->forward(x)));
+    for (size_t i = 0; i < net->blocks->size(); ++i) {
+      y = net->blocks[i]->as<torch::nn::Sequential>()->forward(y);
+      outs.emplace_back("child.blocks." + std::to_string(i), y);
+    }
+    outs.emplace_back("output", net->forward(x));
+    CHECK(outs.size() == f.ref_order.size());
+    std::string report;
+    const auto c = fx::compare_all(f, outs, &report);
+    CHECK_MESSAGE(c.ok, c.message << "\n" << report);
+  }
 }

@@ -1,14 +1,18 @@
 #pragma once
-// MobileNetV4 conv-small (Qin et al. 2024, "MobileNetV4 - Universal Models for the Mobile Ecosystem"), the
-// original's libreyolo/models/mobilenetv4/nn.py (itself timm's mobilenetv4_conv_small): a 3x3/2 stem, five
-// stages of ConvBnAct ('cn') and Universal Inverted Bottleneck ('uir') blocks, then global pooling, a 1x1
-// conv to 1280 + BN + ReLU and the linear classifier. ReLU throughout, no squeeze-excite, no attention.
-// Module names equal the original's (timm's) state-dict keys:
+// MobileNetV4 conv-small / conv-medium / conv-large (Qin et al. 2024, "MobileNetV4 - Universal Models for the
+// Mobile Ecosystem"), the original's libreyolo/models/mobilenetv4/nn.py (ARCH_DEFS "s", "m", "l": timm's
+// mobilenetv4_conv_{small,medium,large}): a 3x3/2 stem (32 channels; 24 for "l"), five stages of ConvBnAct
+// ('cn'), EdgeResidual / FusedIB ('er') and Universal Inverted Bottleneck ('uir') blocks, then global
+// pooling, a 1x1 conv to 1280 + BN + ReLU and the linear classifier. ReLU throughout, no squeeze-excite, no
+// attention (the original registers no hybrid size). Module names equal the original's (timm's) state-dict keys:
 //   conv_stem, bn1                                  stem
 //   blocks.<stage>.<block>.{conv, bn1}             'cn' blocks
+//   blocks.<stage>.<block>.{conv_exp, bn1, conv_pwl, bn2}   'er' blocks (m, l: the first stage)
 //   blocks.<stage>.<block>.{dw_start, pw_exp, dw_mid, pw_proj}.{conv, bn}   'uir' blocks (dw_start / dw_mid
 //                                                  absent when the block string has a0 / k0)
 //   conv_head, norm_head, classifier               head
+// An ER block is: kxk conv (strides) to make_divisible(in * e) + BN + ReLU -> 1x1 projection + BN (no act),
+// residual when in == out and stride 1.
 // A UIB is: optional depthwise kxk (no act; strides when there is no middle depthwise) -> 1x1 expansion
 // (make_divisible(in * e)) + ReLU -> optional depthwise kxk + ReLU (strides) -> 1x1 projection (no act),
 // residual when in == out and stride 1 ("extra depthwise" variants: both / start only / middle only / none).
@@ -71,6 +75,34 @@ class ConvBnActImpl : public torch::nn::Cloneable<ConvBnActImpl> {
 };
 TORCH_MODULE(ConvBnAct);
 
+// 'er': the fused inverted bottleneck (timm EdgeResidual); children `conv_exp`, `bn1`, `conv_pwl`, `bn2`.
+class EdgeResidualImpl : public torch::nn::Cloneable<EdgeResidualImpl> {
+ public:
+  EdgeResidualImpl(int64_t in, int64_t out, int64_t k, int64_t stride, double expand)
+      : in_(in), out_(out), k_(k), stride_(stride), expand_(expand) { reset(); }
+  void reset() override {
+    const int64_t mid = make_divisible(double(in_) * expand_);
+    conv_exp = register_module("conv_exp", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_, mid, k_).stride(stride_)
+                                                                 .padding(same_padding(k_, stride_)).bias(false)));
+    bn1 = register_module("bn1", libreyolo::nn::BatchNorm2d(mid));
+    conv_pwl = register_module("conv_pwl", torch::nn::Conv2d(torch::nn::Conv2dOptions(mid, out_, 1).bias(false)));
+    bn2 = register_module("bn2", libreyolo::nn::BatchNorm2d(out_));
+    skip_ = in_ == out_ && stride_ == 1;
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = bn2->forward(conv_pwl->forward(torch::relu(bn1->forward(conv_exp->forward(x)))));
+    return skip_ ? y + x : y;
+  }
+  torch::nn::Conv2d conv_exp{nullptr}, conv_pwl{nullptr};
+  libreyolo::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+
+ private:
+  int64_t in_, out_, k_, stride_;
+  double expand_;
+  bool skip_ = false;
+};
+TORCH_MODULE(EdgeResidual);
+
 // 'uir': the Universal Inverted Bottleneck (timm UniversalInvertedResidual).
 class UniversalInvertedResidualImpl : public torch::nn::Cloneable<UniversalInvertedResidualImpl> {
  public:
@@ -102,8 +134,8 @@ TORCH_MODULE(UniversalInvertedResidual);
 
 // One block of the architecture table (timm's block strings, repeats expanded).
 struct BlockDef {
-  char type;        // 'c' = cn, 'u' = uir
-  int64_t k_start;  // uir: a (0 = none); cn: kernel
+  char type;        // 'c' = cn, 'e' = er, 'u' = uir
+  int64_t k_start;  // uir: a (0 = none); cn, er: kernel
   int64_t k_mid;    // uir: k (0 = none)
   int64_t stride;
   double expand;
@@ -111,15 +143,48 @@ struct BlockDef {
   int repeats = 1;
 };
 
-// conv-small (ARCH_DEFS["s"]): stem 32, then five stages.
-inline std::vector<std::vector<BlockDef>> conv_small_stages() {
-  return {
-      {{'c', 3, 0, 2, 1, 32}, {'c', 1, 0, 1, 1, 32}},
-      {{'c', 3, 0, 2, 1, 96}, {'c', 1, 0, 1, 1, 64}},
-      {{'u', 5, 5, 2, 3, 96}, {'u', 0, 3, 1, 2, 96, 4}, {'u', 3, 0, 1, 4, 96}},
-      {{'u', 3, 3, 2, 6, 128}, {'u', 5, 5, 1, 4, 128}, {'u', 0, 5, 1, 4, 128}, {'u', 0, 5, 1, 3, 128}, {'u', 0, 3, 1, 4, 128, 2}},
-      {{'c', 1, 0, 1, 1, 960}},
-  };
+// One size of the original's ARCH_DEFS: the stem's channels and the five stages.
+struct ArchDef {
+  int64_t stem;
+  std::vector<std::vector<BlockDef>> stages;
+};
+
+// ARCH_DEFS["s"] (conv-small), ["m"] (conv-medium), ["l"] (conv-large); throws for any other size.
+inline ArchDef arch_def(const std::string& size) {
+  if (size == "s")
+    return {32,
+            {
+                {{'c', 3, 0, 2, 1, 32}, {'c', 1, 0, 1, 1, 32}},
+                {{'c', 3, 0, 2, 1, 96}, {'c', 1, 0, 1, 1, 64}},
+                {{'u', 5, 5, 2, 3, 96}, {'u', 0, 3, 1, 2, 96, 4}, {'u', 3, 0, 1, 4, 96}},
+                {{'u', 3, 3, 2, 6, 128}, {'u', 5, 5, 1, 4, 128}, {'u', 0, 5, 1, 4, 128}, {'u', 0, 5, 1, 3, 128},
+                 {'u', 0, 3, 1, 4, 128, 2}},
+                {{'c', 1, 0, 1, 1, 960}},
+            }};
+  if (size == "m")
+    return {32,
+            {
+                {{'e', 3, 0, 2, 4, 48}},
+                {{'u', 3, 5, 2, 4, 80}, {'u', 3, 3, 1, 2, 80}},
+                {{'u', 3, 5, 2, 6, 160}, {'u', 3, 3, 1, 4, 160, 2}, {'u', 3, 5, 1, 4, 160}, {'u', 3, 3, 1, 4, 160},
+                 {'u', 3, 0, 1, 4, 160}, {'u', 0, 0, 1, 2, 160}, {'u', 3, 0, 1, 4, 160}},
+                {{'u', 5, 5, 2, 6, 256}, {'u', 5, 5, 1, 4, 256}, {'u', 3, 5, 1, 4, 256, 2}, {'u', 0, 0, 1, 4, 256},
+                 {'u', 3, 0, 1, 4, 256}, {'u', 3, 5, 1, 2, 256}, {'u', 5, 5, 1, 4, 256}, {'u', 0, 0, 1, 4, 256, 2},
+                 {'u', 5, 0, 1, 2, 256}},
+                {{'c', 1, 0, 1, 1, 960}},
+            }};
+  if (size == "l")
+    return {24,
+            {
+                {{'e', 3, 0, 2, 4, 48}},
+                {{'u', 3, 5, 2, 4, 96}, {'u', 3, 3, 1, 4, 96}},
+                {{'u', 3, 5, 2, 4, 192}, {'u', 3, 3, 1, 4, 192, 3}, {'u', 3, 5, 1, 4, 192}, {'u', 5, 3, 1, 4, 192, 5},
+                 {'u', 3, 0, 1, 4, 192}},
+                {{'u', 5, 5, 2, 4, 512, 4}, {'u', 5, 0, 1, 4, 512}, {'u', 5, 3, 1, 4, 512}, {'u', 5, 0, 1, 4, 512, 2},
+                 {'u', 5, 3, 1, 4, 512}, {'u', 5, 5, 1, 4, 512}, {'u', 5, 0, 1, 4, 512, 3}},
+                {{'c', 1, 0, 1, 1, 960}},
+            }};
+  throw ConfigError("MobileNetV4 size '" + size + "' is not available; allowed: s, m, l");
 }
 
 struct MobileNetV4Options {
@@ -133,14 +198,14 @@ class MobileNetV4Impl : public torch::nn::Cloneable<MobileNetV4Impl> {
   static constexpr int64_t head_hidden = 1280;
   explicit MobileNetV4Impl(MobileNetV4Options o) : o_(std::move(o)) { reset(); }
   void reset() override {
-    if (o_.size != "s") throw ConfigError("MobileNetV4 size '" + o_.size + "' is not available; allowed: s");
-    const int64_t stem = make_divisible(32);
+    const ArchDef arch = arch_def(o_.size);
+    const int64_t stem = make_divisible(double(arch.stem));
     conv_stem = register_module("conv_stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, stem, 3).stride(2)
                                                                    .padding(same_padding(3, 2)).bias(false)));
     bn1 = register_module("bn1", libreyolo::nn::BatchNorm2d(stem));
     blocks = register_module("blocks", torch::nn::ModuleList());
     int64_t in = stem;
-    for (const auto& stage : conv_small_stages()) {
+    for (const auto& stage : arch.stages) {
       torch::nn::Sequential seq;
       int idx = 0;
       for (const auto& d : stage)
@@ -148,6 +213,7 @@ class MobileNetV4Impl : public torch::nn::Cloneable<MobileNetV4Impl> {
           const int64_t stride = idx == 0 ? d.stride : 1;  // only a stage's first block strides
           const int64_t out = make_divisible(double(d.out));
           if (d.type == 'c') seq->push_back(ConvBnAct(in, out, d.k_start, stride));
+          else if (d.type == 'e') seq->push_back(EdgeResidual(in, out, d.k_start, stride, d.expand));
           else seq->push_back(UniversalInvertedResidual(in, out, d.k_start, d.k_mid, stride, d.expand));
           in = out;
         }

@@ -1,6 +1,8 @@
 #pragma once
-// The ResNet classification family: ResNet-18/34 with cross-entropy, on the classification task
-// (tasks/classify.hpp: class-named image folders, top-1/top-5, predict).
+// The ResNet classification family: ResNet-18/34 (basic blocks) and ResNet-50/101 (bottlenecks), the sizes of
+// the original's ARCH_DEFS (libreyolo/models/resnet/nn.py), with cross-entropy, on the classification task
+// (tasks/classify.hpp: class-named image folders, top-1/top-5, predict). The original's ResNetConfig and
+// INPUT_SIZES are the same for every size (224 px).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/resnet/network.hpp>
@@ -9,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
@@ -18,7 +21,7 @@ namespace libreyolo {
 class ResNetFamily : public tasks::ClassifyTask<ResNetFamily> {
  public:
   static constexpr std::string_view name = "resnet";
-  static constexpr std::array<std::string_view, 2> sizes{"18", "34"};
+  static constexpr std::array<std::string_view, 4> sizes{"18", "34", "50", "101"};
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
@@ -28,8 +31,8 @@ class ResNetFamily : public tasks::ClassifyTask<ResNetFamily> {
   using Network = resnet::ResNet;
 
   explicit ResNetFamily(std::string size = "18") : ClassifyTask(std::move(size)) {
-    if (size_ != "18" && size_ != "34")
-      throw ConfigError("model=resnet" + size_ + ": unknown ResNet size; allowed: resnet18, resnet34");
+    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
+      throw ConfigError("model=resnet" + size_ + ": unknown ResNet size; allowed: resnet18, resnet34, resnet50, resnet101");
   }
 
   Network make_network() const { return Network(resnet::ResNetOptions{std::stoi(size_), num_classes()}); }
