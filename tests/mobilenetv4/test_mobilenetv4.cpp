@@ -10,6 +10,8 @@
 #include <array>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ly = libreyolo;
 using ly::families::mobilenetv4::MobileNetV4;
@@ -107,6 +109,19 @@ TEST_CASE("mobilenetv4 family: the original's classification recipe at 224 px, s
                        "model=mobilenetv4x: unknown size; available: mobilenetv4s, mobilenetv4m, mobilenetv4l",
                        ly::ConfigError);
   CHECK_THROWS_AS(MobileNetV4(MobileNetV4Options{"h", 10}), ly::ConfigError);  // no hybrid size in the original
+  // Each size's input size is the original's INPUT_SIZES (s 224, m 224, l 256) unless the user set one.
+  for (auto [size, imgsz] : std::vector<std::pair<std::string, int64_t>>{{"s", 224}, {"m", 224}, {"l", 256}}) {
+    CAPTURE(size);
+    ly::MobileNetV4Family fam(size);
+    ly::TrainConfig c;
+    ly::apply_overrides(c, T::overrides);
+    ly::apply_overrides(c, fam.size_overrides());
+    CHECK(c.imgsz == imgsz);
+    auto user = ly::parse_args({"imgsz=160"});
+    ly::apply_overrides(user, T::overrides);
+    ly::apply_overrides(user, fam.size_overrides());
+    CHECK(user.imgsz == 160);
+  }
 }
 
 // The original's every size against reference data from the original's own network code (there is no shared

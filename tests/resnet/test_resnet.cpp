@@ -78,7 +78,7 @@ TEST_CASE("resnet family: the original's sizes 18, 34, 50, 101 and no other") {
   CHECK(ly::ResNetFamily::sizes == std::array<std::string_view, 4>{"18", "34", "50", "101"});
   for (auto size : ly::ResNetFamily::sizes) CHECK_NOTHROW(ly::ResNetFamily(std::string(size)));
   CHECK_THROWS_WITH_AS(ly::ResNetFamily("152"),
-                       "model=resnet152: unknown ResNet size; allowed: resnet18, resnet34, resnet50, resnet101",
+                       "model=resnet152: unknown size; available: resnet18, resnet34, resnet50, resnet101",
                        ly::ConfigError);
   CHECK_THROWS_AS(ResNet(ResNetOptions{152, 10}), ly::ConfigError);
 }

@@ -7,11 +7,12 @@
 // (a 1-epoch quadratic warm-up from 0, a cosine to 1% of lr0, no flat tail), EMA on, 100 epochs of batch
 // 64, 8 workers; the whole network is the capture region. The original's one per-size difference is its
 // input size (LibreMobileNetV4.INPUT_SIZES: s 224, m 224, l 256, the imgsz its train() uses when none is
-// given) and its eval crop (CROP_PCT s 0.875, m/l 0.95); the overrides here are per family, so
-// mobilenetv4l trains at 224 unless imgsz=256 is given.
+// given), applied here by size_overrides() (imgsz=256 for l when the user gives none), and its eval crop
+// (CROP_PCT s 0.875, m/l 0.95), which predict's centre crop does not follow yet.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/mobilenetv4/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/tasks/classify.hpp>
 #include <libreyolo/train/family.hpp>
 
@@ -39,9 +40,12 @@ class MobileNetV4Family : public tasks::ClassifyTask<MobileNetV4Family> {
   using Network = families::mobilenetv4::MobileNetV4;
 
   explicit MobileNetV4Family(std::string size = "s") : ClassifyTask(std::move(size)) {
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=mobilenetv4" + size_ + ": unknown size; available: mobilenetv4s, mobilenetv4m, mobilenetv4l");
+    families::require_size<MobileNetV4Family>(size_);
   }
+
+  // The size's part of the recipe, applied after traits::overrides to the keys the user did not set: the
+  // original's INPUT_SIZES (s 224, m 224, l 256), the imgsz its train() uses when none is given.
+  std::array<std::string, 1> size_overrides() const { return {size_ == "l" ? "imgsz=256" : "imgsz=224"}; }
 
   Network make_network() const { return Network(families::mobilenetv4::MobileNetV4Options{size_, num_classes()}); }
   static train::LossOutput loss(const torch::Tensor& logits, const Batch& b) { return cross_entropy(logits, b); }

@@ -6,6 +6,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/resnet/network.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/tasks/classify.hpp>
 #include <libreyolo/train/family.hpp>
 
@@ -31,8 +32,7 @@ class ResNetFamily : public tasks::ClassifyTask<ResNetFamily> {
   using Network = resnet::ResNet;
 
   explicit ResNetFamily(std::string size = "18") : ClassifyTask(std::move(size)) {
-    if (std::find(sizes.begin(), sizes.end(), size_) == sizes.end())
-      throw ConfigError("model=resnet" + size_ + ": unknown ResNet size; allowed: resnet18, resnet34, resnet50, resnet101");
+    families::require_size<ResNetFamily>(size_);
   }
 
   Network make_network() const { return Network(resnet::ResNetOptions{std::stoi(size_), num_classes()}); }
