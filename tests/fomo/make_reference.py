@@ -22,41 +22,8 @@ from pathlib import Path
 
 import torch
 
-
-def fill(model):
-    sd = model.state_dict()
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for k, (name, t) in enumerate(sd.items()):
-            n = t.numel()
-            i = torch.arange(n, dtype=torch.float64)
-            s = torch.sin(0.37 * i + 1.3 * k)
-            if name in params:
-                if t.dim() >= 2:
-                    v = s / math.sqrt(n / t.shape[0])
-                elif name.endswith("weight"):
-                    v = 1 + 0.1 * s
-                else:
-                    v = 0.02 * s
-            elif name.endswith("running_mean"):
-                v = 0.05 * s
-            elif name.endswith("running_var"):
-                v = 1 + 0.25 * s.abs()
-            else:
-                continue
-            t.copy_(v.to(t.dtype).view(t.shape))
-
-
-def kind_of(model, name):
-    if name in dict(model.named_parameters()):
-        return "param"
-    if name.endswith("running_mean") or name.endswith("running_var"):
-        return "bn_stat"
-    return "buffer"
-
-
-def shape_str(t):
-    return "x".join(str(d) for d in t.shape)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "fixtures"))
+from fixture_format import deterministic_input, fill, write_keys  # noqa: E402
 
 
 def main():
@@ -70,10 +37,7 @@ def main():
         out.mkdir(parents=True, exist_ok=True)
         model = LibreFOMOModel(size=size, nc=80)
         sd = model.state_dict()
-        with open(out / "keys.tsv", "w") as f:
-            f.write("name\tkind\tshape\tdtype\tnumel\n")
-            for name, t in sd.items():
-                f.write(f"{name}\t{kind_of(model, name)}\t{shape_str(t)}\t{str(t.dtype).replace('torch.', '')}\t{t.numel()}\n")
+        write_keys(model, out / "keys.tsv")
         counts = {str(nc): sum(p.numel() for p in LibreFOMOModel(size=size, nc=nc).parameters()) for nc in (1, 3, 80)}
         imgsz = int(CONFIGS[size]["imgsz"])
         config = {
@@ -91,8 +55,7 @@ def main():
 
         fill(model)
         model.eval()
-        j = torch.arange(3 * imgsz * imgsz, dtype=torch.float64)
-        x = (0.5 + 0.5 * torch.sin(0.1 * j)).to(torch.float32).view(1, 3, imgsz, imgsz)
+        x = deterministic_input(imgsz)
         tensors = [("input", x.clone())]
         hooks = []
         for cname, child in model.named_children():

@@ -27,6 +27,9 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "fixtures"))
+from fixture_format import deterministic_input, fill, write_keys  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 IMGSZ = 160
@@ -40,49 +43,9 @@ def load(scratch, name):
     return mod
 
 
-def kind_of(name, params):
-    if name in params:
-        return "param"
-    if name.endswith("running_mean") or name.endswith("running_var"):
-        return "bn_stat"
-    return "buffer"
-
-
-def fill(model):
-    params = dict(model.named_parameters())
-    sd = model.state_dict()
-    with torch.no_grad():
-        for k, (name, t) in enumerate(sd.items()):
-            kind = kind_of(name, params)
-            if not t.is_floating_point():
-                continue
-            i = torch.arange(t.numel(), dtype=torch.float64)
-            s = torch.sin(0.37 * i + 1.3 * k)
-            if kind == "param" and t.dim() >= 2:
-                v = s / math.sqrt(t.numel() / t.shape[0])
-            elif kind == "param" and t.dim() == 1 and name.endswith("weight"):
-                v = 1 + 0.1 * s
-            elif kind == "param":
-                v = 0.02 * s
-            elif name.endswith("running_mean"):
-                v = 0.05 * s
-            elif name.endswith("running_var"):
-                v = 1 + 0.25 * s.abs()
-            else:
-                continue
-            target = params[name] if kind == "param" else t
-            target.copy_(v.to(t.dtype).view(t.shape))
-
-
 def write(family, size, model, stages, out_dir):
     os.makedirs(out_dir, exist_ok=True)
-    params = dict(model.named_parameters())
-    sd = model.state_dict()
-    with open(os.path.join(out_dir, "keys.tsv"), "w") as f:
-        f.write("name\tkind\tshape\tdtype\tnumel\n")
-        for name, t in sd.items():
-            shape = "x".join(str(d) for d in t.shape)
-            f.write(f"{name}\t{kind_of(name, params)}\t{shape}\t{str(t.dtype).replace('torch.', '')}\t{t.numel()}\n")
+    write_keys(model, os.path.join(out_dir, "keys.tsv"))
     fill(model)
     model.eval()
     captured = []
@@ -94,8 +57,7 @@ def write(family, size, model, stages, out_dir):
 
     for label, module in stages:
         module.register_forward_hook(hook(label))
-    j = torch.arange(3 * IMGSZ * IMGSZ, dtype=torch.float64)
-    x = (0.5 + 0.5 * torch.sin(0.1 * j)).to(torch.float32).view(1, 3, IMGSZ, IMGSZ)
+    x = deterministic_input(IMGSZ)
     with torch.no_grad():
         y = model(x)
     captured.append(("output", y.detach().clone()))
