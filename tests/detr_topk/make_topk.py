@@ -28,13 +28,16 @@ needs PIL, ...) is not run: the family subpackages are loaded from their folders
 """
 import argparse
 import json
-import math
 import os
 import struct
 import sys
 import types
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "fixtures"))
+import fixture_format  # noqa: E402 (the fixtures' format: fill, input, forward hooks, selection)
+from fixture_format import Selection, forward_all  # noqa: E402
 
 # model -> (how to build the original's nn-level model: the module path and keyword arguments its
 # Libre<Family>(None, size=..., nb_classes=80)._init_model passes at its 640 px default input size).
@@ -101,41 +104,12 @@ def read_keys(path):
 
 
 def fill(model, keys):
-    """The fixture README's deterministic fill, in state_dict order (every entry counts)."""
-    params = dict(model.named_parameters())
-    sd = model.state_dict()
-    names = list(sd.keys())
+    """The fixture README's deterministic fill, after checking that the state_dict is keys.tsv's."""
+    names = list(model.state_dict().keys())
     if names != keys:
         raise SystemExit("state_dict names differ from keys.tsv (first: %s)" %
                          next((a, b) for a, b in zip(names + [None] * len(keys), keys + [None] * len(names)) if a != b))
-    with torch.no_grad():
-        for k, (name, t) in enumerate(sd.items()):
-            s = torch.sin(0.37 * torch.arange(t.numel(), dtype=torch.float64) + 1.3 * k)
-            if name in params:
-                if t.dim() >= 2:
-                    v = s / math.sqrt(t.numel() / t.shape[0])
-                else:
-                    v = 1 + 0.1 * s if name.endswith("weight") else 0.02 * s
-            elif name.endswith("running_mean"):
-                v = 0.05 * s
-            elif name.endswith("running_var"):
-                v = 1 + 0.25 * s.abs()
-            else:
-                continue
-            if not t.is_floating_point():
-                continue
-            t.copy_(v.to(t.dtype).view(t.shape))
-
-
-def flatten(prefix, x, out):
-    if isinstance(x, torch.Tensor):
-        out[prefix] = x
-    elif isinstance(x, (list, tuple)):
-        for i, v in enumerate(x):
-            flatten("%s.%d" % (prefix, i), v, out)
-    elif isinstance(x, dict):
-        for k, v in x.items():
-            flatten("%s.%s" % (prefix, k), v, out)
+    fixture_format.fill(model)
 
 
 def stored(refbin, r):
@@ -159,57 +133,6 @@ def compare(name, ours, ref, refs, tol, verbose=False):
         if rel > tol and bad is None:
             bad = "%s: %.3g > %.3g" % (tname, rel, tol)
     return worst, bad
-
-
-class Selection:
-    """Within `with`: records every torch.topk call (input and indices), or, with `forced`, returns
-    those indices (and the input's values at them) instead. The decoders' query selection is their only
-    torch.topk call (the LQE head's Tensor.topk method is another function, untouched)."""
-
-    def __init__(self, forced=None):
-        self.forced, self.calls = forced, []
-
-    def __enter__(self):
-        self.real = torch.topk
-
-        def topk(inp, k, *args, **kw):
-            if self.forced is None:
-                r = self.real(inp, k, *args, **kw)
-            else:
-                idx = self.forced.to(inp.device)
-                r = torch.return_types.topk((inp.gather(1, idx), idx))
-            self.calls.append((inp.detach().clone(), r[1].clone()))
-            return r
-
-        torch.topk = topk
-        return self
-
-    def __exit__(self, *exc):
-        torch.topk = self.real
-
-    def only(self, name):
-        if len(self.calls) != 1:
-            raise SystemExit("%s: expected one torch.topk call (the query selection), saw %d" % (name, len(self.calls)))
-        scores, ind = self.calls[0]
-        if scores.dim() != 2 or ind.shape != (1, 300):
-            raise SystemExit("%s: the selection has shape %s on scores %s, expected [1, 300] on [1, N]"
-                             % (name, list(ind.shape), list(scores.shape)))
-        return scores, ind
-
-
-def forward_all(model, x, forced=None):
-    """The model's eval forward: every direct child's output and the output, named as ref.json names them."""
-    ours = {"input": x}
-    hooks = [child.register_forward_hook(lambda m, i, o, n=n: flatten("child." + n, o, ours))
-             for n, child in model.named_children()]
-    try:
-        with torch.no_grad(), Selection(forced=forced) as sel:
-            out = model(x)
-    finally:
-        for h in hooks:
-            h.remove()
-    flatten("output", out, ours)
-    return ours, sel
 
 
 def decoder_rows(model, enc, ind):
@@ -291,7 +214,7 @@ def run(name, fixtures, out_dir, tol):
     fill(model, read_keys(os.path.join(fdir, "keys.tsv")))
     model.eval()
     S = ref["imgsz"]
-    x = (0.5 + 0.5 * torch.sin(0.1 * torch.arange(3 * S * S, dtype=torch.float64))).to(torch.float32).view(1, 3, S, S)
+    x = fixture_format.deterministic_input(S)
 
     ours, sel = forward_all(model, x)
     scores, natural = sel.only(name)
