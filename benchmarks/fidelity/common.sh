@@ -2,7 +2,8 @@
 # on the library path, the log folder and its packing, the CUDA build of some targets and the GPU
 # suites of some test areas.
 OUT=${OUT:-/tmp/out}; L=/tmp/L; mkdir -p $L
-mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+# Unpacked once per machine (lanes.sh runs several scripts sourcing this at once).
+[ -f /tmp/deps/.done ] || { mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done; touch /tmp/deps/.done; }
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
 B=build-cuda; CLI=$B/tools/libreyolo

@@ -86,7 +86,7 @@ void same_state(torch::nn::Module& net, const std::string& path) {
   for (size_t i = 0; i < state.size(); ++i) state[i].copy_(saved[i]);
 }
 
-// The arm: `Capture` is Eager or CudaGraph<>; `loss_of(out)` is the family's eager loss; `Region` the
+// The arm: `Capture` is Eager, CudaGraph<> or CudaGraph<scope::step>; `loss_of(out)` is the family's eager loss; `Region` the
 // family's capture region.
 // `make_opt(cfg)` builds the family's optimizer as the trainer does; gradients are clipped as the trainer
 // clips them (the family's clip_grad_norm, after unscaling) in every arm.
@@ -105,7 +105,8 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
   prec.setup(cfg, dev, true);
   Capture capture;
   capture.setup(cfg, dev);
-  ly::train::Optimizer opt = make_opt(cfg);
+  std::unique_ptr<ly::train::Optimizer> opt_owner = make_opt(cfg);
+  ly::train::Optimizer& opt = *opt_owner;
   const double clip = cfg.clip_grad_norm;
   const torch::Tensor input = a.nhwc ? ly::as_channels_last(x) : x;
   // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer
@@ -181,7 +182,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   auto cfg = ly::parse_args({"data=" + P::synth_data(data_dir).string(), "imgsz=" + std::to_string(imgsz), "workers=0",
                              "mosaic=0", "mixup=0", "fliplr=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "scale=0",
                              "translate=0", "seed=0"});
-  ly::apply_overrides(cfg, ly::family_traits<P>::overrides);
+  ly::train::apply_family_overrides(p, cfg);
   p.setup(cfg);
   p.restore({{"names", std::vector<std::string>(static_cast<size_t>(classes), "c")}});
   const auto ds = p.train_set();
@@ -198,8 +199,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   // The step arm: the trainer's whole step on device state through the policy's run_whole_step.
   auto step_arm = [&a, family, b](auto& capture, auto& prec, ly::train::Optimizer& opt, auto& net_ref, double clip,
                                   std::function<void(ly::profile::StepPhases&)>& step) {
-    if constexpr (requires { capture.configure_step(true, std::string_view{}, 1); }) {
-      capture.configure_step(ly::capture::step_capturable<P>(), P::name, 1);
+    if constexpr (std::decay_t<decltype(capture)>::whole_step) {
       if (!capture.step_mode()) return;
       opt.enable_device_state();
       auto batch = std::make_shared<typename P::Batch>(b);
@@ -207,7 +207,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
         if (capture.step_graphs_enabled()) *batch = P::pad_for_step_graph(*batch);
       const bool nhwc = a.nhwc;
       step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc, clip](ly::profile::StepPhases&) mutable {
-        ly::precision::GradScaler* scaler = prec.mutable_scaler().enabled() ? &prec.mutable_scaler() : nullptr;
+        ly::precision::GradScaler* scaler = prec.device_scaler();
         auto body = [&](const typename P::Batch& sb) -> torch::Tensor {
           ly::train::LossOutput lo;
           {
@@ -228,19 +228,11 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
   };
   // The optimizer as the trainer builds it (trainer_impl.hpp setup): the family's groups and options.
   auto make_opt = [family, net](const ly::TrainConfig& c) mutable {
-    ly::train::OptimizerOptions oo;
-    oo.name = c.optimizer;
-    oo.lr0 = c.lr0;
-    oo.momentum = c.momentum;
-    oo.nesterov = c.nesterov;
-    auto groups = [&] {
-      if constexpr (requires { family->param_groups(*net, c.weight_decay); }) return family->param_groups(*net, c.weight_decay);
-      else return ly::train::make_param_groups(*net, c.weight_decay);
-    }();
-    if constexpr (requires { family->optimizer_options(oo, c); }) family->optimizer_options(oo, c);
-    return ly::train::Optimizer(std::move(groups), oo);
+    return ly::train::family_optimizer(*family, *net, c, c.weight_decay);
   };
-  return run_arm<Capture, Region>(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; },
+  // A step arm for a family whose loss is not fixed-shape captures the network (as the trainer resolves it).
+  using C = std::conditional_t<Capture::whole_step && !ly::capture::step_capturable<P>(), typename Capture::network_only, Capture>;
+  return run_arm<C, Region>(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; },
                                   make_opt, P::input(b), dev, step_arm);
 }
 
@@ -257,7 +249,10 @@ int main(int argc, char** argv) try {
     return 2;
   }
   const torch::Device dev = a.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  auto out = a.arm != "eager" ? run_model<ly::capture::CudaGraph<>>(a, dev) : run_model<ly::capture::Eager>(a, dev);
+  namespace cap = ly::capture;
+  auto out = a.arm == "step"    ? run_model<cap::CudaGraph<cap::scope::step>>(a, dev)
+             : a.arm != "eager" ? run_model<cap::CudaGraph<>>(a, dev)
+                                : run_model<cap::Eager>(a, dev);
   std::cout << out.dump() << std::endl;
   return 0;
 } catch (const std::exception& e) {

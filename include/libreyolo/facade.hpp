@@ -1,6 +1,7 @@
 #pragma once
-// The per-family entry points of the run-time facade: train_with (the five trainers a run can need:
-// cuda_graph x profile, and the distributed one), validate_with, predict_with and export_with. They need the family's
+// The per-family entry points of the run-time facade: train_with (the trainers a run can need: cuda_graph
+// false / true / step x profile, and the distributed one; step is the network trainer itself for a
+// family whose loss is not fixed-shape), validate_with, predict_with and export_with. They need the family's
 // header only, not the family list: the generated per-family translation units (families/instantiate.hpp)
 // include this and their own family, so a change to one family recompiles that family's unit alone.
 #include <libreyolo/capture/cuda_graph.hpp>
@@ -33,12 +34,22 @@ TrainResult train_with(F family, const TrainConfig& cfg) {
     using precision_t = precision::FamilyDefault;
     constexpr auto D = capture::Mode::distributed;
     if (dist::env_from_environment().rank != 0) log::set_level(log::Level::warn);  // only rank 0 logs
-    if (cfg.cuda_graph) capture::resolve<F, capture::CudaGraph<>, D>::notice(cfg);
+    if (cfg.cuda_graph != GraphMode::off) capture::resolve<F, capture::CudaGraph<>, D>::notice(cfg);
     if (cfg.profile) profile::resolve<profile::Window<>, D>::notice();
     Trainer<F, precision_t, capture::resolve_t<F, capture::Eager, D>, profile::Off, D> t(cfg, std::move(family));
     return t.fit();
   }
-  if (cfg.cuda_graph) return train_with_capture<F, capture::CudaGraph<>>(std::move(family), cfg);
+  switch (cfg.cuda_graph) {
+    case GraphMode::step: {
+      // Statically step -> network (a loss that is not fixed-shape) -> eager, said once here; the trainer
+      // is then the network or eager one, not a third type.
+      using R = capture::resolve<F, capture::CudaGraph<capture::scope::step>>;
+      R::notice(cfg);
+      return train_with_capture<F, typename R::type>(std::move(family), cfg);
+    }
+    case GraphMode::network: return train_with_capture<F, capture::CudaGraph<>>(std::move(family), cfg);
+    case GraphMode::off: break;
+  }
   return train_with_capture<F, capture::Eager>(std::move(family), cfg);
 }
 
@@ -57,8 +68,7 @@ typename F::Network network_from(F& family, const train::Checkpoint& ck, torch::
 // Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split.
 template <class F>
 train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
-  apply_overrides(cfg, family_traits<F>::overrides);
-  if constexpr (requires { family.size_overrides(); }) apply_overrides(cfg, family.size_overrides());
+  train::apply_family_overrides(family, cfg);
   family.restore(ck.meta.at("family"));
   family.setup(cfg);
   const auto dev = resolve_device(cfg.device);

@@ -52,12 +52,15 @@ nlohmann::json results_of(const std::filesystem::path& dir) {
 struct ToggleFamily : ly::ResNetFamily {
   static constexpr std::string_view name = "toggle_resnet";
   ToggleFamily() : ly::ResNetFamily("18") {}
+  struct traits : ly::ResNetFamily::traits {
+    using members = ly::member::list<ly::member::epoch_hook>;
+  };
   bool extra = false;
   template <class Capture>
-  void on(ly::event::epoch_begin, const ly::EpochInfo& info, const ly::TrainConfig&, Capture& capture) {
+  void on(ly::event::epoch_begin, const ly::EpochInfo& info, const ly::TrainConfig&, ly::train::EpochContext<Capture>& ctx) {
     if (info.epoch == 1 && !extra) {
       extra = true;
-      capture.invalidate("extra branch on");
+      ctx.capture.invalidate("extra branch on");
     }
   }
   ly::train::LossOutput loss(const torch::Tensor& logits, const Batch& b) const {
@@ -71,10 +74,10 @@ struct ToggleFamily : ly::ResNetFamily {
 
 // ---- static resolution -------------------------------------------------------------------------
 static_assert(cap::CapturePolicy<cap::CudaGraph<>>);
-static_assert(cap::CapturePolicy<cap::CudaGraph<5>>);
+static_assert(cap::CapturePolicy<cap::CudaGraph<cap::scope::network, 5>>);
 static_assert(cap::CudaGraph<>::graphs && !cap::Eager::graphs);
 static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, cap::CudaGraph<>>, cap::CudaGraph<>>);
-static_assert(std::is_same_v<cap::resolve_t<ly::Yolo9Family, cap::CudaGraph<4>>, cap::CudaGraph<4>>);
+static_assert(std::is_same_v<cap::resolve_t<ly::Yolo9Family, cap::CudaGraph<cap::scope::network, 4>>, cap::CudaGraph<cap::scope::network, 4>>);
 static_assert(std::is_same_v<cap::resolve_t<NotCapturable, cap::CudaGraph<>>, cap::Eager>);
 static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, cap::CudaGraph<>, cap::Mode::distributed>, cap::Eager>);
 static_assert(std::is_same_v<cap::resolve_t<ly::Yolo9Family, cap::CudaGraph<>, cap::Mode::distillation>, cap::Eager>);
@@ -86,12 +89,12 @@ static_assert(std::is_same_v<ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, 
 
 TEST_CASE("a static downgrade of CudaGraph prints its notice exactly once per combination") {
   LogCapture log;
-  using R = cap::resolve<NotCapturable, cap::CudaGraph<7>>;
+  using R = cap::resolve<NotCapturable, cap::CudaGraph<cap::scope::network, 7>>;
   R::notice();
   R::notice();
-  cap::resolve<ly::Yolo9Family, cap::CudaGraph<7>, cap::Mode::distillation>::notice();
-  cap::resolve<ly::Yolo9Family, cap::CudaGraph<7>, cap::Mode::distillation>::notice();
-  cap::resolve<ly::ResNetFamily, cap::CudaGraph<7>>::notice();  // not downgraded: silent
+  cap::resolve<ly::Yolo9Family, cap::CudaGraph<cap::scope::network, 7>, cap::Mode::distillation>::notice();
+  cap::resolve<ly::Yolo9Family, cap::CudaGraph<cap::scope::network, 7>, cap::Mode::distillation>::notice();
+  cap::resolve<ly::ResNetFamily, cap::CudaGraph<cap::scope::network, 7>>::notice();  // not downgraded: silent
   REQUIRE(log.lines.size() == 2);
   CHECK(log.lines[0] == "cuda_graph=true ignored (family not capturable); training runs eager.");
   CHECK(log.lines[1] == "cuda_graph=true ignored (distillation); training runs eager.");
@@ -100,12 +103,12 @@ TEST_CASE("a static downgrade of CudaGraph prints its notice exactly once per co
 TEST_CASE("a static downgrade names what was asked: cuda_graph=step, once per combination") {
   LogCapture log;
   const auto step = ly::parse_args({"cuda_graph=step"});
-  using R = cap::resolve<NotCapturable, cap::CudaGraph<5>>;
+  using R = cap::resolve<NotCapturable, cap::CudaGraph<cap::scope::network, 5>>;
   R::notice(step);
   R::notice(step);
   R::notice(ly::parse_args({"cuda_graph=true"}));  // another request: its own notice
-  cap::resolve<ly::Yolo9Family, cap::CudaGraph<5>, cap::Mode::distributed>::notice(step);
-  cap::resolve<ly::ResNetFamily, cap::CudaGraph<5>>::notice(step);  // not downgraded: silent
+  cap::resolve<ly::Yolo9Family, cap::CudaGraph<cap::scope::network, 5>, cap::Mode::distributed>::notice(step);
+  cap::resolve<ly::ResNetFamily, cap::CudaGraph<cap::scope::network, 5>>::notice(step);  // not downgraded: silent
   REQUIRE(log.lines.size() == 3);
   CHECK(log.lines[0] == "cuda_graph=step ignored (family not capturable); training runs eager.");
   CHECK(log.lines[1] == "cuda_graph=true ignored (family not capturable); training runs eager.");
@@ -234,7 +237,7 @@ TEST_CASE("cuda_graph_warmup overrides the threshold; a threshold below 1 is rej
   c.setup(cfg, torch::kCPU);
   CHECK(c.shape_counter().threshold() == 5);
   CHECK_FALSE(c.enabled());
-  cap::CudaGraph<2> d;
+  cap::CudaGraph<cap::scope::network, 2> d;
   d.setup(ly::parse_args({"cuda_graph=false"}), torch::kCPU);
   CHECK(d.shape_counter().threshold() == 2);  // not given explicitly: the template's threshold
   CHECK(d.fallback_reason() == std::optional<std::string>("cuda_graph=false"));

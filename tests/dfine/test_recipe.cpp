@@ -194,6 +194,36 @@ TEST_CASE("EMA restart: after set_constant_decay the average uses that decay, wi
   CHECK(ly::parse_args({"ema_restart_decay=0.99"}).ema_restart_decay == doctest::Approx(0.99));
 }
 
+TEST_CASE("the EMA restart is the D-FINE line's epoch hook: a constant decay from the first no-aug epoch on, said once") {
+  auto model = torch::nn::Linear(2, 1);
+  auto copy = torch::nn::Linear(2, 1);
+  ly::train::ModelEMA ema(copy.ptr(), *model, 0.9999, 2000, 0);
+  ly::TrainConfig cfg;
+  cfg.epochs = 10;
+  cfg.no_aug_epochs = 4;
+  cfg.ema_restart_decay = 0.999;
+  ly::capture::Eager capture;
+  ly::train::EpochContext<ly::capture::Eager> ctx{capture, &ema, true};
+  std::vector<std::string> lines;
+  auto prev = ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
+  ly::DEIMFamily f("n");
+  for (int e = 0; e < cfg.epochs; ++e) {
+    f.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, ctx);
+    CHECK(ema.constant_decay() == (e >= 6 ? 0.999 : 0.0));
+  }
+  // Without an EMA, or with the key at 0, the hook does nothing.
+  ly::train::EpochContext<ly::capture::Eager> no_ema{capture, nullptr, true};
+  f.on(ly::event::epoch_begin{}, ly::EpochInfo{9, cfg.epochs, {}}, cfg, no_ema);
+  ly::train::ModelEMA other(torch::nn::Linear(2, 1).ptr(), *model, 0.9999, 2000, 0);
+  ly::train::EpochContext<ly::capture::Eager> off{capture, &other, true};
+  cfg.ema_restart_decay = 0;
+  f.on(ly::event::epoch_begin{}, ly::EpochInfo{9, cfg.epochs, {}}, cfg, off);
+  CHECK(other.constant_decay() == 0.0);
+  ly::log::set_sink(prev);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "EMA restart: constant decay 0.999 from epoch 7");
+}
+
 TEST_CASE("the D-FINE line's multi-scale is the originals' collate: 13 sizes in [0.75, 1.25] x imgsz, imgsz 3 of 13, until epochs x ratio") {
   // models/dfine/transforms.py _generate_scales(640, 3) of c41461e.
   const std::vector<int> want{480, 512, 544, 576, 608, 640, 640, 640, 800, 768, 736, 704, 672};

@@ -427,21 +427,21 @@ TEST_CASE("LevelCache (YOLOX grids, RTMDet priors): one value per map sizes and 
 // ---- config and the static fallback ------------------------------------------------------------------
 TEST_CASE("cuda_graph accepts true | false | step; anything else is a clear error; step round-trips") {
   auto s = ly::parse_args({"cuda_graph=step"});
-  CHECK(s.cuda_graph);
-  CHECK(s.cuda_graph_step);
+  CHECK(s.cuda_graph == ly::GraphMode::step);
   CHECK(ly::to_json(s)["cuda_graph"] == "step");
   auto back = ly::from_json(ly::to_json(s));
-  CHECK(back.cuda_graph);
-  CHECK(back.cuda_graph_step);
+  CHECK(back.cuda_graph == ly::GraphMode::step);
   auto t = ly::parse_args({"cuda_graph=step", "cuda_graph=true"});
-  CHECK(t.cuda_graph);
-  CHECK_FALSE(t.cuda_graph_step);
+  CHECK(t.cuda_graph == ly::GraphMode::network);
   CHECK(ly::to_json(t)["cuda_graph"] == true);
+  CHECK(ly::from_json(ly::to_json(t)).cuda_graph == ly::GraphMode::network);
   auto f = ly::parse_args({"cuda_graph=false"});
-  CHECK_FALSE(f.cuda_graph);
-  CHECK_FALSE(f.cuda_graph_step);
+  CHECK(f.cuda_graph == ly::GraphMode::off);
   CHECK(ly::to_json(f)["cuda_graph"] == false);
-  CHECK(ly::parse_args({"cuda_graph=STEP"}).cuda_graph_step);
+  CHECK(ly::parse_args({"cuda_graph=STEP"}).cuda_graph == ly::GraphMode::step);
+  CHECK(ly::to_string(ly::GraphMode::step) == "step");
+  CHECK(ly::to_string(ly::GraphMode::network) == "true");
+  CHECK(ly::to_string(ly::GraphMode::off) == "false");
   CHECK_THROWS_WITH_AS(ly::parse_args({"cuda_graph=maybe"}), doctest::Contains("true | false | step"), ly::ConfigError);
   CHECK_THROWS_WITH_AS(ly::parse_args({"cuda_graph=maybe"}), doctest::Contains("maybe"), ly::ConfigError);
   CHECK(ly::parse_args({}).cuda_graph_max_graphs == 4);
@@ -469,12 +469,28 @@ static_assert(cap::step_capturable<ly::RtmdetFamily>());  // the soft-label assi
 static_assert(!cap::step_capturable<ly::Yolov7Family>());  // detection losses not declared fixed-shape
 static_assert(!cap::step_capturable<ly::RTDETRFamily>());
 
+// The scope is static: step -> network for a loss that is not fixed-shape, -> eager without a region.
+using StepPolicy = cap::CudaGraph<cap::scope::step>;
+static_assert(StepPolicy::whole_step && !cap::CudaGraph<>::whole_step && !cap::Eager::whole_step);
+static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, StepPolicy>, StepPolicy>);
+static_assert(std::is_same_v<cap::resolve_t<NoStepResNet, StepPolicy>, cap::CudaGraph<>>);
+static_assert(std::is_same_v<cap::resolve_t<ly::Yolov7Family, StepPolicy>, cap::CudaGraph<>>);
+static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, StepPolicy, cap::Mode::distributed>, cap::Eager>);
+static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, cap::CudaGraph<cap::scope::step, 5>>::network_only,
+                             cap::CudaGraph<cap::scope::network, 5>>);
+// The blessed aliases: StepTrainer is GraphTrainer itself where the step cannot be captured.
+static_assert(std::is_same_v<ly::StepTrainer<ly::Yolov7Family>, ly::GraphTrainer<ly::Yolov7Family>>);
+static_assert(std::is_same_v<ly::StepTrainer<ly::Yolo9Family>::Capture, StepPolicy>);
+static_assert(std::is_same_v<ly::EagerTrainer<ly::Yolo9Family>::Capture, cap::Eager>);
+
 TEST_CASE("cuda_graph=step with a family whose loss is not fixed-shape: the network only, one notice") {
   LogCapture log;
+  const auto step_cfg = ly::parse_args({"cuda_graph=step", "device=cpu"});
   for (int i = 0; i < 2; ++i) {
-    cap::CudaGraph<> c;
-    c.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
-    c.configure_step(cap::step_capturable<NoStepResNet>(), NoStepResNet::name, 1);
+    cap::resolve<NoStepResNet, StepPolicy>::notice(step_cfg);  // what the facade says
+    cap::resolve<NoStepResNet, cap::CudaGraph<>>::notice(step_cfg);  // and the resolved trainer: the same line
+    cap::CudaGraph<> c;  // the resolved policy
+    c.setup(step_cfg, torch::kCPU);
     CHECK_FALSE(c.step_mode());
     CHECK(c.report()["step"]["requested"] == true);
     CHECK(c.report()["step"]["whole_step"] == false);
@@ -482,25 +498,31 @@ TEST_CASE("cuda_graph=step with a family whose loss is not fixed-shape: the netw
   CHECK(log.count("cuda_graph=step: the nostep_resnet loss is not declared fixed-shape") == 1);
   CHECK(log.count("capturing the network only, as cuda_graph=true") == 1);
   // A registered family without the declaration.
-  cap::CudaGraph<> y7;
-  y7.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
-  y7.configure_step(cap::step_capturable<ly::Yolov7Family>(), ly::Yolov7Family::name, 1);
-  CHECK_FALSE(y7.step_mode());
+  cap::resolve<ly::Yolov7Family, StepPolicy>::notice(step_cfg);
   CHECK(log.count("cuda_graph=step: the yolo7 loss is not declared fixed-shape") == 1);
-  cap::CudaGraph<> acc;
-  acc.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
-  acc.configure_step(true, "resnet", 4);
+  // A step-capturable family composed with the network scope by hand: told once what runs.
+  cap::resolve<ly::ResNetFamily, cap::CudaGraph<>>::notice(step_cfg);
+  cap::resolve<ly::ResNetFamily, cap::CudaGraph<>>::notice(step_cfg);
+  CHECK(log.count("this trainer's capture policy has the network scope") == 1);
+  // The one run-time condition: gradient accumulation (batch 4, nominal batch 16: 4 micro-batches).
+  StepPolicy acc;
+  acc.setup(ly::parse_args({"cuda_graph=step", "device=cpu", "batch=4", "nbs=16"}), torch::kCPU);
   CHECK_FALSE(acc.step_mode());
   CHECK(log.count("gradient accumulation (4 batches per optimizer step)") == 1);
-  cap::CudaGraph<> ok;
-  ok.setup(ly::parse_args({"cuda_graph=step", "device=cpu"}), torch::kCPU);
-  ok.configure_step(true, "resnet", 1);
+  CHECK(StepPolicy::step_cannot_run(ly::parse_args({"batch=4", "nbs=16"})).find("gradient accumulation") == 0);
+  CHECK(StepPolicy::step_cannot_run(ly::parse_args({"batch=4"})).empty());
+  StepPolicy ok;
+  ok.setup(step_cfg, torch::kCPU);
   CHECK(ok.step_mode());
   CHECK_FALSE(ok.step_graphs_enabled());  // a CPU: the step path runs eager
+  StepPolicy off;  // the type's scope, but capture off in the configuration
+  off.setup(ly::parse_args({"cuda_graph=false", "device=cpu"}), torch::kCPU);
+  CHECK_FALSE(off.step_mode());
   cap::CudaGraph<> net;
   net.setup(ly::parse_args({"cuda_graph=true", "device=cpu"}), torch::kCPU);
-  net.configure_step(true, "resnet", 1);
   CHECK_FALSE(net.step_mode());
+  CHECK(cap::CudaGraph<>::cannot_run(ly::parse_args({"cuda_graph=true"}), torch::kCPU) == "device cpu is not a CUDA device");
+  CHECK(cap::CudaGraph<>::cannot_run(ly::parse_args({"cuda_graph=false"}), torch::kCPU) == "cuda_graph=false");
 }
 
 // ---- whole runs on the CPU: cuda_graph=step equals eager exactly ------------------------------------
@@ -556,7 +578,7 @@ TEST_CASE("cuda_graph=step on the CPU (the step path, no graph) equals eager exa
     };
     auto e = train_run<cap::Eager>(ly::ResNetFamily("18"), args(std::string("eager_") + optimizer, "false"));
     LogCapture log;
-    auto s = train_run<cap::CudaGraph<>>(ly::ResNetFamily("18"), args(std::string("step_") + optimizer, "step"));
+    auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::ResNetFamily("18"), args(std::string("step_") + optimizer, "step"));
     CHECK(e.steps == 10);
     check_same(e, s);
     CHECK(s.report["step"]["whole_step"] == true);
@@ -585,7 +607,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv9-t on a small 
   lry_test::TempDir runs("lry_step_cpu_y9");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
   auto e = train_run<cap::Eager>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "eager", "false"));
-  auto s = train_run<cap::CudaGraph<>>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "step", "step"));
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "step", "step"));
   CHECK(e.steps == 5);
   check_same(e, s);
 }
@@ -596,7 +618,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss
   // Epoch 1 (steps 4 and 5) is the last no_aug epoch: the L1 loss is on there.
   const std::vector<std::string> l1{"no_aug_epochs=1"};
   auto e = train_run<cap::Eager>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "eager", "false", l1));
-  auto s = train_run<cap::CudaGraph<>>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "step", "step", l1));
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "step", "step", l1));
   CHECK(e.steps == 5);
   check_same(e, s);
   CHECK(s.report["step"]["whole_step"] == true);
@@ -612,7 +634,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: RTMDet-t on a small 
   lry_test::TempDir runs("lry_step_cpu_rtm");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
   auto e = train_run<cap::Eager>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "eager", "false"));
-  auto s = train_run<cap::CudaGraph<>>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "step", "step"));
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "step", "step"));
   CHECK(e.steps == 5);
   check_same(e, s);
   CHECK(s.report["step"]["whole_step"] == true);
@@ -628,7 +650,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: FOMO-s (point task, 
                                     "cuda_graph=" + graph};
   };
   auto e = train_run<cap::Eager>(ly::FomoFamily("s"), args("eager", "false"));
-  auto s = train_run<cap::CudaGraph<>>(ly::FomoFamily("s"), args("step", "step"));
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::FomoFamily("s"), args("step", "step"));
   CHECK(e.steps == 6);
   check_same(e, s);
   CHECK(s.report["step"]["whole_step"] == true);

@@ -141,7 +141,7 @@ void train_and_record(T& t, GpuRun& r, const std::function<void(int)>& prepare, 
   r.fused_error = t.optimizer().device_fused_error();
 }
 
-// One run with `args`; through CudaGraph<> (graph_policy) or Eager; `fail_at` >= 0 arms the
+// One run with `args`; through the graph policy its cuda_graph key names (graph_policy) or Eager; `fail_at` >= 0 arms the
 // replay-failure hook before that step; fused = false keeps the optimizer's generic device path.
 template <class F>
 GpuRun run(F family, std::vector<std::string> args, bool graph_policy, int fail_at = -1, bool fused = true) {
@@ -151,8 +151,11 @@ GpuRun run(F family, std::vector<std::string> args, bool graph_policy, int fail_
     if (state->factor.defined())
       state->factor.fill_(next == kPoisonStep ? std::numeric_limits<float>::infinity() : 1.0f);
   };
-  if (graph_policy) {
-    ly::Trainer<F, ly::precision::FamilyDefault, cap::CudaGraph<>> t(ly::parse_args(args), std::move(family));
+  if (graph_policy && ly::parse_args(args).cuda_graph == ly::GraphMode::step) {
+    ly::StepTrainer<F> t(ly::parse_args(args), std::move(family));
+    train_and_record(t, r, prepare, fail_at, fused);
+  } else if (graph_policy) {
+    ly::GraphTrainer<F> t(ly::parse_args(args), std::move(family));
     train_and_record(t, r, prepare, fail_at, fused);
   } else {
     ly::Trainer<F, ly::precision::FamilyDefault, cap::Eager> t(ly::parse_args(args), std::move(family));

@@ -176,3 +176,20 @@ TEST_CASE("Model::train returns the run's result intact through the family dispa
   CHECK(r.last_metrics["top1"].is_number());
   CHECK(r.best_fitness == doctest::Approx(r.last_metrics["top1"].get<double>()));
 }
+
+TEST_CASE("ema_restart_decay on a family without an EMA restart is named as not applying, once") {
+  lry_test::TempDir runs("lry_runs");
+  std::vector<std::string> lines;
+  auto prev = ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
+  for (int i = 0; i < 2; ++i) {
+    auto args = base_args(runs.path, "restart" + std::to_string(i));
+    args.push_back("ema_restart_decay=0.99");
+    ResNetTrainer(ly::parse_args(args)).setup();
+  }
+  ly::log::set_sink(prev);
+  int n = 0;
+  for (const auto& l : lines) n += l.find("ema_restart_decay=0.99 ignored: resnet has no EMA restart") != std::string::npos;
+  CHECK(n == 1);
+  static_assert(!ly::member::declares<ly::ResNetFamily, ly::member::ema_restart>);
+  static_assert(ly::member::declares<ly::DFineFamily, ly::member::ema_restart>);
+}

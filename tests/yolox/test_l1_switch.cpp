@@ -38,8 +38,9 @@ TEST_CASE("yolox: the epoch hook turns L1 on at epochs - no_aug_epochs and inval
   cfg.no_aug_epochs = 3;
   ly::YoloxFamily f("t");
   CountingCapture cap;
+  ly::train::EpochContext<CountingCapture> ctx{cap, nullptr, true};
   for (int e = 0; e < cfg.epochs; ++e) {
-    f.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, cap);
+    f.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, ctx);
     CHECK(f.use_l1() == (e >= 7));
   }
   REQUIRE(cap.reasons.size() == 1);
@@ -48,7 +49,8 @@ TEST_CASE("yolox: the epoch hook turns L1 on at epochs - no_aug_epochs and inval
   // Resuming past the switch: on at the first epoch run, still one invalidation.
   ly::YoloxFamily resumed("t");
   CountingCapture cap2;
-  for (int e = 8; e < cfg.epochs; ++e) resumed.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, cap2);
+  ly::train::EpochContext<CountingCapture> ctx2{cap2, nullptr, true};
+  for (int e = 8; e < cfg.epochs; ++e) resumed.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, ctx2);
   CHECK(resumed.use_l1());
   CHECK(cap2.reasons.size() == 1);
 
@@ -56,7 +58,8 @@ TEST_CASE("yolox: the epoch hook turns L1 on at epochs - no_aug_epochs and inval
   cfg.no_aug_epochs = 0;
   ly::YoloxFamily never("t");
   CountingCapture cap3;
-  for (int e = 0; e < cfg.epochs; ++e) never.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, cap3);
+  ly::train::EpochContext<CountingCapture> ctx3{cap3, nullptr, true};
+  for (int e = 0; e < cfg.epochs; ++e) never.on(ly::event::epoch_begin{}, ly::EpochInfo{e, cfg.epochs, {}}, cfg, ctx3);
   CHECK_FALSE(never.use_l1());
   CHECK(cap3.reasons.empty());
 }

@@ -1,5 +1,5 @@
 #pragma once
-// capture::CudaGraph<Threshold>: captures the family's capture region (capture/region.hpp: the whole
+// capture::CudaGraph<Scope, Threshold>: captures the family's capture region (capture/region.hpp: the whole
 // network, or its backbone + encoder) in CUDA graphs, forward and backward, once an input shape has been
 // seen Threshold times (SPEC §2.3), and replays them for that shape; the rest of the forward and the loss
 // run eager. Everything that cannot be captured at run time (CPU device, a build without CUDA,
@@ -7,12 +7,14 @@
 // training for the rest of the run with one warning: a failed replay's step is undone (the region's
 // BatchNorm statistics restored, its partial gradients dropped) and run again eager, so the flag is
 // always safe.
-// With cuda_graph=step (configure_step) the trainer hands the whole step to run_whole_step instead:
+// With Scope = scope::step (cuda_graph=step) the trainer hands the whole step to run_whole_step instead:
 // one graph per shape key of the batch (images and padded targets), up to cuda_graph_max_graphs of
 // them in one shared memory pool, recorded on the threshold-th sighting of the key (that step runs
-// eager on a side stream first) and replayed from then on. A family whose loss is not fixed-shape, or
-// gradient accumulation, keeps the network-only capture with one notice; a failed capture or replay
-// turns the policy eager as above (a replay that failed before its first node ran is re-run eager).
+// eager on a side stream first) and replayed from then on. A family whose loss is not fixed-shape
+// never gets this scope (capture::resolve narrows it to scope::network at compile time, one notice);
+// gradient accumulation, the one run-time condition (step_cannot_run), keeps the network-only capture
+// with one notice; a failed capture or replay turns the policy eager as above (a replay that failed
+// before its first node ran is re-run eager).
 #include <libreyolo/capture/eager.hpp>
 #include <libreyolo/capture/graphed_callable.hpp>
 #include <libreyolo/capture/shape_counter.hpp>
@@ -39,31 +41,61 @@
 
 namespace libreyolo::capture {
 
-template <int Threshold = 3>
+template <class Scope = scope::network, int Threshold = 3>
 class CudaGraph {
-  static_assert(Threshold >= 1, "CudaGraph<Threshold>: a shape must be seen at least once before capture");
+  static_assert(Threshold >= 1, "CudaGraph<Scope, Threshold>: a shape must be seen at least once before capture");
+  static_assert(std::is_same_v<Scope, scope::network> || std::is_same_v<Scope, scope::step>,
+                "CudaGraph<Scope>: Scope is capture::scope::network or capture::scope::step");
 
  public:
   static constexpr bool graphs = true;
+  static constexpr bool whole_step = std::is_same_v<Scope, scope::step>;
+  using network_only = CudaGraph<scope::network, Threshold>;
   static constexpr const char* fallback_prefix = "cuda_graph training capture disabled, falling back to eager: ";
 
-  // cfg.cuda_graph_warmup, when given explicitly, overrides Threshold.
+  // The run-time conditions under which no graph can be captured in this run (CUTLASS's
+  // can_implement), asked once by setup(): empty when capture can run, else the reason.
+  static std::string cannot_run(const TrainConfig& cfg, torch::Device device) {
+    if (cfg.cuda_graph == GraphMode::off) return "cuda_graph=false";
+    if (!compat::with_cuda) return "this build has no CUDA support (LIBREYOLO_WITH_CUDA is off)";
+    if (!device.is_cuda()) return "device " + device.str() + " is not a CUDA device";
+    return {};
+  }
+  // Scope step: why the whole step cannot be recorded in this run (gradient accumulation), or empty.
+  static std::string step_cannot_run(const TrainConfig& cfg) {
+    if (const int acc = cfg.accumulate(); acc > 1)
+      return "gradient accumulation (" + std::to_string(acc) + " batches per optimizer step) is not captured whole";
+    return {};
+  }
+
+  // cfg.cuda_graph_warmup, when given explicitly, overrides Threshold. The scope is the type's (a
+  // cuda_graph key asking another one is told what runs by capture::resolve's notice).
   void setup(const TrainConfig& cfg, torch::Device device) {
     counter_.set_threshold(cfg.is_explicit("cuda_graph_warmup") ? cfg.cuda_graph_warmup : Threshold);
     warmup_iters_ = 3;
-    step_requested_ = cfg.cuda_graph && cfg.cuda_graph_step;
     step_mode_ = false;
     max_step_graphs_ = cfg.cuda_graph_max_graphs;
     if (max_step_graphs_ < 1)
       throw ConfigError("cuda_graph_max_graphs=" + std::to_string(max_step_graphs_) + ": allowed an integer >= 1");
-    if (!cfg.cuda_graph)
-      disable("cuda_graph=false");
-    else if (!compat::with_cuda)
-      disable("this build has no CUDA support (LIBREYOLO_WITH_CUDA is off)");
-    else if (!device.is_cuda())
-      disable("device " + device.str() + " is not a CUDA device");
+    if (const auto why = cannot_run(cfg, device); !why.empty())
+      disable(why);
     else
       enabled_ = true;
+    // The step report's "requested": the type's scope with capture on, or a step key over a network-scope
+    // policy (capture::resolve's notice says what runs then).
+    step_requested_ = whole_step ? cfg.cuda_graph != GraphMode::off : cfg.cuda_graph == GraphMode::step;
+    if constexpr (whole_step) {
+      if (!step_requested_) return;
+      if (const auto why = step_cannot_run(cfg); !why.empty()) {
+        log::notice_once("capture.step.cannot_run", "cuda_graph=step: " + why + "; capturing the network only, as "
+                                                    "cuda_graph=true");
+        return;
+      }
+      step_mode_ = true;
+      if (enabled_)
+        log::info("cuda_graph=step: the whole training step is captured per batch shape (at most ", max_step_graphs_,
+                  " graphs, after ", counter_.threshold(), " sightings of a shape)");
+    }
   }
 
   // The network's output for x: the region through its graph replay when x has the captured key, else
@@ -110,31 +142,9 @@ class CudaGraph {
 #endif
   }
 
-  // ---- cuda_graph=step ---------------------------------------------------------------------------
-  // After setup(): whether the trainer runs the whole step through run_whole_step. Without the family's
-  // fixed-shape loss (capture::step_capturable<F>) or with gradient accumulation, cuda_graph=step
-  // resolves to cuda_graph=true (the network only), with one notice.
-  void configure_step(bool family_step_capturable, std::string_view family, int accumulate) {
-    step_mode_ = false;
-    if (!step_requested_) return;
-    if (!family_step_capturable) {
-      log::notice_once("capture.step.not_fixed_shape." + std::string(family),
-                       "cuda_graph=step: the " + std::string(family) + " loss is not declared fixed-shape (traits "
-                       "step_capturable); capturing the network only, as cuda_graph=true");
-      return;
-    }
-    if (accumulate > 1) {
-      log::notice_once("capture.step.accumulate",
-                       "cuda_graph=step: gradient accumulation (" + std::to_string(accumulate) +
-                           " batches per optimizer step) is not captured whole; capturing the network only, as "
-                           "cuda_graph=true");
-      return;
-    }
-    step_mode_ = true;
-    if (enabled_)
-      log::info("cuda_graph=step: the whole training step is captured per batch shape (at most ", max_step_graphs_,
-                " graphs, after ", counter_.threshold(), " sightings of a shape)");
-  }
+  // ---- cuda_graph=step (Scope = scope::step) -----------------------------------------------------
+  // After setup(): whether the trainer runs the whole step through run_whole_step in this run (false
+  // for the network scope, and with gradient accumulation).
   bool step_mode() const { return step_mode_; }
   // Whether step graphs may still be recorded or replayed (CUDA, no fallback yet): the trainer pads the
   // batch to its bucket only then.
@@ -462,6 +472,6 @@ class CudaGraph {
   int64_t replayed_steps_ = 0, eager_steps_ = 0, captures_ = 0, invalidations_ = 0;
 };
 
-static_assert(CapturePolicy<CudaGraph<>>);
+static_assert(CapturePolicy<CudaGraph<>> && CapturePolicy<CudaGraph<scope::step>>);
 
 }  // namespace libreyolo::capture

@@ -23,17 +23,37 @@ namespace libreyolo::capture {
 // window_start) runs one micro-batch's forward + backward `body` (a policy that graphs the backward
 // recovers from a failed replay there); invalidate(reason); report() -> json for results.json. A policy
 // is also a client of the loop's phase events (train/events.hpp) for those it handles.
+// `whole_step`: the policy records whole training steps (capture scope step) and has run_whole_step,
+// step_mode(), step_graphs_enabled() and step_summary(); `network_only` is the same policy with the
+// network scope (what a step request resolves to for a family whose loss is not fixed-shape);
+// enabled() says whether capture can still happen in this run.
 template <class C>
 concept CapturePolicy = requires(C c, const C cc, const TrainConfig& cfg, torch::Device d) {
   { C::graphs } -> std::convertible_to<bool>;
+  { C::whole_step } -> std::convertible_to<bool>;
+  typename C::network_only;
   c.setup(cfg, d);
   c.invalidate(std::string_view{});
+  { cc.enabled() } -> std::convertible_to<bool>;
   { cc.report() } -> std::convertible_to<nlohmann::json>;
 };
 
+// What a CudaGraph policy captures: its type's scope (GraphMode network / step).
+namespace scope {
+struct network {
+  static constexpr GraphMode mode = GraphMode::network;
+};
+struct step {
+  static constexpr GraphMode mode = GraphMode::step;
+};
+}  // namespace scope
+
 struct Eager {
   static constexpr bool graphs = false;
+  static constexpr bool whole_step = false;
+  using network_only = Eager;
   void setup(const TrainConfig&, torch::Device) {}
+  bool enabled() const { return false; }
   template <class Net, class Region = whole_network>
   auto forward(Net& net, const torch::Tensor& x, Region = {}) {
     ++eager_steps_;
@@ -58,12 +78,25 @@ enum class Mode { single, distributed, distillation };
 // What a run asked of the graph policy, as the user wrote it: "cuda_graph=step" or "cuda_graph=true"
 // (notices name it).
 inline std::string_view requested_graphs(const TrainConfig& cfg) {
-  return cfg.cuda_graph_step ? "cuda_graph=step" : "cuda_graph=true";
+  return cfg.cuda_graph == GraphMode::step ? "cuda_graph=step" : "cuda_graph=true";
 }
 
-// resolve<F, C, M>::type is C when F's traits declare a capture region for the task F trains and the
-// mode allows capture, otherwise Eager; `reason` says why it was downgraded (empty when not). Another
-// task of a captured family (outside traits::captured_tasks) trains eager.
+// Whether F's loss can run inside a step graph: fixed shapes for a given batch shape, no value read
+// back to the host, no data-dependent branch. A family declares it in its traits
+// (`static constexpr bool step_capturable = true;`); classification tasks whose whole network is the
+// capture region (cross-entropy on fixed-size logits) are by default; every other family is not
+// (a step request then captures the network region only).
+template <class F>
+constexpr bool step_capturable() {
+  if constexpr (requires { F::traits::step_capturable; }) return F::traits::step_capturable;
+  else return family_traits<F>::task == Task::classify && family_traits<F>::capture_region == CaptureRegion::network;
+}
+
+// resolve<F, C, M>::type, statically, step -> network -> eager: C when F's traits declare a capture
+// region for the task F trains, the mode allows capture and (for a step-scope C) F's loss is
+// fixed-shape; C::network_only when only the last fails; otherwise Eager. `reason` says why it was
+// downgraded to eager (empty when not). Another task of a captured family (outside
+// traits::captured_tasks) trains eager.
 template <class F, class C, Mode M = Mode::single>
 struct resolve {
   static constexpr bool wanted = C::graphs;
@@ -71,21 +104,45 @@ struct resolve {
   static constexpr bool task_ok = task_is_captured<F>();
   static constexpr bool mode_ok = M == Mode::single;
   static constexpr bool downgraded = wanted && !(family_ok && task_ok && mode_ok);
-  using type = std::conditional_t<downgraded, Eager, C>;
+  // A step-scope policy for a family whose loss is not fixed-shape: the network scope.
+  static constexpr bool narrowed = wanted && !downgraded && C::whole_step && !step_capturable<F>();
+  using type = std::conditional_t<downgraded, Eager, std::conditional_t<narrowed, typename C::network_only, C>>;
   static constexpr std::string_view reason = !wanted ? ""
                                              : M == Mode::distributed  ? "distributed"
                                              : M == Mode::distillation ? "distillation"
                                              : !family_ok              ? "family not capturable"
                                              : !task_ok                ? "this task of the family is not captured"
                                                                        : "";
-  // The single notice of a static downgrade (once per instantiation and request), naming what was asked
-  // (`asked`: requested_graphs(cfg)).
+  // The single notice of a static downgrade or narrowing (once per instantiation and request), naming
+  // what was asked (`asked`: requested_graphs(cfg)).
   static void notice([[maybe_unused]] std::string_view asked = "cuda_graph=true") {
-    if constexpr (downgraded)
+    if constexpr (downgraded) {
       log::notice_once(std::string("capture.resolve.") + typeid(resolve).name() + "." + std::string(asked),
                        std::string(asked) + " ignored (" + std::string(reason) + "); training runs eager.");
+    } else if constexpr (narrowed) {
+      not_fixed_shape_notice();
+    }
   }
-  static void notice(const TrainConfig& cfg) { notice(requested_graphs(cfg)); }
+  // With the run's configuration: also a step key given to a trainer composed with the network scope
+  // (the facade's resolved step trainer of a family whose loss is not fixed-shape is one: same notice).
+  static void notice(const TrainConfig& cfg) {
+    notice(requested_graphs(cfg));
+    if constexpr (!downgraded && !narrowed && C::graphs && !type::whole_step) {
+      if (cfg.cuda_graph != GraphMode::step) return;
+      if constexpr (!step_capturable<F>())
+        not_fixed_shape_notice();
+      else
+        log::notice_once("capture.step.network_scope", "cuda_graph=step: this trainer's capture policy has the network "
+                         "scope (capture::CudaGraph<capture::scope::network>); capturing the network only");
+    }
+  }
+
+ private:
+  static void not_fixed_shape_notice() {
+    log::notice_once(std::string("capture.step.not_fixed_shape.") + std::string(F::name),
+                     "cuda_graph=step: the " + std::string(F::name) + " loss is not declared fixed-shape (traits "
+                     "step_capturable); capturing the network only, as cuda_graph=true");
+  }
 };
 template <class F, class C, Mode M = Mode::single>
 using resolve_t = typename resolve<F, C, M>::type;

@@ -4,7 +4,8 @@
 // update, recorded once per shape key and replayed. What changes between steps lives in device tensors
 // written before the replay (train/optimizer.hpp, train/ema.hpp, precision/grad_scaler.hpp); a step
 // whose gradients hold inf/NaN is skipped on the device. This file holds the pieces the CudaGraph
-// policy (capture/cuda_graph.hpp) uses: the family trait, the key, and the recorded step (CUDA only).
+// policy (capture/cuda_graph.hpp) uses: the key and the recorded step (CUDA only); the family trait
+// (step_capturable) is in capture/eager.hpp, beside the static resolution that reads it.
 #include <libreyolo/capture/shape_counter.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -28,17 +29,6 @@
 #endif
 
 namespace libreyolo::capture {
-
-// Whether F's loss can run inside a step graph: fixed shapes for a given batch shape, no value read
-// back to the host, no data-dependent branch. A family declares it in its traits
-// (`static constexpr bool step_capturable = true;`); classification tasks whose whole network is the
-// capture region (cross-entropy on fixed-size logits) are by default; every other family is not
-// (cuda_graph=step then captures the network region only).
-template <class F>
-constexpr bool step_capturable() {
-  if constexpr (requires { F::traits::step_capturable; }) return F::traits::step_capturable;
-  else return family_traits<F>::task == Task::classify && family_traits<F>::capture_region == CaptureRegion::network;
-}
 
 // The smallest power of two >= n (>= 1): the bucket of a batch's padded box count, so that one step
 // graph serves every batch whose largest box count falls into it.

@@ -219,17 +219,17 @@ LIBREYOLO_INLINE const std::vector<Field>& fields() {
                       [](TrainConfig& c, const std::string& w, const std::string& v) {
                         const auto s = lower(trim(v));
                         if (s == "step") {
-                          c.cuda_graph = c.cuda_graph_step = true;
+                          c.cuda_graph = GraphMode::step;
                           return;
                         }
                         if (s != "true" && s != "1" && s != "yes" && s != "on" && s != "false" && s != "0" &&
                             s != "no" && s != "off")
                           fail(w, "cuda_graph", v, "true | false | step");
-                        c.cuda_graph = parse_bool(w, "cuda_graph", v);
-                        c.cuda_graph_step = false;
+                        c.cuda_graph = parse_bool(w, "cuda_graph", v) ? GraphMode::network : GraphMode::off;
                       },
                       [](const TrainConfig& c) {
-                        return c.cuda_graph_step ? nlohmann::json("step") : nlohmann::json(c.cuda_graph);
+                        return c.cuda_graph == GraphMode::step ? nlohmann::json("step")
+                                                               : nlohmann::json(c.cuda_graph == GraphMode::network);
                       }});
     v.push_back(num("cuda_graph_max_graphs", &TrainConfig::cuda_graph_max_graphs, 1, 64,
                     "cuda_graph=step: step graphs kept at once, one per shape key (multi_scale, last batch)"));

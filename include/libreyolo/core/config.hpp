@@ -26,6 +26,15 @@
 
 namespace libreyolo {
 
+// What a CUDA graph captures in training (the key cuda_graph, SPEC §2.3): nothing; the network's forward
+// and backward (the family's capture region); or the whole training step (forward, loss, backward, clip,
+// optimizer, scaler, EMA). The trainer's capture policy type follows it (capture::CudaGraph<Scope>).
+enum class GraphMode { off, network, step };
+// As the key writes it: "false", "true", "step".
+constexpr std::string_view to_string(GraphMode m) {
+  return m == GraphMode::step ? "step" : m == GraphMode::network ? "true" : "false";
+}
+
 struct TrainConfig {
   // what is trained, on what
   std::string model;                // family + size (families/list.hpp); "" = the first listed family's first size
@@ -67,8 +76,7 @@ struct TrainConfig {
   // the three levers
   std::optional<bool> amp;          // unset = the family's default
   std::string amp_dtype = "float16";  // float16 | bfloat16 (fp16 / bf16 accepted)
-  bool cuda_graph = false;          // cuda_graph=true or step: capture in CUDA graphs
-  bool cuda_graph_step = false;     // cuda_graph=step: the whole training step, not only the network
+  GraphMode cuda_graph = GraphMode::off;  // cuda_graph=false | true (the network) | step (the whole training step)
   int cuda_graph_max_graphs = 4;    // cuda_graph=step: step graphs cached at once (one per shape key)
   int nproc = 0;                    // >= 2: launch that many data-parallel processes on this host
   bool sync_bn = false;             // data-parallel: BatchNorm statistics over the global batch (SyncBatchNorm)

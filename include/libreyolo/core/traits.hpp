@@ -34,7 +34,16 @@ constexpr std::string_view to_string(CaptureRegion r) {
   return "?";
 }
 
+// A list of a family's optional members (train/members.hpp names them: member::param_groups, ...).
+namespace member {
+template <class... M>
+struct list {};
+}  // namespace member
+
 struct family_defaults {
+  // The optional members the family has (train/members.hpp): the trainer calls exactly these, and a
+  // declared member that is missing or mis-signed, or a member that is not declared, fails to compile.
+  using members = member::list<>;
   // Precision: whether AMP is on when the user does not say (SPEC §2.2). Families whose original trains
   // in float32 say false here: D-FINE (its decoder clamps activations at 65504, the largest finite
   // float16), DEIM, RT-DETRv4 (inherits DEIM's setting), YOLO-NAS (detect), FOMO.

@@ -133,7 +133,8 @@ class ResolvedPrecision {
   void save(train::Checkpoint& ck, const std::string& prefix) const { scaler_.save(ck, prefix); }
   void load(const train::Checkpoint& ck, const std::string& prefix) { scaler_.load(ck, prefix); }
   const GradScaler& scaler() const { return scaler_; }
-  GradScaler& mutable_scaler() { return scaler_; }  // cuda_graph=step: the scaler's device form
+  // cuda_graph=step: the scaler whose device form the whole-step graph runs (nullptr when disabled).
+  GradScaler* device_scaler() { return scaler_.enabled() ? &scaler_ : nullptr; }
 
  protected:
   void adopt(const Used& u) {

@@ -12,6 +12,8 @@
 
 namespace libreyolo::precision {
 
+class GradScaler;  // precision/grad_scaler.hpp
+
 // What a run actually used; recorded in results.json and the profiler report.
 struct Used {
   bool amp = false;
@@ -29,11 +31,15 @@ concept StepOptimizer = requires(O o) {
 
 // @tparam P: setup(cfg, device, family_amp_default); autocast() -> RAII guard used in the forward phase;
 // scale(loss) -> loss to backprop; unscale_(opt) before clipping; step(opt) (skips on inf/NaN);
-// update(); used() -> Used; save/load of scaler state in checkpoints.
+// update(); used() -> Used; save/load of scaler state in checkpoints; set_capture_active(on) while a
+// capture policy records graphs; device_scaler() -> the GradScaler whose device form a whole-step
+// graph runs (nullptr when the policy scales nothing).
 template <class P>
 concept PrecisionPolicy = requires(P p, const P cp, const TrainConfig& c, torch::Device d, torch::Tensor t,
                                    train::Checkpoint& ck, const train::Checkpoint& cck) {
   p.setup(c, d, bool{});
+  p.set_capture_active(bool{});
+  { p.device_scaler() } -> std::convertible_to<GradScaler*>;
   { cp.autocast() };
   { p.scale(t) } -> std::convertible_to<torch::Tensor>;
   p.update();
@@ -49,6 +55,8 @@ struct Fp32 {
       log::notice_once("precision.fp32.amp", "amp=true ignored: this trainer is composed with precision::Fp32");
   }
   NoGuard autocast() const { return {}; }
+  void set_capture_active(bool) {}
+  GradScaler* device_scaler() { return nullptr; }
   torch::Tensor scale(const torch::Tensor& loss) const { return loss; }
   template <StepOptimizer O> void unscale_(O&) {}
   template <StepOptimizer O> void step(O& opt) { opt.step(); }

@@ -23,9 +23,14 @@ struct RunContext {
 
 // What the trainer calls: attach once, then per step step_begin() before the loader's next(), one RAII
 // `phase()` scope around each of the five phases, and step_end(images) at the very end of the step.
+// Before attach: set_window(warmup, active) and set_traced_steps(n) (the config's profile_* keys); after
+// the run, wait() until the report is written.
 template <class P>
-concept ProfilerPolicy = requires(P p, const RunContext& c, Phase ph) {
+concept ProfilerPolicy = requires(P p, const P cp, const RunContext& c, Phase ph) {
   { P::enabled } -> std::convertible_to<bool>;
+  p.set_window(int{}, int{});
+  p.set_traced_steps(int{});
+  cp.wait();
   p.attach(c);
   p.step_begin();
   { p.phase(ph) };
@@ -37,6 +42,9 @@ concept ProfilerPolicy = requires(P p, const RunContext& c, Phase ph) {
 struct Off {
   static constexpr bool enabled = false;
   struct Scope {};
+  void set_window(int, int) {}
+  void set_traced_steps(int) {}
+  void wait() const {}
   void attach(const RunContext&) {}
   void step_begin() {}
   Scope phase(Phase) { return {}; }

@@ -54,6 +54,8 @@ class ClassifyTask {
  public:
   using task_info = ClassifyInfo;
   static constexpr Task task = Task::classify;
+  // The optional members every family of this task has (train/members.hpp).
+  using task_members = member::list<member::size, member::plots>;
   using Dataset = data::ClassifyFolder;
   using Batch = data::ClassifyBatch;
 

@@ -106,6 +106,8 @@ class DetectTask {
  public:
   using task_info = DetectInfo;
   static constexpr Task task = Task::detect;
+  // The optional members every family of this task has (train/members.hpp).
+  using task_members = member::list<member::size, member::plots, member::step_padding>;
   using Dataset = data::DetectDataset;
   using Batch = data::DetectBatch;
 

@@ -82,6 +82,8 @@ class PointTask {
  public:
   using task_info = PointInfo;
   static constexpr Task task = Task::point;
+  // The optional members every family of this task has (train/members.hpp).
+  using task_members = member::list<member::size>;
   using Dataset = data::PointDataset;
   using Batch = data::PointBatch;
 

@@ -105,6 +105,8 @@ class SemanticTask {
  public:
   using task_info = SemanticInfo;
   static constexpr Task task = Task::semantic;
+  // The optional members every family of this task has (train/members.hpp).
+  using task_members = member::list<member::size>;
   using Dataset = data::SemanticDataset;
   using Batch = data::SemanticBatch;
   static constexpr int64_t ignore_index = data::kIgnoreIndex;

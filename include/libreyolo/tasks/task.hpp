@@ -15,6 +15,7 @@
 #include <libreyolo/core/progress.hpp>
 #include <libreyolo/core/utf8.hpp>
 #include <libreyolo/core/traits.hpp>
+#include <libreyolo/train/members.hpp>
 #include <libreyolo/data/detect_yaml.hpp>
 #include <libreyolo/data/image.hpp>
 #include <libreyolo/data/loader.hpp>

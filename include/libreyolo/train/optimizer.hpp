@@ -51,6 +51,7 @@ class Optimizer {
   void set_momentum(double m);
   double momentum() const { return momentum_; }
   const std::string& name() const { return opt_.name; }
+  const OptimizerOptions& options() const { return opt_; }  // as constructed (the family's adjustments included)
   Kind kind() const { return kind_; }
 
   std::vector<torch::Tensor> params() const;

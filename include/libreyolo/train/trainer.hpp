@@ -12,8 +12,8 @@
 // The loop raises events (train/events.hpp): epoch_begin / step_end / epoch_end for the callbacks given
 // to fit() and subscribed with events().on(...), and the phase events (step_begin, phase_begin/_end,
 // step_done) for its two built-in clients, the profiler and the capture policy.
+#include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/capture/eager.hpp>
-#include <libreyolo/capture/step_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/device.hpp>
 #include <libreyolo/core/log.hpp>
@@ -21,6 +21,7 @@
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/dist/reducer.hpp>
+#include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/precision/grad_scaler.hpp>
 #include <libreyolo/plot/charts.hpp>
@@ -32,6 +33,7 @@
 #include <libreyolo/train/ema.hpp>
 #include <libreyolo/train/family.hpp>
 #include <libreyolo/train/interrupt.hpp>
+#include <libreyolo/train/members.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 #include <libreyolo/train/run_dir.hpp>
@@ -93,6 +95,8 @@ class Trainer {
                     capture::EncoderBoundary<typename Network::ContainedType>,
                 "capture_region = backbone_encoder: the family's network must declare the boundary "
                 "(encoder(), encode(x), decode(features); capture/region.hpp)");
+  // The family's optional members against its declaration (train/members.hpp).
+  static_assert(train::check_members<F, Capture>());
 
   // The profiler's window comes from the config where it sets profile_warmup / profile_steps /
   // profile_trace_steps (the policy's own values, e.g. Window<W, A>'s, stay for the keys it leaves
@@ -101,10 +105,8 @@ class Trainer {
     if constexpr (Profiler::enabled) {
       using W = profile::window_params<Profiler>;
       const bool w = cfg_.is_explicit("profile_warmup"), a = cfg_.is_explicit("profile_steps");
-      if constexpr (requires { prof_.set_window(1, 2); })
-        if (w || a) prof_.set_window(w ? cfg_.profile_warmup : W::warmup, a ? cfg_.profile_steps : W::active);
-      if constexpr (requires { prof_.set_traced_steps(1); })
-        if (cfg_.is_explicit("profile_trace_steps")) prof_.set_traced_steps(cfg_.profile_trace_steps);
+      if (w || a) prof_.set_window(w ? cfg_.profile_warmup : W::warmup, a ? cfg_.profile_steps : W::active);
+      if (cfg_.is_explicit("profile_trace_steps")) prof_.set_traced_steps(cfg_.profile_trace_steps);
     }
   }
 
@@ -166,6 +168,26 @@ class Trainer {
   template <class E, class... A>
   void raise_phase(E e, A... a);  // to the profiler and the capture policy
   void family_hook_epoch_begin(const EpochInfo& info);
+  // fit(), split (train/trainer_fit.hpp): what the epochs share, one epoch's batches, its end, the stop
+  // protocol, the run's end.
+  struct FitState {
+    std::chrono::steady_clock::time_point t_run;
+    bool stop = false;
+    bool draining = false;  // a stop is waiting for the end of the current accumulation window
+    int epochs_run = 0;
+    int completed = 0;
+  };
+  struct EpochRun {
+    int64_t resumed_at = 0;  // batches trained before this run's part of the epoch (resume)
+    int64_t batches = 0;     // the epoch's batches
+    double secs = 0;
+  };
+  template <class... Callbacks>
+  EpochRun train_epoch(FitState& st, Callbacks&... callbacks);
+  bool stop_after_step(FitState& st);
+  void end_epoch(EpochInfo& info, const EpochRun& run, FitState& st);
+  void stop_after_epoch(FitState& st);
+  TrainResult finish(const FitState& st);
   void add_loss(const torch::Tensor& items);  // into the epoch's running sum (loss_sum_, loss_count_)
 
   TrainConfig cfg_;
@@ -206,6 +228,16 @@ class Trainer {
   bool channels_last_ = false;  // cfg.channels_last on a CUDA device
   bool device_state_ = false;   // cuda_graph=step: the optimizer runs on its device state
 };
+
+// The blessed compositions (ensmallen style), one process, no profiler, the family's default precision:
+// eager; the family's capture region in CUDA graphs (cuda_graph=true); the whole step (cuda_graph=step),
+// which is GraphTrainer itself for a family whose loss is not fixed-shape (resolved statically).
+template <class F, class P = precision::FamilyDefault>
+using EagerTrainer = Trainer<F, P, capture::Eager>;
+template <class F, class P = precision::FamilyDefault>
+using GraphTrainer = Trainer<F, P, capture::CudaGraph<>>;
+template <class F, class P = precision::FamilyDefault>
+using StepTrainer = Trainer<F, P, capture::resolve_t<F, capture::CudaGraph<capture::scope::step>>>;
 
 }  // namespace libreyolo
 

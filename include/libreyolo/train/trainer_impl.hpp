@@ -77,13 +77,17 @@ void LIBREYOLO_TRAINER::resolve_config() {
                         std::to_string(cfg_.epochs) + " epochs; nothing to resume (start a new run, e.g. with weights=" +
                         (run_dir_ / "weights" / "best.ckpt").string() + ", or give a larger epochs=)");
   }
-  apply_overrides(cfg_, family_traits<F>::overrides);
-  // A family whose recipe differs per size (FOMO's input size) adds that size's overrides after its own.
-  if constexpr (requires { family_.size_overrides(); }) apply_overrides(cfg_, family_.size_overrides());
+  train::apply_family_overrides(family_, cfg_);
   if (cfg_.model.empty()) {  // a hand-composed trainer: the family's own name
     cfg_.model = std::string(F::name);
-    if constexpr (requires { family_.size(); }) cfg_.model += family_.size();
+    if constexpr (member::declares<F, member::size>) cfg_.model += family_.size();
   }
+  // The EMA restart is a recipe step of the families that declare it (their epoch hook applies it).
+  if constexpr (!member::declares<F, member::ema_restart>)
+    if (cfg_.ema_restart_decay > 0)
+      log::notice_once("trainer.ema_restart." + std::string(F::name),
+                       "ema_restart_decay=" + trainer_detail::fmt(cfg_.ema_restart_decay) + " ignored: " +
+                           std::string(F::name) + " has no EMA restart in its recipe (traits members: member::ema_restart)");
   accumulate_ = cfg_.accumulate();  // batch=-1 is resolved in build(), which sets it again
 }
 
@@ -140,7 +144,7 @@ void LIBREYOLO_TRAINER::setup() {
     if (!results_) results_ = std::make_unique<train::ResultsWriter>(run_dir_);
     train::write_text_atomic(run_dir_ / "args.json", to_json(cfg_).dump(2) + "\n");
     // labels.png: what the training split holds (the task draws it).
-    if constexpr (requires { family_.plot_labels(run_dir_); })
+    if constexpr (member::declares<F, member::plots>)
       if (cfg_.plots && plot::usable()) family_.plot_labels(run_dir_ / "labels.png");
   }
   capture::resolve<F, C, M>::notice(cfg_);
@@ -183,19 +187,8 @@ void LIBREYOLO_TRAINER::build() {
   // With a nominal batch (nbs > 0) the weight decay is scaled to it (Ultralytics' convention); without
   // one, as in the original, it is used as given.
   double wd = cfg_.nbs > 0 ? cfg_.weight_decay * cfg_.batch * accumulate_ / cfg_.nbs : cfg_.weight_decay;
-  train::OptimizerOptions oo;
-  oo.name = cfg_.optimizer;
-  oo.lr0 = cfg_.lr0;
-  oo.momentum = cfg_.momentum;
-  oo.nesterov = cfg_.nesterov;
-  // A family may bring its own parameter groups (e.g. a backbone at a fraction of the LR) and adjust the
-  // optimizer's options (e.g. AdamW's beta1).
-  auto groups = [&] {
-    if constexpr (requires { family_.param_groups(*net_, wd); }) return family_.param_groups(*net_, wd);
-    else return train::make_param_groups(*net_, wd);
-  }();
-  if constexpr (requires { family_.optimizer_options(oo, cfg_); }) family_.optimizer_options(oo, cfg_);
-  opt_ = std::make_unique<train::Optimizer>(std::move(groups), oo);
+  // The family's parameter groups (e.g. a backbone at a fraction of the LR) and optimizer options.
+  opt_ = train::family_optimizer(family_, *net_, cfg_, wd);
   train::ScheduleOptions so;
   so.kind = train::parse_schedule(cfg_.scheduler);
   so.lr0 = cfg_.lr0;
@@ -206,19 +199,17 @@ void LIBREYOLO_TRAINER::build() {
   so.iters_per_epoch = (batches + accumulate_ - 1) / accumulate_;
   so.warmup_epochs = cfg_.warmup_epochs;
   so.warmup_lr_start = cfg_.warmup_lr_start;
-  so.momentum = oo.momentum;
+  so.momentum = opt_->options().momentum;
   so.no_aug_epochs = cfg_.no_aug_epochs;
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);
-  if constexpr (requires { precision_.set_capture_active(true); }) precision_.set_capture_active(Capture::graphs);
+  precision_.set_capture_active(Capture::graphs);
   precision_.setup(cfg_, device_, family_traits<F>::amp_default);
   // An explicit amp=true over a float32 family default: once, the reason the family defaults to float32.
   if (const auto n = precision::fp32_family_override(cfg_, F::name, family_traits<F>::amp_default,
                                                      family_traits<F>::fp32_reason); !n.empty())
     log::notice_once("precision.family_fp32." + std::string(F::name), n);
   capture_.setup(cfg_, device_);
-  if constexpr (requires { capture_.configure_step(true, std::string_view{}, 1); })
-    capture_.configure_step(capture::step_capturable<F>(), F::name, accumulate_);
   if (dist_) {
     reducer_ = std::make_unique<dist::GradReducer>(*dist_, opt_->params());
     if (cfg_.sync_bn) sync_bn_ = std::make_unique<dist::SyncBatchNormGroup>(*dist_);
@@ -439,7 +430,7 @@ LIBREYOLO_TRAINER_TEMPLATE
 torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
   // A capture policy without whole-step graphs (Eager, a resolved fallback) never calls this; the guard keeps
   // the member compilable when the whole class is instantiated explicitly (families/instantiate.hpp).
-  if constexpr (!requires { capture_.step_mode(); }) {
+  if constexpr (!Capture::whole_step) {
     (void)b;
     throw Error("train_whole_step: this trainer's capture policy has no whole-step graphs");
   } else {
@@ -447,12 +438,10 @@ torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
       opt_->enable_device_state();
       device_state_ = true;
     }
-    if constexpr (requires { F::pad_for_step_graph(b); })
+    if constexpr (member::declares<F, member::step_padding>)
       if (capture_.step_graphs_enabled()) b = F::pad_for_step_graph(b);  // a power-of-two box count
     if (ema_) ema_->begin_device_update();
-    precision::GradScaler* scaler = nullptr;
-    if constexpr (requires { precision_.mutable_scaler(); })
-      if (precision_.mutable_scaler().enabled()) scaler = &precision_.mutable_scaler();
+    precision::GradScaler* scaler = precision_.device_scaler();
     auto body = [this, scaler](const Batch& sb) -> torch::Tensor {
       train::LossOutput lo;
       {
@@ -508,7 +497,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   Batch b = F::to_device(*host, device_);
   phase_end(Phase::to_device);
   // cuda_graph=step: forward to EMA in one call of the capture policy (a graph replay once recorded).
-  if constexpr (requires { capture_.step_mode(); }) {
+  if constexpr (Capture::whole_step) {
     if (capture_.step_mode()) {
       phase_begin(Phase::forward);
       const torch::Tensor items = train_whole_step(b);
@@ -583,7 +572,7 @@ train::ValResult LIBREYOLO_TRAINER::validate() {
     return net->forward(channels_last_ ? as_channels_last(x) : x);
   };
   // The task's validation pictures (val_batch0_*.jpg, confusion_matrix.png, PR_curve.png) with plots=true.
-  if constexpr (requires { family_.set_plot_dir(run_dir_); })
+  if constexpr (member::declares<F, member::plots>)
     family_.set_plot_dir(cfg_.plots ? run_dir_ : std::filesystem::path());
   auto r = family_.validate(forward, *val_loader_, device_);
   bar.finish();

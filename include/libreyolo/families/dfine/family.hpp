@@ -41,6 +41,7 @@
 #include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
+#include <libreyolo/train/members.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
@@ -168,6 +169,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   static constexpr std::string_view name = V::name;
   static constexpr auto sizes = V::sizes;
   struct traits : family_defaults {
+    using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
     static constexpr bool amp_default = false;
     static constexpr std::string_view fp32_reason = V::fp32_reason;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
@@ -208,7 +210,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
 
   void setup(const TrainConfig& cfg) {
     Base::setup(cfg);
-    if (cfg.cuda_graph && cfg.multi_scale)
+    if (cfg.cuda_graph != GraphMode::off && cfg.multi_scale)
       log::notice_once(std::string("dfine.multi_scale.") + std::string(V::name),
                        "multi_scale=true: shapes change every batch; pass multi_scale=false if speed is the goal");
   }
@@ -258,6 +260,18 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // AdamW with the original's betas (0.9, 0.999): `momentum` (0.937 in its config) is SGD's only.
   static void optimizer_options(train::OptimizerOptions& o, const TrainConfig&) {
     if (config_detail::lower(o.name) == "adamw") o.momentum = 0.9;
+  }
+
+  // The original's EMA restart (ema_restart_decay; dfine/trainer.py, deim/trainer.py): a constant decay
+  // from the first no-aug epoch on, decided by the epoch alone, so a resumed run gets it too.
+  template <class Capture>
+  void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, train::EpochContext<Capture>& ctx) {
+    const double d = cfg.ema_restart_decay;
+    if (!ctx.ema || d <= 0 || cfg.no_aug_epochs <= 0 || info.epoch < cfg.epochs - cfg.no_aug_epochs ||
+        ctx.ema->constant_decay() == d)
+      return;
+    ctx.ema->set_constant_decay(d);
+    if (ctx.main) log::info("EMA restart: constant decay ", d, " from epoch ", info.epoch + 1);
   }
 
   // Loading the original's .pt checkpoints: its state-dict names equal ours.

@@ -27,6 +27,7 @@ class FomoFamily : public tasks::PointTask<FomoFamily> {
   static constexpr std::array<std::string_view, 3> sizes{"s", "m", "l"};
   static constexpr int output_stride = 8;
   struct traits : family_defaults {
+    using members = member::list<member::size_overrides>;
     static constexpr bool amp_default = false;  // FOMOConfig.amp = False
     static constexpr std::string_view fp32_reason = "its original trains in float32: FOMOConfig.amp = False";
     static constexpr CaptureRegion capture_region = CaptureRegion::network;

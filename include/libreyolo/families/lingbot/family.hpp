@@ -28,6 +28,7 @@ class LingBotFamily : public tasks::SemanticTask<LingBotFamily> {
   static constexpr std::string_view name = "lingbot";
   static constexpr std::array<std::string_view, 4> sizes{"s", "b", "l", "g"};
   struct traits : family_defaults {
+    using members = member::list<member::param_groups>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<std::string_view, 17> overrides{

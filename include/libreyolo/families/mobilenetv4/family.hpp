@@ -30,6 +30,7 @@ class MobileNetV4Family : public tasks::ClassifyTask<MobileNetV4Family> {
   static constexpr std::string_view name = "mobilenetv4";
   static constexpr std::array<std::string_view, 3> sizes{"s", "m", "l"};
   struct traits : family_defaults {
+    using members = member::list<member::size_overrides>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<std::string_view, 12> overrides{

@@ -101,6 +101,7 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   static constexpr std::string_view name = V::name;
   static constexpr std::array<std::string_view, 5> sizes{"r18", "r34", "r50", "r50m", "r101"};
   struct traits : family_defaults {
+    using members = member::list<member::param_groups, member::optimizer_options>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
@@ -123,7 +124,7 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
 
   void setup(const TrainConfig& cfg) {
     Base::setup(cfg);
-    if (cfg.cuda_graph && cfg.multi_scale)
+    if (cfg.cuda_graph != GraphMode::off && cfg.multi_scale)
       log::notice_once(std::string("rtdetr.multi_scale.") + std::string(V::name),
                        "multi_scale=true: shapes change every batch; pass multi_scale=false if speed is the goal");
   }

@@ -30,6 +30,7 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
   static constexpr std::string_view name = "rtmdet";
   static constexpr std::array<std::string_view, 5> sizes{"t", "s", "m", "l", "x"};
   struct traits : family_defaults {
+    using members = member::list<member::param_groups>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};

@@ -29,6 +29,7 @@ class SegformerFamily : public tasks::SemanticTask<SegformerFamily> {
   static constexpr std::string_view name = "segformer";
   static constexpr std::array<std::string_view, 6> sizes{"b0", "b1", "b2", "b3", "b4", "b5"};
   struct traits : family_defaults {
+    using members = member::list<member::param_groups>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     // Stochastic depth (up to 0.1) and the head's dropout (0.1) inside the graph: replays draw their own

@@ -40,6 +40,7 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   static constexpr std::string_view name = "yolonas";
   static constexpr std::array<std::string_view, 3> sizes{"s", "m", "l"};
   struct traits : family_defaults {
+    using members = member::list<member::param_groups>;
     // The original trains YOLO-NAS in float32 (YOLONASConfig.amp = False).
     static constexpr bool amp_default = false;
     static constexpr std::string_view fp32_reason = "its original trains in float32: YOLONASConfig.amp = False";

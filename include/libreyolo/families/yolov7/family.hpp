@@ -42,6 +42,7 @@ class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
   static constexpr std::string_view name = "yolo7";  // the original's FAMILY (checkpoints LibreYOLO7b.pt)
   static constexpr std::array<std::string_view, 1> sizes{"b"};
   struct traits : family_defaults {
+    using members = member::list<member::param_groups>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};

@@ -34,6 +34,7 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
   // t first: the family's default (model=yolox) and the conformance kit's size, as before the others came.
   static constexpr std::array<std::string_view, 6> sizes{"t", "s", "n", "m", "l", "x"};
   struct traits : family_defaults {
+    using members = member::list<member::epoch_hook>;
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
@@ -78,13 +79,13 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
   // Mosaic closes for the last no_aug_epochs epochs; from then on the L1 loss is on (the original's
   // on_mosaic_disable, also when resuming past that epoch). The capture policy hears of it once.
   template <class Capture>
-  void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, Capture& capture) {
+  void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, train::EpochContext<Capture>& ctx) {
     const bool closed = cfg.no_aug_epochs > 0 && info.epoch >= cfg.epochs - cfg.no_aug_epochs;
     if (closed && !use_l1_) {
       use_l1_ = true;
       log::info("yolox: mosaic closed for the last ", cfg.no_aug_epochs, " epoch(s) (from epoch ",
                 cfg.epochs - cfg.no_aug_epochs + 1, "): L1 loss on");
-      capture.invalidate("yolox L1 loss on");
+      ctx.capture.invalidate("yolox L1 loss on");
     }
   }
   bool use_l1() const { return use_l1_; }
