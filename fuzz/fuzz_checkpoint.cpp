@@ -1,8 +1,8 @@
-// Fuzz target: our checkpoint reader (train/checkpoint.hpp, load_checkpoint): a damaged file must be a
+// Fuzz target: our checkpoint reader (io/checkpoint.hpp, load_checkpoint): a damaged file must be a
 // CheckpointError naming it; an accepted one has passed the checksum and holds only finite tensors.
 #include "fuzz_common.hpp"
 
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 // LRY_FUZZ_WRITE_SEED=FILE: write a small seed checkpoint shaped like a trainer's (meta with config
 // and state, model / EMA / optimizer tensors of several dtypes) and exit (scripts/fuzz.sh uses it when

@@ -1,7 +1,7 @@
 #pragma once
 // The `libreyolo` program's exit codes: one table, printed by --help and documented in README.md.
 #include <libreyolo/core/error.hpp>
-#include <libreyolo/dist/launch.hpp>
+#include <libreyolo/distributed/launch.hpp>
 
 #include <algorithm>
 #include <array>

@@ -14,8 +14,8 @@
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/model.hpp>
 #include <libreyolo/families/extern.hpp>
-#include <libreyolo/dist/launch.hpp>
-#include <libreyolo/dist/process_group.hpp>
+#include <libreyolo/distributed/launch.hpp>
+#include <libreyolo/distributed/process_group.hpp>
 #include <libreyolo/train/interrupt.hpp>
 
 #include <CLI/CLI.hpp>

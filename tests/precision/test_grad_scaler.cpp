@@ -2,7 +2,7 @@
 // unscale before clipping, checkpoint round trip, the disabled pass-through, and the 50-step
 // trajectory against the hand derivation and PyTorch's recorded one.
 #include <libreyolo/precision/grad_scaler.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 #include <libreyolo/train/clip.hpp>
 
 #include "scaler_sequence.hpp"

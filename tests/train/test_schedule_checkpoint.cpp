@@ -2,7 +2,7 @@
 // optimizer continuation after a restore).
 #include "support.hpp"
 
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 #include <libreyolo/train/ema.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/schedule.hpp>

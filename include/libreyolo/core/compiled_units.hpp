@@ -29,15 +29,16 @@
 #include <libreyolo/data/semantic-inl.hpp>
 #include <libreyolo/data/synth-inl.hpp>
 #include <libreyolo/data/synth_writer-inl.hpp>
-#include <libreyolo/dist/process_group-inl.hpp>
-#include <libreyolo/dist/reducer-inl.hpp>
+#include <libreyolo/distributed/process_group-inl.hpp>
+#include <libreyolo/distributed/reducer-inl.hpp>
 #include <libreyolo/eval/detection-inl.hpp>
 #include <libreyolo/eval/point-inl.hpp>
 #include <libreyolo/eval/semantic-inl.hpp>
 #include <libreyolo/io/original-inl.hpp>
-#include <libreyolo/io/pickle-inl.hpp>
+#include <libreyolo/io/pickler-inl.hpp>
 #include <libreyolo/io/pt_archive-inl.hpp>
 #include <libreyolo/io/pyvalue-inl.hpp>
+#include <libreyolo/io/unpickler-inl.hpp>
 #include <libreyolo/io/zip-inl.hpp>
 #include <libreyolo/precision/grad_scaler-inl.hpp>
 #include <libreyolo/profile/analysis-inl.hpp>
@@ -52,10 +53,10 @@
 #include <libreyolo/profile/writers-inl.hpp>
 #endif
 #if !defined(LIBREYOLO_COMPILED_PART) || LIBREYOLO_COMPILED_PART == 2
+#include <libreyolo/io/checkpoint-inl.hpp>
 #include <libreyolo/plot/canvas-inl.hpp>
 #include <libreyolo/plot/charts-inl.hpp>
 #include <libreyolo/plot/curves-inl.hpp>
-#include <libreyolo/train/checkpoint-inl.hpp>
 #include <libreyolo/train/ema-inl.hpp>
 #include <libreyolo/train/optimizer-inl.hpp>
 #include <libreyolo/train/run_dir-inl.hpp>

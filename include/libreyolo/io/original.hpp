@@ -14,7 +14,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/io/pt_archive.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>

@@ -1,5 +1,6 @@
 #pragma once
-// A restricted unpickler and a small pickler for torch.save's data.pkl (pickle protocol 2).
+// A restricted unpickler and a small pickler for torch.save's data.pkl (pickle protocol 2); their
+// definitions: unpickler-inl.hpp and pickler-inl.hpp.
 //
 // Reading never executes anything: GLOBAL/STACK_GLOBAL only name things, and REDUCE/NEWOBJ/BUILD
 // are interpreted for an allow-list of globals:
@@ -220,5 +221,6 @@ class Pickler {
 }  // namespace libreyolo::io
 
 #if LIBREYOLO_HEADER_ONLY
-#include <libreyolo/io/pickle-inl.hpp>
+#include <libreyolo/io/pickler-inl.hpp>
+#include <libreyolo/io/unpickler-inl.hpp>
 #endif

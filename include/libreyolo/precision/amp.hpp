@@ -11,7 +11,7 @@
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/precision/grad_scaler.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 #include <torch/torch.h>
 

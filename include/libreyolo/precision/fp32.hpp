@@ -3,7 +3,7 @@
 // Amp<dtype>, FamilyDefault and the GradScaler live beside this file.
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/log.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 #include <torch/torch.h>
 

@@ -10,7 +10,7 @@
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 #include <torch/torch.h>
 

@@ -50,24 +50,25 @@ inline void synth(data::SynthOptions o) {
 }  // namespace classify
 
 template <class Derived>
-class ClassifyTask {
+class ClassifyTask : public TaskBase<Derived, ClassifyInfo, data::ClassifyFolder, data::ClassifyBatch> {
+  using Base = TaskBase<Derived, ClassifyInfo, data::ClassifyFolder, data::ClassifyBatch>;
+
  public:
-  using task_info = ClassifyInfo;
-  static constexpr Task task = Task::classify;
   // The optional members every family of this task has (train/members.hpp).
   using task_members = member::list<member::size, member::plots>;
-  using Dataset = data::ClassifyFolder;
-  using Batch = data::ClassifyBatch;
+  using typename Base::Batch;
+  using typename Base::Dataset;
+  using Base::num_classes;
 
-  explicit ClassifyTask(std::string size) : size_(std::move(size)) {}
+  explicit ClassifyTask(std::string size) : Base(std::move(size)) {}
 
   // Opens the dataset named by cfg.data (a folder with train/ and val/ of class folders).
   void setup(const TrainConfig& cfg) {
-    if (cfg.data.empty()) throw ConfigError("data=: a classification dataset folder is required (root/train/<class>/*.jpg)");
-    data_ = data::open_classify(cfg.data, cfg.imgsz, augment_from(cfg));
-    if (!names_.empty() && names_ != data_.names)
-      throw CheckpointError("the checkpoint's classes differ from the dataset's classes in " + cfg.data);
-    names_ = data_.names;
+    this->require_data(cfg, "a classification dataset folder is required (root/train/<class>/*.jpg)");
+    auto d = data::open_classify(cfg.data, cfg.imgsz, augment_from(cfg));
+    this->adopt_names(d.names, "the dataset's classes in " + cfg.data);
+    this->train_ = std::move(d.train);
+    this->val_ = std::move(d.val);
   }
   static data::ClassifyAugment augment_from(const TrainConfig& cfg) {
     data::ClassifyAugment aug;
@@ -79,12 +80,6 @@ class ClassifyTask {
     aug.hsv_v = cfg.hsv_v;
     aug.cache = cfg.cache;
     return aug;
-  }
-  std::shared_ptr<const Dataset> train_set() const { return data_.train; }
-  std::shared_ptr<const Dataset> val_set() const { return data_.val; }
-
-  static Batch to_device(const Batch& b, torch::Device d) {
-    return Batch{b.images.to(d, /*non_blocking=*/true), b.labels.to(d, /*non_blocking=*/true)};
   }
   // uint8 [B,3,H,W] -> float, ImageNet mean/std normalisation (on the device: 4x less to copy). Scalar
   // ops per channel: no small host-to-device copies (each would stall the host on CUDA).
@@ -190,26 +185,22 @@ class ClassifyTask {
   static void synth(const data::SynthOptions& o) { classify::synth(o); }
   static std::filesystem::path synth_data(const std::filesystem::path& out) { return out; }
 
-  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
-  // From a checkpoint: the class names the network was built for.
-  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
-  const std::vector<std::string>& names() const { return names_; }
-  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
-  const std::string& size() const { return size_; }
-
   // Pictures (plots=true; the trainer calls these): validate() writes val_batch0_labels.jpg,
   // val_batch0_pred.jpg (top class and score, green when right) and confusion_matrix.png under `dir`
   // ("" = none); labels.png shows the training images per class.
   void set_plot_dir(const std::filesystem::path& dir) { plot_dir_ = dir; }
   void plot_labels(const std::filesystem::path& out) const {
-    if (!data_.train) return;
+    if (!train_) return;
     std::vector<double> count(names_.size(), 0);
-    for (size_t i = 0; i < data_.train->size(); ++i)
-      if (const auto l = data_.train->label(i); l >= 0 && static_cast<size_t>(l) < count.size()) count[static_cast<size_t>(l)] += 1;
+    for (size_t i = 0; i < train_->size(); ++i)
+      if (const auto l = train_->label(i); l >= 0 && static_cast<size_t>(l) < count.size()) count[static_cast<size_t>(l)] += 1;
     plot::class_histogram_png(names_, count, out);
   }
 
  protected:
+  using Base::names_;
+  using Base::train_;
+
   void plot_batch(const Batch& batch, const torch::Tensor& pred, const torch::Tensor& score) const {
     std::vector<data::Image> labelled, predicted;
     for (int64_t i = 0; i < batch.images.size(0) && i < 16; ++i) {
@@ -231,9 +222,6 @@ class ClassifyTask {
     std::snprintf(buf, sizeof buf, "%.3f", x);
     return buf;
   }
-  std::string size_;
-  std::vector<std::string> names_;
-  data::ClassifyData data_;
   std::filesystem::path plot_dir_;
 };
 

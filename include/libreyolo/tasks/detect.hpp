@@ -102,29 +102,26 @@ inline void synth(data::SynthOptions o) {
 }  // namespace detect
 
 template <class Derived>
-class DetectTask {
+class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, data::DetectBatch> {
+  using Base = TaskBase<Derived, DetectInfo, data::DetectDataset, data::DetectBatch>;
+
  public:
-  using task_info = DetectInfo;
-  static constexpr Task task = Task::detect;
   // The optional members every family of this task has (train/members.hpp).
   using task_members = member::list<member::size, member::plots, member::step_padding>;
-  using Dataset = data::DetectDataset;
-  using Batch = data::DetectBatch;
+  using typename Base::Batch;
+  using typename Base::Dataset;
+  using Base::num_classes;
 
-  explicit DetectTask(std::string size) : size_(std::move(size)) {}
+  explicit DetectTask(std::string size) : Base(std::move(size)) {}
 
   // Opens the dataset YAML named by cfg.data; the augmentation settings come from the config.
   void setup(const TrainConfig& cfg) {
-    if (cfg.data.empty()) throw ConfigError("data=: a detection dataset YAML is required (path, train, val, names)");
-    auto yaml = data::load_dataset_yaml(cfg.data);
-    if (!names_.empty() && names_ != yaml.names)
-      throw CheckpointError("the checkpoint's classes differ from the classes of " + cfg.data);
-    names_ = yaml.names;
-    data::DetectAugment aug = augment_from(cfg);
-    train_ = data::DetectDataset::open(yaml, "train", aug);
-    aug.train = false;
-    aug.multi_scale = false;
-    val_ = data::DetectDataset::open(yaml, "val", aug);
+    this->require_data(cfg, "a detection dataset YAML is required (path, train, val, names)");
+    const auto yaml = data::load_dataset_yaml(cfg.data);
+    this->adopt_names(yaml.names, "the classes of " + cfg.data);
+    this->open_splits(augment_from(cfg), [&](const char* split, const data::DetectAugment& aug) {
+      return Dataset::open(yaml, split, aug);
+    });
   }
   static data::DetectAugment augment_from(const TrainConfig& cfg) {
     data::DetectAugment a;
@@ -152,10 +149,6 @@ class DetectTask {
     if constexpr (requires { Derived::adjust_augment(a, cfg); }) Derived::adjust_augment(a, cfg);
     return a;
   }
-  std::shared_ptr<const Dataset> train_set() const { return train_; }
-  std::shared_ptr<const Dataset> val_set() const { return val_; }
-
-  static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
   // cuda_graph=step: the batch with its targets padded to a power-of-two box count (one graph per bucket).
   static Batch pad_for_step_graph(const Batch& b) {
     Batch out = b;
@@ -294,12 +287,6 @@ class DetectTask {
   // What the conformance suite and `data synth` point data= at after synth(o).
   static std::filesystem::path synth_data(const std::filesystem::path& out) { return out / "data.yaml"; }
 
-  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
-  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
-  const std::vector<std::string>& names() const { return names_; }
-  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
-  const std::string& size() const { return size_; }
-
   // Pictures (plots=true; the trainer calls these): where validate() writes val_batch0_labels.jpg,
   // val_batch0_pred.jpg, confusion_matrix.png and PR_curve.png ("" = none), and labels.png of the
   // training split (boxes per class, centres, sizes).
@@ -312,7 +299,9 @@ class DetectTask {
   }
 
  protected:
-  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+  using Base::derived;
+  using Base::names_;
+  using Base::train_;
 
   // The first validation batch (network-input pixels): its labels and the predictions above conf 0.25.
   void plot_batch(const Batch& batch, const std::vector<torch::Tensor>& preds) const {
@@ -333,9 +322,6 @@ class DetectTask {
     plot::grid_jpeg(predicted, plot_dir_ / "val_batch0_pred.jpg");
   }
 
-  std::string size_;
-  std::vector<std::string> names_;
-  std::shared_ptr<Dataset> train_, val_;
   std::filesystem::path plot_dir_;
 };
 

@@ -78,14 +78,14 @@ inline void draw_point(data::Image& img, double x, double y, int cls) {
 }  // namespace point
 
 template <class Derived>
-class PointTask {
+class PointTask : public TaskBase<Derived, PointInfo, data::PointDataset, data::PointBatch> {
+  using Base = TaskBase<Derived, PointInfo, data::PointDataset, data::PointBatch>;
+
  public:
-  using task_info = PointInfo;
-  static constexpr Task task = Task::point;
   // The optional members every family of this task has (train/members.hpp).
   using task_members = member::list<member::size>;
-  using Dataset = data::PointDataset;
-  using Batch = data::PointBatch;
+  using typename Base::Batch;
+  using typename Base::Dataset;
 
   // The original's FOMO validation sweep and matching tolerance (FOMOConfig).
   static constexpr std::array<double, 6> val_thresholds{0.25, 0.35, 0.50, 0.65, 0.80, 0.90};
@@ -93,10 +93,10 @@ class PointTask {
   static constexpr double val_tolerance = 1.5;  // grid cells
   static constexpr double fg_weight = 100.0;    // FOMOConfig.fg_weight
 
-  explicit PointTask(std::string size) : size_(std::move(size)) {}
+  explicit PointTask(std::string size) : Base(std::move(size)) {}
 
   void setup(const TrainConfig& cfg) {
-    if (cfg.data.empty()) throw ConfigError("data=: a point dataset YAML is required (path, train, val, names; YOLO box labels)");
+    this->require_data(cfg, "a point dataset YAML is required (path, train, val, names; YOLO box labels)");
     const std::pair<const char*, double> unused[] = {{"mosaic", cfg.mosaic},   {"mixup", cfg.mixup},
                                                      {"degrees", cfg.degrees}, {"translate", cfg.translate},
                                                      {"scale", cfg.scale},     {"shear", cfg.shear},
@@ -106,14 +106,11 @@ class PointTask {
         log::warn(key, "=", v, ": the point task applies no mosaic, mixup or affine augmentation; ignored");
     if (cfg.hsv_mode != "multiply")
       throw ConfigError("hsv_mode=" + cfg.hsv_mode + ": the point task's HSV jitter takes multiply gains; allowed: multiply");
-    auto yaml = data::load_dataset_yaml(cfg.data);
-    if (!names_.empty() && names_ != yaml.names)
-      throw CheckpointError("the checkpoint's classes differ from the classes of " + cfg.data);
-    names_ = yaml.names;
-    auto aug = augment_from(cfg);
-    train_ = Dataset::open(yaml, "train", aug);
-    aug.train = false;
-    val_ = Dataset::open(yaml, "val", aug);
+    const auto yaml = data::load_dataset_yaml(cfg.data);
+    this->adopt_names(yaml.names, "the classes of " + cfg.data);
+    this->open_splits(augment_from(cfg), [&](const char* split, const data::PointAugment& aug) {
+      return Dataset::open(yaml, split, aug);
+    });
   }
   static data::PointAugment augment_from(const TrainConfig& cfg) {
     data::PointAugment a;
@@ -128,10 +125,6 @@ class PointTask {
     a.cache = cfg.cache;
     return a;
   }
-  std::shared_ptr<const Dataset> train_set() const { return train_; }
-  std::shared_ptr<const Dataset> val_set() const { return val_; }
-
-  static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
   static torch::Tensor input(const Batch& b) { return Derived::normalise(b.images); }
   // uint8 [B,3,H,W] -> float in [-1, 1]: (x / 255 - 0.5) / 0.5.
   static torch::Tensor normalise(const torch::Tensor& images) { return images.to(torch::kFloat32).div(127.5).sub_(1.0); }
@@ -229,16 +222,8 @@ class PointTask {
   static void synth(const data::SynthOptions& o) { point::synth(o); }
   static std::filesystem::path synth_data(const std::filesystem::path& out) { return out / "data.yaml"; }
 
-  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
-  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
-  const std::vector<std::string>& names() const { return names_; }
-  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
-  const std::string& size() const { return size_; }
-
  protected:
-  std::string size_;
-  std::vector<std::string> names_;
-  std::shared_ptr<Dataset> train_, val_;
+  using Base::names_;
 };
 
 }  // namespace libreyolo::tasks

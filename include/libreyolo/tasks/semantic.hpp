@@ -101,34 +101,31 @@ inline data::Image overlay(const data::Image& img, const data::Image& mask, doub
 }  // namespace semantic
 
 template <class Derived>
-class SemanticTask {
+class SemanticTask : public TaskBase<Derived, SemanticInfo, data::SemanticDataset, data::SemanticBatch> {
+  using Base = TaskBase<Derived, SemanticInfo, data::SemanticDataset, data::SemanticBatch>;
+
  public:
-  using task_info = SemanticInfo;
-  static constexpr Task task = Task::semantic;
   // The optional members every family of this task has (train/members.hpp).
   using task_members = member::list<member::size>;
-  using Dataset = data::SemanticDataset;
-  using Batch = data::SemanticBatch;
+  using typename Base::Batch;
+  using typename Base::Dataset;
+  using Base::num_classes;
   static constexpr int64_t ignore_index = data::kIgnoreIndex;
 
-  explicit SemanticTask(std::string size) : size_(std::move(size)) {}
+  explicit SemanticTask(std::string size) : Base(std::move(size)) {}
 
   void setup(const TrainConfig& cfg) {
-    if (cfg.data.empty())
-      throw ConfigError("data=: a semantic dataset YAML is required (path, train, val, names; masks under masks/)");
-    auto yaml = data::load_dataset_yaml(cfg.data);
+    this->require_data(cfg, "a semantic dataset YAML is required (path, train, val, names; masks under masks/)");
+    const auto yaml = data::load_dataset_yaml(cfg.data);
     const auto keys = data::load_semantic_keys(yaml);
-    if (!names_.empty() && names_ != yaml.names)
-      throw CheckpointError("the checkpoint's classes differ from the classes of " + cfg.data);
-    names_ = yaml.names;
+    this->adopt_names(yaml.names, "the classes of " + cfg.data);
     if constexpr (requires { Derived::imgsz_divisor; })
       if (cfg.imgsz % Derived::imgsz_divisor != 0)
         throw ConfigError("imgsz=" + std::to_string(cfg.imgsz) + ": model=" + std::string(Derived::name) + size_ +
                           " needs a multiple of " + std::to_string(Derived::imgsz_divisor) + " (its patch grid)");
-    data::SemanticAugment aug = augment_from(cfg);
-    train_ = data::SemanticDataset::open(yaml, "train", keys.masks_dir, keys.label_mapping, aug);
-    aug.train = false;
-    val_ = data::SemanticDataset::open(yaml, "val", keys.masks_dir, keys.label_mapping, aug);
+    this->open_splits(augment_from(cfg), [&](const char* split, const data::SemanticAugment& aug) {
+      return Dataset::open(yaml, split, keys.masks_dir, keys.label_mapping, aug);
+    });
   }
   static data::SemanticAugment augment_from(const TrainConfig& cfg) {
     data::SemanticAugment a;
@@ -152,10 +149,6 @@ class SemanticTask {
     if constexpr (requires { Derived::semantic_stretch; }) a.stretch = Derived::semantic_stretch;
     return a;
   }
-  std::shared_ptr<const Dataset> train_set() const { return train_; }
-  std::shared_ptr<const Dataset> val_set() const { return val_; }
-
-  static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
   // Float RGB in [0, 1]: the semantic networks apply their ImageNet normalisation inside (the original's
   // contract for its semantic families).
   static torch::Tensor input(const Batch& b) { return b.images.to(torch::kFloat32).div(255.0); }
@@ -268,16 +261,9 @@ class SemanticTask {
   static void synth(const data::SynthOptions& o) { semantic::synth(o); }
   static std::filesystem::path synth_data(const std::filesystem::path& out) { return out / "data.yaml"; }
 
-  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
-  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
-  const std::vector<std::string>& names() const { return names_; }
-  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
-  const std::string& size() const { return size_; }
-
  protected:
-  std::string size_;
-  std::vector<std::string> names_;
-  std::shared_ptr<Dataset> train_, val_;
+  using Base::names_;
+  using Base::size_;
 };
 
 }  // namespace libreyolo::tasks

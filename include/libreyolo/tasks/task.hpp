@@ -30,6 +30,7 @@
 #include <concepts>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,6 +165,60 @@ concept TaskInfo = requires {
   { I::name } -> std::convertible_to<std::string_view>;           // "detect"
   { I::model_suffix } -> std::convertible_to<std::string_view>;   // "-cls": a family's non-primary task
   { I::data_help } -> std::convertible_to<std::string_view>;      // the data= format, for --help
+};
+
+// The dataset plumbing every task shares; each task derives from it (DetectTask<F> : TaskBase<F, DetectInfo,
+// data::DetectDataset, data::DetectBatch>) and writes only its own setup(), augmentation, validation and
+// predict. It holds the size and the class names (what a checkpoint keeps: describe() / restore()) and the
+// two splits, and gives setup() its shared steps: the data= check, adopting the data set's class names
+// (a restored checkpoint's must match), and opening both splits, the validation one unaugmented.
+template <class Derived, class Info, class DatasetT, class BatchT>
+class TaskBase {
+ public:
+  using task_info = Info;
+  static constexpr Task task = Info::task;
+  using Dataset = DatasetT;
+  using Batch = BatchT;
+
+  explicit TaskBase(std::string size) : size_(std::move(size)) {}
+
+  std::shared_ptr<const Dataset> train_set() const { return train_; }
+  std::shared_ptr<const Dataset> val_set() const { return val_; }
+  static Batch to_device(const Batch& b, torch::Device d) { return b.to(d, /*non_blocking=*/true); }
+
+  nlohmann::json describe() const { return {{"names", names_}, {"nc", names_.size()}, {"size", size_}}; }
+  // From a checkpoint: the class names the network was built for.
+  void restore(const nlohmann::json& j) { names_ = j.at("names").get<std::vector<std::string>>(); }
+  const std::vector<std::string>& names() const { return names_; }
+  int64_t num_classes() const { return static_cast<int64_t>(names_.size()); }
+  const std::string& size() const { return size_; }
+
+ protected:
+  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+
+  // setup()'s first check: data= names the data set; `what` is the task's "a ... is required (...)".
+  static void require_data(const TrainConfig& cfg, const std::string& what) {
+    if (cfg.data.empty()) throw ConfigError("data=: " + what);
+  }
+  // The data set's class names become the task's; after restore() they must be the checkpoint's.
+  // `source` names them in the error ("the classes of data.yaml").
+  void adopt_names(const std::vector<std::string>& names, const std::string& source) {
+    if (!names_.empty() && names_ != names) throw CheckpointError("the checkpoint's classes differ from " + source);
+    names_ = names;
+  }
+  // Opens the training split with `aug` and the validation split with aug.train = false (and, where the
+  // augmentation has it, multi_scale = false), each through `open(split, aug)`.
+  template <class Augment, class Open>
+  void open_splits(Augment aug, Open&& open) {
+    train_ = open("train", aug);
+    aug.train = false;
+    if constexpr (requires { aug.multi_scale; }) aug.multi_scale = false;
+    val_ = open("val", aug);
+  }
+
+  std::string size_;
+  std::vector<std::string> names_;
+  std::shared_ptr<Dataset> train_, val_;
 };
 
 // A trainer policy built on a task base: the family contract (train/family.hpp) plus the task's own.

@@ -8,7 +8,7 @@
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 #include <torch/torch.h>
 

@@ -9,7 +9,7 @@
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 #include <libreyolo/train/param_groups.hpp>
 
 #include <torch/torch.h>

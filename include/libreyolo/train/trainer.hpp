@@ -20,14 +20,14 @@
 #include <libreyolo/core/progress.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
-#include <libreyolo/dist/reducer.hpp>
+#include <libreyolo/distributed/reducer.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/precision/fp32.hpp>
 #include <libreyolo/precision/grad_scaler.hpp>
 #include <libreyolo/plot/charts.hpp>
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/autobatch.hpp>
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 #include <libreyolo/train/events.hpp>
 #include <libreyolo/train/clip.hpp>
 #include <libreyolo/train/ema.hpp>

@@ -11,7 +11,7 @@
 // backward take part as their current gradient, or zeros), waits, and writes the means into .grad.
 // Hooks of a backward that was not armed do nothing (gradients simply accumulate locally).
 #include <libreyolo/core/api.hpp>
-#include <libreyolo/dist/process_group.hpp>
+#include <libreyolo/distributed/process_group.hpp>
 #include <libreyolo/nn/batch_norm.hpp>
 
 #include <mutex>
@@ -86,5 +86,5 @@ class SyncBatchNormGroup : public nn::BatchNormSync {
 }  // namespace libreyolo::dist
 
 #if LIBREYOLO_HEADER_ONLY
-#include <libreyolo/dist/reducer-inl.hpp>
+#include <libreyolo/distributed/reducer-inl.hpp>
 #endif

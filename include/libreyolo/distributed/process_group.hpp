@@ -6,7 +6,7 @@
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/log.hpp>
-#include <libreyolo/dist/env.hpp>
+#include <libreyolo/distributed/env.hpp>
 
 #include <torch/torch.h>
 
@@ -173,5 +173,5 @@ class Context {
 }  // namespace libreyolo::dist
 
 #if LIBREYOLO_HEADER_ONLY
-#include <libreyolo/dist/process_group-inl.hpp>
+#include <libreyolo/distributed/process_group-inl.hpp>
 #endif

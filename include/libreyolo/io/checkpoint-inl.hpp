@@ -1,6 +1,6 @@
 #pragma once
 // Definitions of checkpoint.hpp (core/api.hpp): included by checkpoint.hpp when header-only, compiled once otherwise.
-#include <libreyolo/train/checkpoint.hpp>
+#include <libreyolo/io/checkpoint.hpp>
 
 namespace libreyolo::train {
 

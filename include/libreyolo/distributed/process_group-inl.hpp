@@ -1,6 +1,6 @@
 #pragma once
 // Definitions of process_group.hpp (core/api.hpp): included by process_group.hpp when header-only, compiled once otherwise.
-#include <libreyolo/dist/process_group.hpp>
+#include <libreyolo/distributed/process_group.hpp>
 
 namespace libreyolo::dist {
 

@@ -7,6 +7,9 @@
 // a flipped byte anywhere in the data is a CheckpointError naming the file. Loading also refuses
 // floating-point tensors holding NaN or Inf (a diverged run's weights would train on as loss nan).
 // Format 1 files (no checksum) still load.
+//
+// The container is I/O that io/ (original.hpp), precision/ and train/ all use, so it lives here; its names
+// stay in namespace libreyolo::train (train::Checkpoint, train::load_checkpoint, ...), as the API has them.
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/error.hpp>
@@ -88,5 +91,5 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
 }  // namespace libreyolo::train
 
 #if LIBREYOLO_HEADER_ONLY
-#include <libreyolo/train/checkpoint-inl.hpp>
+#include <libreyolo/io/checkpoint-inl.hpp>
 #endif

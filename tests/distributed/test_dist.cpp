@@ -1,8 +1,8 @@
 // Data-parallel training on c10d with Gloo (CPU): the environment, the distributed sampler, and real
 // multi-process runs. The multi-process cases launch this test binary again as ranks
 // (dist::launch_local re-executes /proc/self/exe) running the skipped "dist worker" case.
-#include <libreyolo/dist/launch.hpp>
-#include <libreyolo/dist/reducer.hpp>
+#include <libreyolo/distributed/launch.hpp>
+#include <libreyolo/distributed/reducer.hpp>
 #include <libreyolo/families/resnet/family.hpp>
 #include <libreyolo/families/yolo9/family.hpp>
 #include <libreyolo/libreyolo.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 // Definitions of reducer.hpp (core/api.hpp): included by reducer.hpp when header-only, compiled once otherwise.
-#include <libreyolo/dist/reducer.hpp>
+#include <libreyolo/distributed/reducer.hpp>
 
 namespace libreyolo::dist {
 
