@@ -12,7 +12,8 @@
 //   static std::vector<std::string> loss_names()
 //   std::vector<torch::Tensor> decode(const Output&, const DecodeOptions&) const
 //                                                     per image [n, 6] x1 y1 x2 y2 score class, in
-//                                                     network-input pixels, after NMS
+//                                                     network-input pixels, after NMS (DecodeOptions and
+//                                                     the shared NMS: tasks/detect_postprocess.hpp)
 // and may hide val_decode() (the validation thresholds), from_pixels() (float RGB 0..255 [B,3,H,W] -> the
 // network input; default /255, used by input() and predict()) or input() (the network input of a batch).
 #include <libreyolo/core/config.hpp>
@@ -28,6 +29,7 @@
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/eval/detection.hpp>
 #include <libreyolo/plot/charts.hpp>
+#include <libreyolo/tasks/detect_postprocess.hpp>
 #include <libreyolo/tasks/task.hpp>
 
 #include <nlohmann/json.hpp>
@@ -49,14 +51,6 @@ struct DetectInfo {
   static constexpr std::string_view model_suffix = "-det";
   static constexpr std::string_view data_help =
       "dataset YAML with path, train, val, names; labels `class cx cy w h` (YOLO format)";
-};
-
-// What a family's decode() is asked for.
-struct DecodeOptions {
-  double conf = 0.25;        // minimum class score kept
-  double iou = 0.7;          // NMS IoU
-  int64_t max_det = 300;     // detections per image
-  bool multi_label = false;  // one row per (box, class) above conf instead of the best class only
 };
 
 namespace detect {
@@ -159,15 +153,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
   static torch::Tensor input(const Batch& b) { return Derived::from_pixels(b.images.to(torch::kFloat32)); }
 
   // The original's validation post-processing: every (box, class) pair above conf 0.001, class-aware NMS
-  // at IoU 0.65, 300 detections per image.
-  static DecodeOptions val_decode() {
-    DecodeOptions o;
-    o.conf = 0.001;
-    o.iou = 0.65;
-    o.max_det = 300;
-    o.multi_label = true;
-    return o;
-  }
+  // at IoU 0.65, 300 detections per image (a family may hide it: validation_decode(false), the best class).
+  static DecodeOptions val_decode() { return validation_decode(/*multi_label=*/true); }
 
   // COCO mAP (COCOeval's rules, eval/detection.hpp) on the validation split: boxes mapped back to the
   // original image and clipped to it, empty ones dropped; ground truth mapped back the same way, so areas

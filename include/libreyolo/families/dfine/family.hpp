@@ -39,6 +39,7 @@
 #include <libreyolo/families/dfine/network.hpp>
 #include <libreyolo/families/sizes.hpp>
 #include <libreyolo/nn/detr/dfine_criterion.hpp>
+#include <libreyolo/nn/detr/topk_decode.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
 #include <libreyolo/train/members.hpp>
@@ -121,43 +122,13 @@ struct RTDETRv4V {
 
 // Targets of a detection batch in the DETR form (the original's on_forward): per image, labels and cx,
 // cy, w, h normalised by the network input's width and height and clamped to [0, 1]; rows without a
-// positive width and height dropped; on `dev`.
-// The whole batch is converted at once (nn/detr/denoising.hpp's detr_valid_rows) and copied to the
-// device in two copies; each image's targets are views of those.
+// positive width and height dropped; on `dev` (nn/detr/denoising.hpp's detr_targets_of).
 inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& b, torch::Device dev) {
   const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
-  const auto [r, counts] = nn::detr::detr_valid_rows(b.boxes);
-  auto labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
-  auto x1 = r.select(1, 1), y1 = r.select(1, 2), x2 = r.select(1, 3), y2 = r.select(1, 4);
-  auto cxcywh = torch::stack({(x1 + x2) / (2 * W), (y1 + y2) / (2 * H), (x2 - x1) / W, (y2 - y1) / H}, 1).clamp(0.0, 1.0);
-  auto boxes = cxcywh.to(dev, /*non_blocking=*/true);
-  std::vector<nn::detr::DetrTarget> out;
-  if (counts.empty()) return out;
-  auto ls = labels.split_with_sizes(counts), bs = boxes.split_with_sizes(counts);
-  for (size_t i = 0; i < counts.size(); ++i) out.push_back({ls[i], bs[i]});
-  return out;
-}
-
-// NMS-free decode (the original's postprocess/dfine.py): sigmoid scores, the top max_det over the
-// flattened queries x classes, boxes to xyxy (width and height clamped at 0) in input pixels, scores >
-// conf kept.
-inline std::vector<torch::Tensor> dfine_decode(const nn::detr::DFineOutput& out, int64_t in_h, int64_t in_w, double conf, int64_t max_det) {
-  std::vector<torch::Tensor> dets;
-  torch::NoGradGuard ng;
-  const int64_t B = out.pred_logits.size(0), C = out.pred_logits.size(2);
-  auto scores = torch::sigmoid(out.pred_logits.to(torch::kFloat32)).flatten(1);  // [B, Q*C]
-  const int64_t k = std::min<int64_t>(max_det, scores.size(1));
-  auto [top, ind] = scores.topk(k, 1);
-  auto q = torch::div(ind, C, "floor"), cls = ind.remainder(C);
-  auto boxes = out.pred_boxes.to(torch::kFloat32).gather(1, q.unsqueeze(-1).expand({B, k, 4}));
-  auto xyxy = nn::detr::dfine_detail::cxcywh_to_xyxy(boxes) *
-              torch::tensor({static_cast<float>(in_w), static_cast<float>(in_h), static_cast<float>(in_w), static_cast<float>(in_h)},
-                            boxes.options());
-  for (int64_t i = 0; i < B; ++i) {
-    auto d = torch::cat({xyxy[i], top[i].unsqueeze(1), cls[i].unsqueeze(1).to(torch::kFloat32)}, 1);
-    dets.push_back(d.index_select(0, (top[i] > conf).nonzero().squeeze(1)));
-  }
-  return dets;
+  return nn::detr::detr_targets_of(b.boxes, dev, [&](const torch::Tensor& x1, const torch::Tensor& y1, const torch::Tensor& x2,
+                                                     const torch::Tensor& y2) {
+    return torch::stack({(x1 + x2) / (2 * W), (y1 + y2) / (2 * H), (x2 - x1) / W, (y2 - y1) / H}, 1).clamp(0.0, 1.0);
+  });
 }
 
 template <class V>
@@ -234,8 +205,12 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   }
   static std::vector<std::string> loss_names() { return {V::mal ? "mal" : "vfl", "bbox", "giou", "fgl", "ddf"}; }
 
+  // NMS-free decode (the original's postprocess/dfine.py: width and height clamped at 0 before the
+  // corners): nn/detr/topk_decode.hpp.
   std::vector<torch::Tensor> decode(const nn::detr::DFineNetOutput& out, const tasks::DecodeOptions& o) const {
-    return dfine_decode(out.run(), out.input_hw[0], out.input_hw[1], o.conf, o.max_det);
+    const auto& r = out.run();
+    return nn::detr::topk_decode(r.pred_logits, r.pred_boxes, out.input_hw[0], out.input_hw[1], o.conf, o.max_det,
+                                 nn::detr::dfine_detail::cxcywh_to_xyxy);
   }
 
   // The original's four groups (_setup_optimizer): {head, backbone} x {decay, none}; no decay where the

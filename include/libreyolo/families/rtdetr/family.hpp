@@ -21,6 +21,7 @@
 #include <libreyolo/families/rtdetr/network.hpp>
 #include <libreyolo/families/sizes.hpp>
 #include <libreyolo/nn/detr/criterion.hpp>
+#include <libreyolo/nn/detr/topk_decode.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
 #include <libreyolo/train/optimizer.hpp>
@@ -55,41 +56,14 @@ inline constexpr double backbone_lr_ratio = 0.05;
 
 // Targets of a detection batch in the DETR form: per image, labels and cx, cy, w, h normalised by the
 // network input's width and height (the original's convert_targets_for_detr; rows with x2 <= x1 or
-// y2 <= y1 dropped), on `dev`.
-// The whole batch is converted at once and copied to the device in two copies; each image's targets are
-// views of those.
+// y2 <= y1 dropped), on `dev` (nn/detr/denoising.hpp's detr_targets_of).
 inline std::vector<nn::detr::DetrTarget> detr_targets(const data::DetectBatch& b, torch::Device dev) {
   const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
-  const auto [r, counts] = nn::detr::detr_valid_rows(b.boxes);
-  auto labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
-  auto x1 = r.select(1, 1) / W, y1 = r.select(1, 2) / H, x2 = r.select(1, 3) / W, y2 = r.select(1, 4) / H;
-  auto boxes = torch::stack({(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1}, 1).to(dev, /*non_blocking=*/true);
-  std::vector<nn::detr::DetrTarget> out;
-  if (counts.empty()) return out;
-  auto ls = labels.split_with_sizes(counts), bs = boxes.split_with_sizes(counts);
-  for (size_t i = 0; i < counts.size(); ++i) out.push_back({ls[i], bs[i]});
-  return out;
-}
-
-// NMS-free decode (the original's postprocess/rtdetr.py): sigmoid scores, the top max_det over the
-// flattened queries x classes, boxes to xyxy in input pixels, scores > conf kept.
-inline std::vector<torch::Tensor> detr_decode(const nn::detr::DetrOutput& out, int64_t in_h, int64_t in_w, double conf, int64_t max_det) {
-  std::vector<torch::Tensor> dets;
-  torch::NoGradGuard ng;
-  const int64_t B = out.pred_logits.size(0), C = out.pred_logits.size(2);
-  auto scores = torch::sigmoid(out.pred_logits.to(torch::kFloat32)).flatten(1);  // [B, Q*C]
-  const int64_t k = std::min<int64_t>(max_det, scores.size(1));
-  auto [top, ind] = scores.topk(k, 1);
-  auto q = torch::div(ind, C, "floor"), cls = ind.remainder(C);
-  auto boxes = out.pred_boxes.to(torch::kFloat32).gather(1, q.unsqueeze(-1).expand({B, k, 4}));
-  auto xyxy = nn::detr::box_cxcywh_to_xyxy(boxes) *
-              torch::tensor({static_cast<float>(in_w), static_cast<float>(in_h), static_cast<float>(in_w), static_cast<float>(in_h)},
-                            boxes.options());
-  for (int64_t i = 0; i < B; ++i) {
-    auto d = torch::cat({xyxy[i], top[i].unsqueeze(1), cls[i].unsqueeze(1).to(torch::kFloat32)}, 1);
-    dets.push_back(d.index_select(0, (top[i] > conf).nonzero().squeeze(1)));
-  }
-  return dets;
+  return nn::detr::detr_targets_of(b.boxes, dev, [&](const torch::Tensor& c1, const torch::Tensor& r1, const torch::Tensor& c2,
+                                                     const torch::Tensor& r2) {
+    auto x1 = c1 / W, y1 = r1 / H, x2 = c2 / W, y2 = r2 / H;
+    return torch::stack({(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1}, 1);
+  });
 }
 
 template <class V>
@@ -145,8 +119,11 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   }
   static std::vector<std::string> loss_names() { return {"vfl", "bbox", "giou"}; }
 
+  // NMS-free decode (the original's postprocess/rtdetr.py): nn/detr/topk_decode.hpp.
   std::vector<torch::Tensor> decode(const RTDETROutput& out, const tasks::DecodeOptions& o) const {
-    return detr_decode(out.run(), out.input_hw[0], out.input_hw[1], o.conf, o.max_det);
+    const auto& r = out.run();
+    return nn::detr::topk_decode(r.pred_logits, r.pred_boxes, out.input_hw[0], out.input_hw[1], o.conf, o.max_det,
+                                 nn::detr::box_cxcywh_to_xyxy);
   }
 
   // The original's parameter groups (first match wins): backbone norms (lr x 0.05, no decay), the rest

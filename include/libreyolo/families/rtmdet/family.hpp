@@ -8,7 +8,6 @@
 #include <libreyolo/families/rtmdet/loss.hpp>
 #include <libreyolo/families/rtmdet/network.hpp>
 #include <libreyolo/families/sizes.hpp>
-#include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolox/augment.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
@@ -87,12 +86,7 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
   }
   std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& feats, const tasks::DecodeOptions& o) const {
     torch::NoGradGuard ng;
-    families::yolo9::NmsOptions nms;
-    nms.conf = o.conf;
-    nms.iou = o.iou;
-    nms.max_det = o.max_det;
-    nms.multi_label = o.multi_label;
-    return families::yolo9::non_max_suppression(decode_predictions(feats), nms);
+    return tasks::detect::non_max_suppression(decode_predictions(feats), o);
   }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
 

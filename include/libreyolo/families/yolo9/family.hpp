@@ -26,9 +26,9 @@ namespace libreyolo {
 class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
  public:
   static constexpr std::string_view name = "yolo9";
-  static constexpr std::array<std::string_view, 4> sizes{"t", "s", "m", "c"};
+  static constexpr auto sizes = families::yolo9::kSizes;  // t, s, m, c
   // YOLOv9-e: the original (snapshot c41461e) has no such size (its YOLO9_CONFIGS holds t, s, m, c).
-  static constexpr std::array<std::string_view, 1> planned_sizes{"e"};
+  static constexpr auto planned_sizes = families::yolo9::kPlannedSizes;
   struct traits : family_defaults {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
@@ -63,18 +63,8 @@ class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
 
   // Raw head maps -> per-image detections in network-input pixels (DFL decode, then NMS).
   std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& feats, const tasks::DecodeOptions& o) const {
-    return families::yolo9::postprocess(feats, strides(), 16, nms_of(o));
+    return families::yolo9::postprocess(feats, strides(), 16, o);
   }
-  static families::yolo9::NmsOptions nms_of(const tasks::DecodeOptions& o) {
-    families::yolo9::NmsOptions nms;
-    nms.conf = o.conf;
-    nms.iou = o.iou;
-    nms.max_det = o.max_det;
-    nms.multi_label = o.multi_label;
-    return nms;
-  }
-  // The validation NMS (the detect task's val_decode(): multi-label, 0.001 / 0.65 / 300).
-  static families::yolo9::NmsOptions val_nms() { return nms_of(val_decode()); }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
 
   // Loading the original's PyTorch .pt checkpoints (io/): the original's state-dict names equal ours.

@@ -28,13 +28,20 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace libreyolo::families::yolo9 {
+
+// The sizes built (the original's YOLO9_CONFIGS at c41461e: t, s, m, c) and the one named but not built
+// (e): Yolo9Family's size lists and the size errors below.
+inline constexpr std::array<std::string_view, 4> kSizes{"t", "s", "m", "c"};
+inline constexpr std::array<std::string_view, 1> kPlannedSizes{"e"};
 
 struct Yolo9Options {
   std::string size = "t";
@@ -95,8 +102,15 @@ inline Widths widths_for(const std::string& size) {
   if (size == "c")
     return {64, 128, gelan, {256, 128}, adown, {{{256, {512, 256}}, {512, {512, 512}}, {512, {512, 512}}}}, 512, 1,
             {512, 512}, {256, 256}, 256, {512, 512}, 512, {512, 512}};
-  if (size == "e") throw ConfigError("yolo9 size 'e' is not implemented yet; available: t, s, m, c");
-  throw ConfigError("unknown yolo9 size '" + size + "'; allowed: t, s, m, c (e is not implemented yet)");
+  auto listed = [](const auto& sizes) {
+    std::string out;
+    for (std::string_view s : sizes) out += (out.empty() ? "" : ", ") + std::string(s);
+    return out;
+  };
+  if (std::ranges::find(kPlannedSizes, std::string_view(size)) != kPlannedSizes.end())
+    throw ConfigError("yolo9 size '" + size + "' is not implemented yet; available: " + listed(kSizes));
+  throw ConfigError("unknown yolo9 size '" + size + "'; allowed: " + listed(kSizes) + " (" + listed(kPlannedSizes) +
+                    " is not implemented yet)");
 }
 
 inline nn::RepNCSPELAN4 make_gelan(int64_t in, Gelan g, int64_t repeats) {

@@ -1,10 +1,10 @@
 #pragma once
-// From raw YOLOv9 head maps to detections: anchor points, DFL decoding, confidence filter, class-aware
-// NMS, max_det, and mapping boxes from the letterboxed network input back to the original image.
-// make_anchors / dfl_decode / dist2bbox / bbox2dist are shared with the loss.
-#include <libreyolo/assign/box_ops.hpp>
+// From raw YOLOv9 head maps to detections: the head maps flattened per anchor, DFL-decoded into boxes
+// (tasks/detect_postprocess.hpp's anchors and DFL, shared with the loss), the detect task's NMS, and
+// mapping boxes from the letterboxed network input back to the original image.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/data/augment.hpp>
+#include <libreyolo/tasks/detect_postprocess.hpp>
 
 #include <torch/torch.h>
 
@@ -17,60 +17,17 @@
 
 namespace libreyolo::families::yolo9 {
 
-struct Anchors {
-  torch::Tensor points;   // [A, 2] cell centres (x, y) in grid units of their level
-  torch::Tensor strides;  // [A, 1] the stride of each anchor's level
-};
-
-// One anchor per cell of every map, level by level, row-major; centres at +0.5 like Ultralytics.
-inline Anchors make_anchors(const std::vector<torch::Tensor>& feats, const std::vector<int64_t>& strides,
-                            double offset = 0.5) {
-  if (feats.size() != strides.size())
-    throw ConfigError("make_anchors: " + std::to_string(feats.size()) + " feature maps but " +
-                      std::to_string(strides.size()) + " strides");
-  std::vector<torch::Tensor> points, stride_cols;
-  for (size_t i = 0; i < feats.size(); ++i) {
-    const int64_t h = feats[i].size(-2), w = feats[i].size(-1);
-    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(feats[i].device());
-    auto sx = torch::arange(w, opts) + offset;
-    auto sy = torch::arange(h, opts) + offset;
-    auto grid = torch::meshgrid({sy, sx}, "ij");
-    points.push_back(torch::stack({grid[1], grid[0]}, -1).view({-1, 2}));
-    stride_cols.push_back(torch::full({h * w, 1}, static_cast<double>(strides[i]), opts));
-  }
-  return {torch::cat(points), torch::cat(stride_cols)};
-}
-
-// Expected distance of each box side from its DFL logits: softmax over reg_max bins · (0..reg_max-1).
-// pred_dist [..., 4·reg_max] viewed as [..., 4, reg_max] (the bins of each box side).
-inline torch::Tensor dfl_bins(const torch::Tensor& pred_dist, int64_t reg_max) {
-  if (pred_dist.dim() < 1 || pred_dist.size(-1) != 4 * reg_max)
-    throw ConfigError("DFL: the last dimension must be 4·reg_max = " + std::to_string(4 * reg_max) + ", got shape " +
-                      c10::str(pred_dist.sizes()));
-  std::vector<int64_t> sizes(pred_dist.sizes().begin(), pred_dist.sizes().end() - 1);
-  sizes.push_back(4);
-  sizes.push_back(reg_max);
-  return pred_dist.reshape(sizes);
-}
-
-// pred_dist [..., 4·reg_max] -> [..., 4].
-inline torch::Tensor dfl_decode(const torch::Tensor& pred_dist, int64_t reg_max) {
-  auto prob = dfl_bins(pred_dist, reg_max).softmax(-1);
-  auto bins = torch::arange(reg_max, prob.options());
-  return (prob * bins).sum(-1);
-}
-
-// (left, top, right, bottom) distances from anchor points -> xyxy boxes. [..., 4] with points [..., 2].
-inline torch::Tensor dist2bbox(const torch::Tensor& ltrb, const torch::Tensor& points) {
-  auto lt = ltrb.narrow(-1, 0, 2), rb = ltrb.narrow(-1, 2, 2);
-  return torch::cat({points - lt, points + rb}, -1);
-}
-
-// xyxy boxes -> (l, t, r, b) distances from the anchor points, clamped to what the DFL bins can say.
-inline torch::Tensor bbox2dist(const torch::Tensor& points, const torch::Tensor& boxes, double max_dist) {
-  auto lt = points - boxes.narrow(-1, 0, 2), rb = boxes.narrow(-1, 2, 2) - points;
-  return torch::cat({lt, rb}, -1).clamp(0, max_dist);
-}
+// The detect task's anchors, DFL decoding and NMS (tasks/detect_postprocess.hpp), under the names this
+// family's loss and tests use.
+using tasks::detect::Anchors;
+using tasks::detect::batched_nms;
+using tasks::detect::bbox2dist;
+using tasks::detect::dfl_bins;
+using tasks::detect::dfl_decode;
+using tasks::detect::dist2bbox;
+using tasks::detect::make_anchors;
+using tasks::detect::non_max_suppression;
+using NmsOptions = tasks::DecodeOptions;  // the one options type of the detect task's decode and NMS
 
 // Flattens the head maps into per-anchor rows: returns {box logits [B, A, 4·reg_max], class logits
 // [B, A, nc]}.
@@ -95,81 +52,10 @@ inline torch::Tensor decode_predictions(const std::vector<torch::Tensor>& feats,
   return torch::cat({boxes, cls_logits.to(torch::kFloat32).sigmoid()}, -1);
 }
 
-// Greedy NMS that never merges boxes of different classes. boxes [N, 4] xyxy, scores [N], classes
-// [N]. Returns the kept indices (int64, on the input's device), best score first, at most max_keep.
-// Stopping after max_keep keeps the cost at max_keep × N even for tens of thousands of candidates.
-inline torch::Tensor batched_nms(const torch::Tensor& boxes, const torch::Tensor& scores, const torch::Tensor& classes,
-                                 double iou_threshold, int64_t max_keep = -1) {
-  const auto device = boxes.device();
-  auto order = std::get<1>(scores.to(torch::kFloat32).sort(0, /*descending=*/true)).to(torch::kCPU);
-  auto b = boxes.to(torch::kCPU, torch::kFloat32).index_select(0, order).contiguous();
-  auto c = classes.to(torch::kCPU, torch::kInt64).index_select(0, order).contiguous();
-  const int64_t n = b.size(0);
-  const float* bp = b.data_ptr<float>();
-  const int64_t* cp = c.data_ptr<int64_t>();
-  const int64_t* op = order.data_ptr<int64_t>();
-  std::vector<char> suppressed(static_cast<size_t>(n), 0);
-  std::vector<int64_t> keep;
-  for (int64_t i = 0; i < n && (max_keep < 0 || static_cast<int64_t>(keep.size()) < max_keep); ++i) {
-    if (suppressed[i]) continue;
-    keep.push_back(op[i]);
-    const float* bi = bp + 4 * i;
-    const float area_i = (bi[2] - bi[0]) * (bi[3] - bi[1]);
-    for (int64_t j = i + 1; j < n; ++j) {
-      if (suppressed[j] || cp[j] != cp[i]) continue;
-      const float* bj = bp + 4 * j;
-      const float iw = std::max(0.0f, std::min(bi[2], bj[2]) - std::max(bi[0], bj[0]));
-      const float ih = std::max(0.0f, std::min(bi[3], bj[3]) - std::max(bi[1], bj[1]));
-      const float inter = iw * ih;
-      const float uni = area_i + (bj[2] - bj[0]) * (bj[3] - bj[1]) - inter;
-      if (uni > 0 && inter / uni > iou_threshold) suppressed[j] = 1;
-    }
-  }
-  return torch::tensor(keep, torch::kInt64).to(device);
-}
-
-struct NmsOptions {
-  double conf = 0.25;         // minimum class score kept (Ultralytics predicts at 0.25, validates at 0.001)
-  double iou = 0.7;           // IoU above which a lower-scored box of the same class is dropped
-  int64_t max_det = 300;      // detections kept per image
-  int64_t max_nms = 30000;    // candidates entering NMS per image, best first
-  bool multi_label = false;   // one row per (box, class) above conf instead of the best class only
-  bool agnostic = false;      // NMS across classes
-};
-
-// decoded [B, A, 4 + nc] (see decode_predictions) -> per image [N, 6] = x1, y1, x2, y2, score, class.
-inline std::vector<torch::Tensor> non_max_suppression(const torch::Tensor& decoded, const NmsOptions& opt = {}) {
-  if (opt.conf < 0 || opt.conf > 1 || opt.iou < 0 || opt.iou > 1)
-    throw ConfigError("NMS thresholds must lie in [0, 1], got conf=" + std::to_string(opt.conf) +
-                      " iou=" + std::to_string(opt.iou));
-  std::vector<torch::Tensor> out;
-  for (int64_t img = 0; img < decoded.size(0); ++img) {
-    auto rows = decoded[img];
-    auto boxes = rows.narrow(1, 0, 4), scores = rows.narrow(1, 4, rows.size(1) - 4);
-    torch::Tensor det;
-    if (opt.multi_label) {
-      auto pairs = (scores > opt.conf).nonzero();  // [K, 2] = anchor, class
-      auto a = pairs.select(1, 0), k = pairs.select(1, 1);
-      det = torch::cat({boxes.index_select(0, a), scores.index({a, k}).unsqueeze(1),
-                        k.unsqueeze(1).to(rows.scalar_type())}, 1);
-    } else {
-      auto [best, cls] = scores.max(1);
-      auto sel = (best > opt.conf).nonzero().squeeze(1);
-      det = torch::cat({boxes.index_select(0, sel), best.index_select(0, sel).unsqueeze(1),
-                        cls.index_select(0, sel).unsqueeze(1).to(rows.scalar_type())}, 1);
-    }
-    if (det.size(0) > opt.max_nms) det = det.index_select(0, std::get<1>(det.select(1, 4).topk(opt.max_nms)));
-    auto classes = opt.agnostic ? torch::zeros({det.size(0)}, det.options().dtype(torch::kInt64)) : det.select(1, 5);
-    auto keep = batched_nms(det.narrow(1, 0, 4), det.select(1, 4), classes, opt.iou, opt.max_det);
-    out.push_back(det.index_select(0, keep));
-  }
-  return out;
-}
-
 // Raw head maps -> per-image detections in network-input pixels.
 inline std::vector<torch::Tensor> postprocess(const std::vector<torch::Tensor>& feats,
                                               const std::vector<int64_t>& strides, int64_t reg_max,
-                                              const NmsOptions& opt = {}) {
+                                              const tasks::DecodeOptions& opt = {}) {
   torch::NoGradGuard no_grad;
   return non_max_suppression(decode_predictions(feats, strides, reg_max), opt);
 }

@@ -16,7 +16,6 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/sizes.hpp>
-#include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolonas/augment.hpp>
 #include <libreyolo/families/yolonas/loss.hpp>
 #include <libreyolo/families/yolonas/network.hpp>
@@ -72,23 +71,12 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   // {boxes, scores, ...} -> per image [n, 6] in network-input pixels.
   std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& out, const tasks::DecodeOptions& o) const {
     torch::NoGradGuard ng;
-    families::yolo9::NmsOptions nms;
-    nms.conf = o.conf;
-    nms.iou = o.iou;
-    nms.max_det = o.max_det;
+    auto nms = o;
     nms.max_nms = 1000;  // the original's pre-NMS top-k
-    nms.multi_label = o.multi_label;
-    return families::yolo9::non_max_suppression(torch::cat({out[0].to(torch::kFloat32), out[1].to(torch::kFloat32)}, -1), nms);
+    return tasks::detect::non_max_suppression(torch::cat({out[0].to(torch::kFloat32), out[1].to(torch::kFloat32)}, -1), nms);
   }
   // The original validates YOLO-NAS with its own postprocess: best class only, conf 0.001, IoU 0.65.
-  static tasks::DecodeOptions val_decode() {
-    tasks::DecodeOptions o;
-    o.conf = 0.001;
-    o.iou = 0.65;
-    o.max_det = 300;
-    o.multi_label = false;
-    return o;
-  }
+  static tasks::DecodeOptions val_decode() { return tasks::validation_decode(/*multi_label=*/false); }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
 
   // The original's (and SuperGradients') state-dict names equal ours.

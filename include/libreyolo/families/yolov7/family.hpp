@@ -19,7 +19,6 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/sizes.hpp>
-#include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolov7/loss.hpp>
 #include <libreyolo/families/yolov7/network.hpp>
 #include <libreyolo/tasks/detect.hpp>
@@ -90,23 +89,11 @@ class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
   }
   std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& maps, const tasks::DecodeOptions& o) const {
     torch::NoGradGuard ng;
-    families::yolo9::NmsOptions nms;
-    nms.conf = o.conf;
-    nms.iou = o.iou;
-    nms.max_det = o.max_det;
-    nms.multi_label = o.multi_label;
     const int64_t nc = maps.at(0).size(1) / families::yolov7::kAnchorsPerCell - 5;
-    return families::yolo9::non_max_suppression(decode_predictions(maps, nc), nms);
+    return tasks::detect::non_max_suppression(decode_predictions(maps, nc), o);
   }
-  // The original validates v7 with its own postprocess: the best class only.
-  static tasks::DecodeOptions val_decode() {
-    tasks::DecodeOptions o;
-    o.conf = 0.001;
-    o.iou = 0.65;
-    o.max_det = 300;
-    o.multi_label = false;
-    return o;
-  }
+  // The original validates v7 with its own postprocess: the best class only (conf 0.001, IoU 0.65).
+  static tasks::DecodeOptions val_decode() { return tasks::validation_decode(/*multi_label=*/false); }
 
   // The original's state-dict names (layers.<i>...) equal ours.
   static std::string original_key(const std::string& ours) { return ours; }

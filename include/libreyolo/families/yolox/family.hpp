@@ -10,7 +10,6 @@
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/sizes.hpp>
-#include <libreyolo/families/yolo9/postprocess.hpp>
 #include <libreyolo/families/yolox/augment.hpp>
 #include <libreyolo/families/yolox/loss.hpp>
 #include <libreyolo/families/yolox/network.hpp>
@@ -104,12 +103,7 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
   }
   std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& feats, const tasks::DecodeOptions& o) const {
     torch::NoGradGuard ng;
-    families::yolo9::NmsOptions nms;
-    nms.conf = o.conf;
-    nms.iou = o.iou;
-    nms.max_det = o.max_det;
-    nms.multi_label = o.multi_label;
-    return families::yolo9::non_max_suppression(decode_predictions(feats), nms);
+    return tasks::detect::non_max_suppression(decode_predictions(feats), o);
   }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
 
@@ -121,11 +115,7 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
 
   // The original's YOLOX validation (postprocess/yolox.py through the trainer's ValidationConfig): the best
   // class of each box (score obj · cls) above 0.001, class-aware NMS at 0.65, 300 per image.
-  static tasks::DecodeOptions val_decode() {
-    auto o = DetectTask::val_decode();
-    o.multi_label = false;
-    return o;
-  }
+  static tasks::DecodeOptions val_decode() { return tasks::validation_decode(/*multi_label=*/false); }
 
   // Loading the original's PyTorch .pt checkpoints (io/): the original's state-dict names equal ours.
   static std::string original_key(const std::string& ours) { return ours; }

@@ -44,6 +44,22 @@ inline std::pair<torch::Tensor, std::vector<int64_t>> detr_valid_rows(const std:
   return {all.index_select(0, idx), counts};
 }
 
+// A detection batch's label rows as per-image DetrTargets on `dev`: the rows detr_valid_rows keeps, their
+// labels, and the boxes `cxcywh(x1, y1, x2, y2)` makes of their corner columns (input pixels -> [N, 4],
+// each DETR family's normalisation). The whole batch is converted at once and copied to the device in
+// two copies; each image's targets are views of those.
+template <class CxCyWh>
+std::vector<DetrTarget> detr_targets_of(const std::vector<torch::Tensor>& rows, torch::Device dev, CxCyWh&& cxcywh) {
+  const auto [r, counts] = detr_valid_rows(rows);
+  auto labels = r.select(1, 0).to(torch::kLong).to(dev, /*non_blocking=*/true);
+  auto boxes = cxcywh(r.select(1, 1), r.select(1, 2), r.select(1, 3), r.select(1, 4)).to(dev, /*non_blocking=*/true);
+  std::vector<DetrTarget> out;
+  if (counts.empty()) return out;
+  auto ls = labels.split_with_sizes(counts), bs = boxes.split_with_sizes(counts);
+  for (size_t i = 0; i < counts.size(); ++i) out.push_back({ls[i], bs[i]});
+  return out;
+}
+
 struct DenoisingMeta {
   int64_t num_group = 0;
   int64_t num_denoising = 0;           // 2 * max_gt * num_group queries before the matching ones

@@ -17,10 +17,14 @@
 // `up` and `reg_scale` are parameters of this module without gradient, aliased as buffers of the layer
 // stack (the original's TransformerDecoder holds the same tensors: decoder.decoder.up / .reg_scale).
 //
+// The input projections, the query selection and the denoising queries are the core it shares with
+// RT-DETR's decoder (nn/detr/decoder_core.hpp).
+//
 // No host syncs in the forward: fixed-shape ops throughout; the denoising group (training) is built on
 // the host from the targets' sizes, as RT-DETR's (nn/detr/denoising.hpp).
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/nn/detr/anchors.hpp>
+#include <libreyolo/nn/detr/decoder_core.hpp>
 #include <libreyolo/nn/detr/deformable_attention.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
 #include <libreyolo/nn/detr/dfine_output.hpp>
@@ -135,35 +139,24 @@ class GateImpl : public torch::nn::Cloneable<GateImpl> {
 };
 TORCH_MODULE(Gate);
 
-class DFineDecoderLayerImpl : public torch::nn::Cloneable<DFineDecoderLayerImpl> {
+class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl> {
  public:
   explicit DFineDecoderLayerImpl(const DFineDecoderOptions& o) : o_(o) { reset(); }
   void reset() override {
     const int64_t d = o_.hidden_dim;
-    self_attn = register_module("self_attn", MultiheadAttention(d, o_.nhead));
-    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    register_self_attention(d, o_.nhead);
     cross_attn = register_module("cross_attn", DFineDeformableAttention(d, o_.nhead, o_.num_points));
     gateway = register_module("gateway", Gate(d));
-    linear1 = register_module("linear1", torch::nn::Linear(d, o_.dim_feedforward));
-    linear2 = register_module("linear2", torch::nn::Linear(o_.dim_feedforward, d));
-    norm3 = register_module("norm3", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
-    torch::NoGradGuard ng;
-    torch::nn::init::xavier_uniform_(linear1->weight);
-    torch::nn::init::xavier_uniform_(linear2->weight);
+    register_ffn(d, o_.dim_feedforward, /*xavier=*/true);
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
-    auto q = tgt + pos;
-    tgt = norm1->forward(tgt + self_attn->forward(q, q, tgt, attn_mask));
+    tgt = self_attention(tgt, pos, attn_mask);
     tgt = gateway->forward(tgt, cross_attn->forward(tgt + pos, ref, value, shapes));
-    auto y = tgt + linear(linear2, activate(linear(linear1, tgt), o_.activation));
-    return norm3->forward(y.clamp(-65504, 65504));
+    return ffn(tgt, o_.activation, /*clamp=*/true);
   }
-  MultiheadAttention self_attn{nullptr};
   DFineDeformableAttention cross_attn{nullptr};
   Gate gateway{nullptr};
-  torch::nn::LayerNorm norm1{nullptr}, norm3{nullptr};
-  torch::nn::Linear linear1{nullptr}, linear2{nullptr};
 
  private:
   DFineDecoderOptions o_;
@@ -226,9 +219,9 @@ class DFineDecoderStackImpl : public torch::nn::Cloneable<DFineDecoderStackImpl>
 };
 TORCH_MODULE(DFineDecoderStack);
 
-class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
+class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOptions> {
  public:
-  explicit DFineDecoderImpl(DFineDecoderOptions o = {}) : o_(std::move(o)) {
+  explicit DFineDecoderImpl(DFineDecoderOptions o = {}) : DetrDecoderCore(std::move(o)) {
     if (o_.feat_channels.size() > static_cast<size_t>(o_.num_levels) || o_.feat_strides.size() != o_.feat_channels.size())
       throw ConfigError("DFineDecoder: feat_channels (" + std::to_string(o_.feat_channels.size()) + ") must match feat_strides (" +
                         std::to_string(o_.feat_strides.size()) + ") and not exceed num_levels (" + std::to_string(o_.num_levels) + ")");
@@ -239,44 +232,24 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
 
   void reset() override {
     const int64_t d = o_.hidden_dim;
-    input_proj = register_module("input_proj", torch::nn::ModuleList());
-    for (auto c : o_.feat_channels) input_proj->push_back(proj_layer(c, 1, 1, 0));
-    int64_t in = o_.feat_channels.back();
-    for (int64_t i = static_cast<int64_t>(o_.feat_channels.size()); i < o_.num_levels; ++i) {
-      input_proj->push_back(proj_layer(in, 3, 2, 1));
-      in = d;
-    }
+    register_input_proj(/*identity_at_hidden=*/true);
     up = register_parameter("up", torch::full({1}, 0.5), /*requires_grad=*/false);
     reg_scale = register_parameter("reg_scale", torch::full({1}, o_.reg_scale), /*requires_grad=*/false);
     decoder = register_module("decoder", DFineDecoderStack(o_, up, reg_scale));
-    if (o_.num_denoising > 0)
-      denoising_class_embed = register_module(
-          "denoising_class_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o_.num_classes + 1, d).padding_idx(o_.num_classes)));
-    query_pos_head = register_module("query_pos_head", MLP(4, 2 * d, d, 2, o_.mlp_act));
-    enc_output = register_module("enc_output", torch::nn::Sequential());
-    enc_output->push_back("proj", torch::nn::Linear(d, d));
-    enc_output->push_back("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
-    enc_score_head = register_module("enc_score_head", torch::nn::Linear(d, o_.num_classes));
-    enc_bbox_head = register_module("enc_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
+    register_selection_heads(o_.mlp_act, /*named_enc_output=*/true);
     dec_score_head = register_module("dec_score_head", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) dec_score_head->push_back(torch::nn::Linear(d, o_.num_classes));
     pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
     dec_bbox_head = register_module("dec_bbox_head", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) dec_bbox_head->push_back(MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act));
-    if (o_.eval_spatial_size > 0) {
-      auto [a, m] = make_anchors(eval_shapes(), torch::kCPU);
-      // A large finite value where the original holds +inf (invalid cells), as RT-DETRv2's buffers:
-      // checkpoints may not hold non-finite values; sigmoid(1e4 + x) is 1 as sigmoid(inf) is.
-      a = torch::where(m, a, torch::full_like(a, kInvalidAnchor));
-      anchors = register_buffer("anchors", a);
-      valid_mask = register_buffer("valid_mask", m);
-    }
+    if (o_.eval_spatial_size > 0) register_eval_anchors();
     reset_parameters();
   }
 
   // A deep copy (on `device` when given) that keeps `decoder.decoder.up` / `.reg_scale` the copy's own
   // `up` / `reg_scale`: Cloneable's member-wise clone would leave the copy's layer stack aliasing the
-  // source's tensors. Built fresh from the options, then every parameter and buffer copied by name.
+  // source's tensors. Built fresh from the options, then every parameter and buffer copied by name (the
+  // test hook forced_topk_indices is not kept).
   std::shared_ptr<torch::nn::Module> clone(const torch::optional<torch::Device>& device = torch::nullopt) const override {
     torch::NoGradGuard ng;
     auto copy = std::make_shared<DFineDecoderImpl>(o_);
@@ -290,50 +263,21 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
     return copy;
   }
 
-  int64_t eval_index() const { return o_.eval_idx >= 0 ? o_.eval_idx : o_.num_layers + o_.eval_idx; }
-
-  // Test hook, not a setting: when defined (int64 [B, k], token indices into the flattened encoder
-  // memory, best first), the query selection takes these instead of its top-k, so a fixture test can
-  // replay the original's selection among near-tied scores (tests/detr_topk/README.md). Undefined, the
-  // default: no effect. Not a parameter or buffer (never saved, not kept by clone()).
-  torch::Tensor forced_topk_indices;
-
   // feats: the encoder's maps; targets: the batch's ground truth (training: denoising queries).
   DFineOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets = nullptr) {
-    SpatialShapes shapes;
-    auto memory = encoder_input(feats, shapes);
     const bool training = is_training();
-    std::optional<DenoisingGroup> dn;
-    if (training && o_.num_denoising > 0 && targets != nullptr)
-      dn = contrastive_denoising_group(*targets, o_.num_classes, o_.num_queries, denoising_class_embed, o_.num_denoising,
-                                       o_.label_noise_ratio, o_.box_noise_scale);
-
-    // Query selection (the original's _get_decoder_input / _select_topk).
-    auto [anc, valid] = anchors_for(shapes, memory.device());
-    anc = anc.to(memory.scalar_type()).expand({memory.size(0), -1, -1});  // the original's anchors.repeat(B, 1, 1)
-    auto output_memory = enc_output->forward(valid.to(memory.scalar_type()) * memory);
-    auto enc_logits = enc_score_head->forward(output_memory);
-    const int64_t k = std::min<int64_t>(o_.num_queries, memory.size(1));  // the original needs >= num_queries tokens
-    auto topk_ind = forced_topk_indices.defined() ? forced_selection(forced_topk_indices, memory, k)
-                                                  : std::get<1>(std::get<0>(enc_logits.max(-1)).topk(k, 1));
-    auto gather = [&](const torch::Tensor& t) { return t.gather(1, topk_ind.unsqueeze(-1).expand({-1, -1, t.size(-1)})); };
-    auto topk_memory = gather(output_memory);
-    auto ref_unact = enc_bbox_head->forward(topk_memory) + gather(anc);
+    // Query selection: boxes by enc_bbox_head over the selected tokens only.
+    const auto sel = select_queries(feats, targets);
+    const auto& memory = sel.memory;
+    auto topk_memory = sel.gather(sel.output_memory);
+    // The original's anchors.repeat(B, 1, 1), gathered.
+    auto ref_unact = enc_bbox_head->forward(topk_memory) + sel.gather(sel.anchors.expand({memory.size(0), -1, -1}));
     DFineOutput out;
     out.training = training;
-    if (training) out.enc_aux_outputs.push_back({gather(enc_logits), torch::sigmoid(ref_unact)});
+    if (training) out.enc_aux_outputs.push_back({sel.gather(sel.enc_logits), torch::sigmoid(ref_unact)});
     auto target = topk_memory.detach();
     ref_unact = ref_unact.detach();
-    std::optional<torch::Tensor> attn_mask;
-    if (dn) {
-      // Type promotion as torch.concat (under autocast the float32 denoising boxes keep their precision).
-      const auto bt = torch::promote_types(dn->query_bbox.scalar_type(), ref_unact.scalar_type());
-      const auto ct = torch::promote_types(dn->query_class.scalar_type(), target.scalar_type());
-      ref_unact = torch::cat({dn->query_bbox.to(bt), ref_unact.to(bt)}, 1);
-      target = torch::cat({dn->query_class.to(ct), target.to(ct)}, 1);
-      attn_mask = dn->attn_mask;
-      if (k != o_.num_queries) attn_mask = denoising_attn_mask(dn->meta.max_gt, dn->meta.num_group, k, memory.device());
-    }
+    const auto attn_mask = prepend_denoising(sel, ref_unact, target);
 
     // The decoder layers with FDR (the original's TransformerDecoder.forward).
     const int64_t eval_idx = eval_index();
@@ -346,7 +290,7 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
     auto output = target;
     for (int64_t i = 0; i < o_.num_layers; ++i) {
       auto pos = query_pos_head->forward(ref_detach).clamp(-10, 10);
-      output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, shapes, attn_mask, pos);
+      output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, sel.shapes, attn_mask, pos);
       if (i == 0) {
         pre_boxes = torch::sigmoid(pre_bbox_head->forward(output) + inverse_sigmoid(ref_detach));
         if (training) pre_logits = linear(*score_head(0), output);  // pre_outputs: read by the loss only
@@ -366,7 +310,7 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
       output_detach = output.detach();
     }
 
-    const int64_t ndn = dn ? dn->meta.num_denoising : 0;
+    const int64_t ndn = sel.dn ? sel.dn->meta.num_denoising : 0;
     auto match = [&](const torch::Tensor& t) { return t.narrow(1, ndn, t.size(1) - ndn); };
     auto dnpart = [&](const torch::Tensor& t) { return t.narrow(1, 0, ndn); };
     out.pred_logits = match(out_logits.back());
@@ -381,7 +325,7 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
     for (size_t i = 0; i + 1 < L; ++i)
       out.aux_outputs.push_back({match(out_logits[i]), match(out_boxes[i]), match(out_corners[i]), out.ref_points, out.pred_corners, out.pred_logits});
     out.pre_outputs = {match(pre_logits), match(pre_boxes)};
-    if (dn) {
+    if (sel.dn) {
       auto dn_ref = dnpart(ref_initial);
       for (size_t i = 0; i < L; ++i) out.dn_outputs.push_back({dnpart(out_logits[i]), dnpart(out_boxes[i]), dnpart(out_corners[i]), dn_ref, {}, {}});
       for (auto& a : out.dn_outputs) {  // the teacher: the last layer's denoising part (the same tensors)
@@ -389,87 +333,27 @@ class DFineDecoderImpl : public torch::nn::Cloneable<DFineDecoderImpl> {
         a.teacher_logits = out.dn_outputs.back().pred_logits;
       }
       out.dn_pre_outputs = {dnpart(pre_logits), dnpart(pre_boxes)};
-      out.dn_meta = dn->meta;
+      out.dn_meta = sel.dn->meta;
     }
     return out;
   }
 
-  const DFineDecoderOptions& options() const { return o_; }
-
-  torch::nn::ModuleList input_proj{nullptr}, dec_score_head{nullptr}, dec_bbox_head{nullptr};
   torch::Tensor up, reg_scale;
   DFineDecoderStack decoder{nullptr};
-  torch::nn::Embedding denoising_class_embed{nullptr};
-  MLP query_pos_head{nullptr}, enc_bbox_head{nullptr}, pre_bbox_head{nullptr};
-  torch::nn::Sequential enc_output{nullptr};
-  torch::nn::Linear enc_score_head{nullptr};
-  torch::Tensor anchors, valid_mask;  // with a fixed eval size: buffers
+  MLP pre_bbox_head{nullptr};
 
  private:
-  torch::nn::LinearImpl* score_head(int64_t i) { return dec_score_head[i]->as<torch::nn::LinearImpl>(); }
-  MLPImpl* bbox_head(int64_t i) { return dec_bbox_head[i]->as<MLPImpl>(); }
-
-  // The original's _build_input_proj_layer: Identity where the channels already equal hidden_dim (for
-  // the extra strided levels too), else conv (1x1, or 3x3/2 for extra levels) + BatchNorm.
-  std::shared_ptr<torch::nn::Module> proj_layer(int64_t in, int64_t k, int64_t s, int64_t p) {
-    if (in == o_.hidden_dim) return torch::nn::Identity().ptr();
-    torch::nn::Sequential seq;
-    seq->push_back("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, o_.hidden_dim, k).stride(s).padding(p).bias(false)));
-    seq->push_back("norm", BatchNorm2d(o_.hidden_dim));
-    return seq.ptr();
-  }
-
+  // The core's initialisation (nn/detr/decoder_core.hpp), pre_bbox_head's last layer zero, then xavier on
+  // the convs projecting the encoder maps (not on the extra strided levels').
   void reset_parameters() {
+    init_selection_heads();
     torch::NoGradGuard ng;
-    const double bias = bias_init_with_prob(0.01);
-    enc_score_head->bias.fill_(bias);
-    torch::nn::init::zeros_(enc_bbox_head->layer(2)->weight);
-    torch::nn::init::zeros_(enc_bbox_head->layer(2)->bias);
     torch::nn::init::zeros_(pre_bbox_head->layer(2)->weight);
     torch::nn::init::zeros_(pre_bbox_head->layer(2)->bias);
-    for (int64_t i = 0; i < o_.num_layers; ++i) {
-      score_head(i)->bias.fill_(bias);
-      torch::nn::init::zeros_(bbox_head(i)->layer(2)->weight);
-      torch::nn::init::zeros_(bbox_head(i)->layer(2)->bias);
-    }
-    torch::nn::init::xavier_uniform_(enc_output[0]->as<torch::nn::LinearImpl>()->weight);
-    torch::nn::init::xavier_uniform_(query_pos_head->layer(0)->weight);
-    torch::nn::init::xavier_uniform_(query_pos_head->layer(1)->weight);
-    if (denoising_class_embed) {  // N(0, 1), the padding row zero (nn.Embedding's init)
-      torch::nn::init::normal_(denoising_class_embed->weight);
-      denoising_class_embed->weight[o_.num_classes].zero_();
-    }
     for (size_t i = 0; i < input_proj->size(); ++i)
       if (auto* s = input_proj[i]->as<torch::nn::SequentialImpl>())
         if (i < o_.feat_channels.size()) torch::nn::init::xavier_uniform_(s->ptr(0)->as<torch::nn::Conv2dImpl>()->weight);
   }
-
-  torch::Tensor project_level(size_t i, const torch::Tensor& x) {
-    if (auto* s = input_proj[i]->as<torch::nn::SequentialImpl>()) return s->forward(x);
-    return x;  // Identity
-  }
-
-  torch::Tensor encoder_input(const std::vector<torch::Tensor>& feats, SpatialShapes& shapes) {
-    std::vector<torch::Tensor> proj;
-    const auto nf = feats.size();
-    for (size_t i = 0; i < nf; ++i) proj.push_back(project_level(i, feats[i]));
-    for (auto i = static_cast<int64_t>(nf); i < o_.num_levels; ++i)
-      proj.push_back(project_level(static_cast<size_t>(i), i == static_cast<int64_t>(nf) ? feats.back() : proj.back()));
-    return flatten_levels(proj, shapes);
-  }
-
-  SpatialShapes eval_shapes() const { return square_level_shapes(o_.feat_strides, o_.num_levels, o_.eval_spatial_size); }
-  std::pair<torch::Tensor, torch::Tensor> make_anchors(const SpatialShapes& shapes, torch::Device dev) const {
-    return query_anchors(shapes, o_.eps, dev);
-  }
-  std::pair<torch::Tensor, torch::Tensor> anchors_for(const SpatialShapes& shapes, torch::Device dev) {
-    if (!is_training() && anchors.defined() && shapes == eval_shapes()) return {anchors.to(dev), valid_mask.to(dev)};
-    return anchor_cache_.get(shapes, o_.eps, dev);
-  }
-
-  static constexpr float kInvalidAnchor = 1e4f;
-  DFineDecoderOptions o_;
-  AnchorCache anchor_cache_;
 };
 TORCH_MODULE(DFineDecoder);
 

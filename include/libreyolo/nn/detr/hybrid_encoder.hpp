@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -129,40 +130,49 @@ struct HybridEncoderOptions {
   double depth_mult = 1.0;
 };
 
-class HybridEncoderImpl : public torch::nn::Cloneable<HybridEncoderImpl> {
+// The hybrid encoder's layout: 1x1 conv + BN input projections to hidden_dim, AIFI on the
+// use_encoder_idx maps, then CCFM: a top-down FPN (lateral 1x1 ConvNorm, nearest 2x upsampling, a fusion
+// block over the concatenation) and a bottom-up PAN (a downsampling block, a fusion block). What tells
+// RT-DETR's encoder from D-FINE's (nn/detr/dfine_encoder.hpp) is `Blocks`:
+//   Blocks::Options                  the options (HybridEncoderOptions' fields, the family's defaults)
+//   Blocks::name                     the encoder's name in errors
+//   Blocks::input_proj(c, d)         one level's projection: Sequential(conv, BN), the original's child names
+//   Blocks::lateral_act              the lateral ConvNorm's activation
+//   Blocks::Fusion, fusion(o)        the FPN / PAN fusion block (its Impl type) and a new one
+//   Blocks::Down, downsample(d)      the PAN's downsampling block (its Impl type) and a new one
+// Module names (the original's state-dict keys) and construction order are the same for both.
+template <class Blocks>
+class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks>> {
  public:
-  explicit HybridEncoderImpl(HybridEncoderOptions o = {}) : o_(std::move(o)) { reset(); }
+  using Options = typename Blocks::Options;
+  explicit HybridEncoderTImpl(Options o = {}) : o_(std::move(o)) { reset(); }
   void reset() override {
     const int64_t d = o_.hidden_dim;
     const auto nlev = static_cast<int64_t>(o_.in_channels.size());
-    input_proj = register_module("input_proj", torch::nn::ModuleList());
-    for (auto c : o_.in_channels) {
-      torch::nn::Sequential s;
-      s->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, 1).bias(false)));
-      s->push_back(BatchNorm2d(d));
-      input_proj->push_back(s);
-    }
-    encoder = register_module("encoder", torch::nn::ModuleList());
+    input_proj = this->register_module("input_proj", torch::nn::ModuleList());
+    for (auto c : o_.in_channels) input_proj->push_back(Blocks::input_proj(c, d));
+    encoder = this->register_module("encoder", torch::nn::ModuleList());
     for (size_t i = 0; i < o_.use_encoder_idx.size(); ++i)
       encoder->push_back(TransformerEncoder(o_.num_encoder_layers, d, o_.nhead, o_.dim_feedforward, Act::gelu));
-    lateral_convs = register_module("lateral_convs", torch::nn::ModuleList());
-    fpn_blocks = register_module("fpn_blocks", torch::nn::ModuleList());
-    const auto blocks = static_cast<int64_t>(std::lround(3 * o_.depth_mult));
+    lateral_convs = this->register_module("lateral_convs", torch::nn::ModuleList());
+    fpn_blocks = this->register_module("fpn_blocks", torch::nn::ModuleList());
     for (int64_t i = nlev - 1; i > 0; --i) {
-      lateral_convs->push_back(ConvNorm(d, d, 1, 1, Act::silu));
-      fpn_blocks->push_back(CSPRepLayer(2 * d, d, blocks, o_.expansion, Act::silu));
+      lateral_convs->push_back(ConvNorm(d, d, 1, 1, Blocks::lateral_act));
+      fpn_blocks->push_back(Blocks::fusion(o_));
     }
-    downsample_convs = register_module("downsample_convs", torch::nn::ModuleList());
-    pan_blocks = register_module("pan_blocks", torch::nn::ModuleList());
+    downsample_convs = this->register_module("downsample_convs", torch::nn::ModuleList());
+    pan_blocks = this->register_module("pan_blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < nlev - 1; ++i) {
-      downsample_convs->push_back(ConvNorm(d, d, 3, 2, Act::silu));
-      pan_blocks->push_back(CSPRepLayer(2 * d, d, blocks, o_.expansion, Act::silu));
+      downsample_convs->push_back(Blocks::downsample(d));
+      pan_blocks->push_back(Blocks::fusion(o_));
     }
   }
 
   std::vector<torch::Tensor> forward(const std::vector<torch::Tensor>& feats) {
+    using Fusion = typename Blocks::Fusion;
+    using Down = typename Blocks::Down;
     const auto nlev = static_cast<int64_t>(o_.in_channels.size());
-    TORCH_CHECK(static_cast<int64_t>(feats.size()) == nlev, "HybridEncoder: expected ", nlev, " feature maps, got ", feats.size());
+    TORCH_CHECK(static_cast<int64_t>(feats.size()) == nlev, Blocks::name, ": expected ", nlev, " feature maps, got ", feats.size());
     std::vector<torch::Tensor> proj;
     for (int64_t i = 0; i < nlev; ++i) proj.push_back(input_proj[i]->as<torch::nn::Sequential>()->forward(feats[i]));
     for (size_t i = 0; i < o_.use_encoder_idx.size(); ++i) {
@@ -179,18 +189,18 @@ class HybridEncoderImpl : public torch::nn::Cloneable<HybridEncoderImpl> {
       auto high = lateral_convs[j]->as<ConvNormImpl>()->forward(inner.front());
       inner.front() = high;
       auto up = torch::upsample_nearest2d(high, {high.size(2) * 2, high.size(3) * 2});
-      inner.insert(inner.begin(), fpn_blocks[j]->as<CSPRepLayerImpl>()->forward(torch::cat({up, proj[idx - 1]}, 1)));
+      inner.insert(inner.begin(), fpn_blocks[j]->as<Fusion>()->forward(torch::cat({up, proj[idx - 1]}, 1)));
     }
     // Bottom-up PAN.
     std::vector<torch::Tensor> outs{inner.front()};
     for (int64_t idx = 0; idx < nlev - 1; ++idx) {
-      auto down = downsample_convs[idx]->as<ConvNormImpl>()->forward(outs.back());
-      outs.push_back(pan_blocks[idx]->as<CSPRepLayerImpl>()->forward(torch::cat({down, inner[idx + 1]}, 1)));
+      auto down = downsample_convs[idx]->as<Down>()->forward(outs.back());
+      outs.push_back(pan_blocks[idx]->as<Fusion>()->forward(torch::cat({down, inner[idx + 1]}, 1)));
     }
     return outs;
   }
 
-  const HybridEncoderOptions& options() const { return o_; }
+  const Options& options() const { return o_; }
   torch::nn::ModuleList input_proj{nullptr}, encoder{nullptr}, lateral_convs{nullptr}, fpn_blocks{nullptr},
       downsample_convs{nullptr}, pan_blocks{nullptr};
 
@@ -206,9 +216,32 @@ class HybridEncoderImpl : public torch::nn::Cloneable<HybridEncoderImpl> {
     pos_cache_.emplace(key, pe);
     return pe;
   }
-  HybridEncoderOptions o_;
+  Options o_;
   std::map<std::tuple<int64_t, int64_t, int, int>, torch::Tensor> pos_cache_;
 };
+
+// RT-DETR's blocks: unnamed projection children (input_proj.N.0 / .1), SiLU lateral convs, CSPRepLayer
+// fusion with round(3 · depth_mult) RepVgg blocks, a 3x3/2 SiLU ConvNorm downsampling.
+struct RTDETREncoderBlocks {
+  using Options = HybridEncoderOptions;
+  static constexpr const char* name = "HybridEncoder";
+  static torch::nn::Sequential input_proj(int64_t c, int64_t d) {
+    torch::nn::Sequential s;
+    s->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, 1).bias(false)));
+    s->push_back(BatchNorm2d(d));
+    return s;
+  }
+  static constexpr Act lateral_act = Act::silu;
+  using Fusion = CSPRepLayerImpl;
+  static CSPRepLayer fusion(const Options& o) {
+    const auto blocks = static_cast<int64_t>(std::lround(3 * o.depth_mult));
+    return CSPRepLayer(2 * o.hidden_dim, o.hidden_dim, blocks, o.expansion, Act::silu);
+  }
+  using Down = ConvNormImpl;
+  static ConvNorm downsample(int64_t d) { return ConvNorm(d, d, 3, 2, Act::silu); }
+};
+
+using HybridEncoderImpl = HybridEncoderTImpl<RTDETREncoderBlocks>;
 TORCH_MODULE(HybridEncoder);
 
 }  // namespace libreyolo::nn::detr
