@@ -1,5 +1,5 @@
 #pragma once
-// `libreyolo profile run|summary|phases|kernels|ops|what-if|compare` — CLI11 wiring over libreyolo::profile.
+// `libreyolo profile run|summary|phases|kernels|ops|what-if|get|compare` — CLI11 wiring over libreyolo::profile.
 // Every subcommand takes --json (one JSON document on stdout instead of the text).
 // Exit codes (exit_codes.hpp): 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
 #include "cli_args.hpp"
@@ -60,10 +60,13 @@ class ProfileCommands {
     kernels_->add_flag("--tensorcore", q_.tensorcore_only, "Tensor-Core kernels only");
     kernels_->add_option("--sort", q_.sort, "time | count | name")->check(CLI::IsMember({"time", "count", "name"}));
     kernels_->add_option("--phase", q_.phase, "dataload | to_device | forward | backward | optimizer");
+    get_ = prof_->add_subcommand("get", "print one metric of a profile.json (for scripts; a bad name lists the allowed ones)");
+    get_->add_option("profile", a_, "profile.json")->required();
+    get_->add_option("metric", metric_, "step_ms | util | busy_ms | dataload_pct | peak_vram_mb | verdict | ...")->required();
     compare_ = prof_->add_subcommand("compare", "compare two profiles (significance needs --repeat files)");
     compare_->add_option("a", a_, "first profile.json / profile_repeat.json")->required();
     compare_->add_option("b", b_, "second profile.json / profile_repeat.json")->required();
-    for (auto* c : {run_, summary_, phases_, kernels_, ops_, what_if_, compare_})
+    for (auto* c : {run_, summary_, phases_, kernels_, ops_, what_if_, get_, compare_})
       c->add_flag("--json", json_, "print one JSON document on stdout instead of the text");
   }
 
@@ -74,6 +77,7 @@ class ProfileCommands {
     if (kernels_->parsed()) return profile::run_kernels(a_, q_, json_, std::cout, std::cerr);
     if (ops_->parsed()) return profile::run_ops(a_, q_.top, q_.phase, json_, std::cout, std::cerr);
     if (what_if_->parsed()) return profile::run_what_if(a_, json_, std::cout, std::cerr);
+    if (get_->parsed()) return profile::run_get(a_, metric_, json_, std::cout, std::cerr);
     if (compare_->parsed()) return profile::run_compare(a_, b_, json_, std::cout, std::cerr);
     if (run_->parsed()) return profile_run();
     return -1;
@@ -150,9 +154,9 @@ class ProfileCommands {
     return rc;
   }
 
-  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *what_if_, *compare_;
+  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *what_if_, *get_, *compare_;
   bool json_ = false;
-  std::string dataset_, weights_, size_, device_, a_, b_, project_ = "runs/profile";
+  std::string dataset_, weights_, size_, device_, a_, b_, metric_, project_ = "runs/profile";
   int batch_ = 0, imgsz_ = 0, repeat_ = 1;
   profile::KernelQuery q_;
 };

@@ -264,4 +264,18 @@ TEST_CASE("cli: profile run --repeat 2, exit code 3 without a profile (also in a
     CHECK(run({"profile", sub, (w / "junk.json").string(), "--json"}).code == 2);
   }
   CHECK(run({"profile", "ops", p1, "--phase", "nowhere"}).code == 2);
+  // profile get: one bare value; a bad name exits 2 listing the allowed ones
+  const auto pj = parse_json(slurp(p1));
+  auto step = run({"profile", "get", p1, "step_ms"});
+  REQUIRE_MESSAGE(step.code == 0, step.all());
+  CHECK(std::stod(step.out) == doctest::Approx(pj["step_ms"].get<double>()).epsilon(1e-12));
+  CHECK(run({"profile", "get", p1, "verdict"}).out == pj["bound"].get<std::string>() + "\n");
+  CHECK(run({"profile", "get", p1, "util"}).out == "null\n");  // a CPU run: no kernel trace, no utilisation
+  CHECK(parse_json(run({"profile", "get", p1, "dataload_pct", "--json"}).out)["dataload_pct"].get<double>() ==
+        doctest::Approx(100 * pj["dataload_frac"].get<double>()));
+  auto bad = run({"profile", "get", p1, "speed"});
+  CHECK(bad.code == 2);
+  CHECK(has(bad.err, "unknown metric 'speed'; allowed: step_ms, "));
 }
+
+

@@ -2,6 +2,9 @@
 // Definitions of lenses.hpp (core/api.hpp): included by lenses.hpp when header-only, compiled once otherwise.
 #include <libreyolo/profile/lenses.hpp>
 
+#include <functional>
+#include <utility>
+
 namespace libreyolo::profile {
 
 LIBREYOLO_INLINE nlohmann::json summary_doc(const nlohmann::json& p) {
@@ -168,6 +171,87 @@ LIBREYOLO_INLINE std::string what_if_text(const nlohmann::json& d) {
     o << line << "  -- " << l.value("why", std::string()) << "\n";
   }
   return o.str();
+}
+
+namespace detail {
+using MetricGetter = std::function<nlohmann::json(const nlohmann::json&)>;
+// name -> how it is read from a profile.json (the names metric_names() lists, in that order).
+LIBREYOLO_INLINE const std::vector<std::pair<std::string, MetricGetter>>& metric_table() {
+  using nlohmann::json;
+  static const auto table = [] {
+    std::vector<std::pair<std::string, MetricGetter>> t;
+    const auto at = [](std::string key) {
+      return [key](const json& p) { return p.contains(key) ? p.at(key) : json(); };
+    };
+    const auto in = [](std::string obj, std::string key) {
+      return [obj, key](const json& p) {
+        return p.contains(obj) && p.at(obj).is_object() && p.at(obj).contains(key) ? p.at(obj).at(key) : json();
+      };
+    };
+    for (const char* k : {"step_ms", "img_per_s", "dataload_ms", "dataload_frac", "compute_ms", "gpu_util", "gpu_util_raw",
+                          "gpu_busy_ms_per_step", "gpu_kernel_sum_ms_per_step", "host_overhead_ms_per_step",
+                          "launches_per_step", "kernels_per_step", "mean_kernel_us", "unique_kernels", "memcpy_ms_per_step",
+                          "memset_ms_per_step", "tensorcore_pct", "peak_vram_mb", "cuda_mallocs_per_step",
+                          "cuda_frees_per_step", "memory_pressure", "bound", "bound_why", "model", "trace_collected"})
+      t.emplace_back(k, at(k));
+    for (auto [alias, key] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"util", "gpu_util"}, {"busy_ms", "gpu_busy_ms_per_step"}, {"verdict", "bound"},
+             {"host_overhead_ms", "host_overhead_ms_per_step"}, {"launches", "launches_per_step"},
+             {"kernels", "kernels_per_step"}, {"memcpy_ms", "memcpy_ms_per_step"}})
+      t.emplace_back(alias, at(key));
+    t.emplace_back("dataload_pct", [](const json& p) {
+      return p.contains("dataload_frac") && p.at("dataload_frac").is_number() ? json(100.0 * p.at("dataload_frac").get<double>())
+                                                                                : json();
+    });
+    for (const char* k : {"real_steps", "synced_steps", "traced_steps", "warmup"}) t.emplace_back(k, in("window", k));
+    t.emplace_back("window_wall_ms", in("window", "wall_ms"));
+    for (const char* k : {"batch", "imgsz", "device", "amp", "workers"}) t.emplace_back(k, in("config", k));
+    for (auto phase : report_phases)
+      for (auto [suffix, key] : std::initializer_list<std::pair<const char*, const char*>>{
+               {"_gpu_ms", "gpu_ms_per_step"}, {"_wall_ms", "wall_ms_per_step"}, {"_kernels", "kernels_per_step"},
+               {"_ops", "ops_per_step"}})
+        t.emplace_back(std::string(phase) + suffix, [phase = std::string(phase), key = std::string(key)](const json& p) {
+          for (const auto& row : p.value("phases", json::array()))
+            if (row.is_object() && row.value("phase", std::string()) == phase) return row.contains(key) ? row.at(key) : json();
+          return json();
+        });
+    for (auto cat : kernel_categories)
+      for (auto [suffix, key] : std::initializer_list<std::pair<const char*, const char*>>{{"_ms", "ms"}, {"_pct", "pct"}})
+        t.emplace_back(std::string(cat) + suffix, [cat = std::string(cat), key = std::string(key)](const json& p) {
+          for (const auto& row : p.value("categories", json::array()))
+            if (row.is_object() && row.value("name", std::string()) == cat) return row.contains(key) ? row.at(key) : json();
+          return json();
+        });
+    return t;
+  }();
+  return table;
+}
+}  // namespace detail
+
+LIBREYOLO_INLINE std::vector<std::string> metric_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, get] : detail::metric_table()) names.push_back(name);
+  return names;
+}
+
+LIBREYOLO_INLINE nlohmann::json get_metric(const nlohmann::json& p, const std::string& name) {
+  for (const auto& [n, get] : detail::metric_table())
+    if (n == name) return get(p);
+  throw ConfigError("profile get: unknown metric '" + name + "'; allowed: " + detail::joined(metric_names(), ", "));
+}
+
+LIBREYOLO_INLINE std::string metric_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+LIBREYOLO_INLINE int run_get(const std::filesystem::path& f, const std::string& name, bool as_json, std::ostream& out,
+                             std::ostream& err) {
+  return detail::guarded(err, {f}, [&] {
+    (void)get_metric(nlohmann::json::object(), name);  // an unknown name is refused before the file is read
+    const auto v = get_metric(load_profile_file(f), name);
+    if (as_json) out << nlohmann::json{{name, v}}.dump() << "\n";
+    else out << metric_text(v) << "\n";
+  });
 }
 
 LIBREYOLO_INLINE int run_summary(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
