@@ -52,6 +52,10 @@ class ProfileCommands {
     what_if_ = prof_->add_subcommand("what-if", "ESTIMATE from the measured window what each lever would give "
                                                 "(cuda_graph, amp, workers)");
     what_if_->add_option("profile", a_, "profile.json")->required();
+    what_if_->add_option("--remove-category", removal_.category,
+                         "ESTIMATE the step without this kernel category: gemm/conv | elementwise | reduction/norm | "
+                         "layout/copy | other");
+    what_if_->add_flag("--remove-launches", removal_.launches, "ESTIMATE the step with every launch gap closed");
     kernels_ = prof_->add_subcommand("kernels", "kernel table");
     kernels_->add_option("profile", a_, "profile.json")->required();
     kernels_->add_option("--top", q_.top, "rows (default 20)");
@@ -76,7 +80,9 @@ class ProfileCommands {
     if (phases_->parsed()) return profile::run_phases(a_, json_, std::cout, std::cerr);
     if (kernels_->parsed()) return profile::run_kernels(a_, q_, json_, std::cout, std::cerr);
     if (ops_->parsed()) return profile::run_ops(a_, q_.top, q_.phase, json_, std::cout, std::cerr);
-    if (what_if_->parsed()) return profile::run_what_if(a_, json_, std::cout, std::cerr);
+    if (what_if_->parsed())
+      return what_if_->count("--remove-category") == 0 && !removal_.launches ? profile::run_what_if(a_, json_, std::cout, std::cerr)
+                                                              : profile::run_what_if(a_, removal_, json_, std::cout, std::cerr);
     if (get_->parsed()) return profile::run_get(a_, metric_, json_, std::cout, std::cerr);
     if (compare_->parsed()) return profile::run_compare(a_, b_, json_, std::cout, std::cerr);
     if (run_->parsed()) return profile_run();
@@ -159,6 +165,7 @@ class ProfileCommands {
   std::string dataset_, weights_, size_, device_, a_, b_, metric_, project_ = "runs/profile";
   int batch_ = 0, imgsz_ = 0, repeat_ = 1;
   profile::KernelQuery q_;
+  profile::Removal removal_;
 };
 
 }  // namespace libreyolo::cli

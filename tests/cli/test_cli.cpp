@@ -276,6 +276,13 @@ TEST_CASE("cli: profile run --repeat 2, exit code 3 without a profile (also in a
   auto bad = run({"profile", "get", p1, "speed"});
   CHECK(bad.code == 2);
   CHECK(has(bad.err, "unknown metric 'speed'; allowed: step_ms, "));
+  // what-if removals need a kernel trace (a CUDA run); a bad category lists the allowed ones
+  auto rm = run({"profile", "what-if", p1, "--remove-launches"});
+  CHECK(rm.code == 2);
+  CHECK(has(rm.err, "needs a kernel trace"));
+  auto rc = run({"profile", "what-if", p1, "--remove-category", "gemm"});
+  CHECK(rc.code == 2);
+  CHECK(has(rc.err, "allowed: gemm/conv, elementwise, reduction/norm, layout/copy, other"));
 }
 
 

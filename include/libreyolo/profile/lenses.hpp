@@ -40,6 +40,20 @@ LIBREYOLO_INLINE std::string ops_text(const nlohmann::json& doc);
 LIBREYOLO_INLINE nlohmann::json what_if_doc(const nlohmann::json& p);
 LIBREYOLO_INLINE std::string what_if_text(const nlohmann::json& d);
 
+// What-if with work taken away (`profile what-if --remove-category C` / `--remove-launches`): the step
+// re-derived from the measured window's own split, step = dataload + GPU busy + launch gaps (the host
+// overhead, step - busy - dataload). Removing category C takes away its share of the busy time (busy x
+// C's ms / the kernel-time sum: the union shrinks in proportion) and the gaps of its launches (gaps x
+// C's kernels per step / all kernels per step: one launch each); --remove-launches closes every launch
+// gap. An estimate, labelled as one; it needs a kernel trace (DataError without one).
+struct Removal {
+  std::string category;   // one of kernel_categories; empty: none
+  bool launches = false;  // close every launch gap
+};
+// ConfigError for an unknown category (listing the allowed ones) or an empty removal.
+LIBREYOLO_INLINE nlohmann::json what_if_removal_doc(const nlohmann::json& p, const Removal& r);
+LIBREYOLO_INLINE std::string what_if_removal_text(const nlohmann::json& d);
+
 // ---- profile get -----------------------------------------------------------------------------------
 // One value of a profile.json, for scripts. The names: the headline scalars as the file spells them
 // (step_ms, gpu_util, bound, bound_why, model, ...), short aliases (util, busy_ms, dataload_pct = 100 x dataload_frac, verdict =
@@ -70,6 +84,9 @@ LIBREYOLO_INLINE int run_kernels(const std::filesystem::path& f, const KernelQue
 LIBREYOLO_INLINE int run_ops(const std::filesystem::path& f, int top, const std::string& phase, bool as_json, std::ostream& out,
                    std::ostream& err);
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
+// With a removal (a category or the launch gaps): what_if_removal_doc / _text instead of the levers.
+LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, const Removal& r, bool as_json, std::ostream& out,
+                                 std::ostream& err);
 // Prints one metric (text: the bare value; --json: {"<name>": value}); exit 2 for an unknown name.
 LIBREYOLO_INLINE int run_get(const std::filesystem::path& f, const std::string& name, bool as_json, std::ostream& out,
                              std::ostream& err);
