@@ -60,7 +60,8 @@ typename F::Network network_from(F& family, const train::Checkpoint& ck, torch::
   return net;
 }
 
-// Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split.
+// Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split; with
+// cfg.cuda_graph the forward replays CUDA graphs (eval/graphed_forward.hpp; one line and eager without CUDA).
 template <class F>
 train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
   apply_overrides(cfg, family_traits<F>::overrides);
@@ -77,15 +78,19 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
   lo.shuffle = false;
   lo.pin_memory = dev.is_cuda();
   data::Loader<typename F::Dataset> loader(family.val_set(), lo);
+  // cuda_graph=true: one graph per batch shape (images letterboxed to imgsz: the full batches and the last);
+  // the autocast weight cache is off while graphs record (a cached cast would be baked into a graph).
+  eval::GraphedForward<decltype(net)> graphed(net, dev, cfg.cuda_graph, "val");
+  prec.set_capture_active(graphed.active());
   auto forward = [&](const torch::Tensor& x) {
     [[maybe_unused]] auto g = prec.autocast();
-    return net->forward(x);
+    return graphed(x);
   };
   return family.validate(forward, loader, dev);
 }
 
 // Predict with a checkpoint's network on the images `source` names; the task writes its outputs under
-// out_dir and returns them as JSON.
+// out_dir and returns them as JSON. cfg.cuda_graph: the forward replays a CUDA graph (see validate_with).
 template <class F>
 nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::filesystem::path& source,
                             const TrainConfig& cfg, const std::filesystem::path& out_dir, double conf) {
@@ -95,7 +100,9 @@ nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::fi
   po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
   po.conf = conf;
   po.save_txt = cfg.save_txt;
-  auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
+  // cuda_graph=true: every image is letterboxed to imgsz x imgsz, batch 1: one graph serves them all.
+  eval::GraphedForward<decltype(net)> graphed(net, dev, cfg.cuda_graph, "predict");
+  auto forward = [&](const torch::Tensor& x) { return graphed(x); };
   return family.predict(forward, source, po, dev, out_dir);
 }
 

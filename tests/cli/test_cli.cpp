@@ -344,3 +344,28 @@ TEST_CASE("cli: profile infer on CPU: stage percentiles in order, throughput, ea
   CHECK(run({"profile", "infer", best, "--batch", "0"}).code == 2);
 }
 
+TEST_CASE("cli: predict and val cuda_graph=true on CPU: one fallback line, the eager output") {
+  auto& w = Work::get();
+  const auto best = (w.detect_run() / "weights" / "best.ckpt").string();
+  const auto val_dir = (w.detect_data().parent_path() / "images" / "val").string();
+  const std::vector<std::string> base{"predict", "model=" + best, "source=" + val_dir, "conf=0.01", "device=cpu",
+                                      "project=" + (w / "pred_graph").string()};
+  auto eager_args = base, graph_args = base;
+  eager_args.push_back("name=eager");
+  graph_args.insert(graph_args.end(), {"name=graph", "cuda_graph=true"});
+  auto e = run(eager_args);
+  REQUIRE_MESSAGE(e.code == 0, e.all());
+  auto g = run(graph_args);
+  REQUIRE_MESSAGE(g.code == 0, g.all());
+  CHECK(count_of(g.all(), "cuda_graph needs CUDA; running eager") == 1);
+  CHECK(count_of(e.all(), "cuda_graph") == 0);
+  const auto je = parse_json(slurp(w / "pred_graph" / "eager" / "predictions.json"));
+  const auto jg = parse_json(slurp(w / "pred_graph" / "graph" / "predictions.json"));
+  REQUIRE(je.size() > 1);
+  CHECK(je == jg);
+  auto ve = run({"val", "model=" + best, "device=cpu", "workers=0"});
+  auto vg = run({"val", "model=" + best, "device=cpu", "workers=0", "cuda_graph=true"});
+  REQUIRE_MESSAGE(vg.code == 0, vg.all());
+  CHECK(count_of(vg.all(), "cuda_graph needs CUDA; running eager") == 1);
+  CHECK(ve.out == vg.out);
+}
