@@ -174,6 +174,7 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
         const double pre = ms_since(t);
         t = Clock::now();
         auto out = fwd(x);
+        eval::complete(out);  // a DETR's decoder belongs to the forward stage (the graphed one ran it already)
         compat::cuda_synchronize(dev);
         const double fw = ms_since(t);
         t = Clock::now();

@@ -3,7 +3,8 @@
 // `profile infer --cuda-graph`), eager or replayed from CUDA graphs, one graph per input shape. The
 // inputs are letterboxed to a fixed size, so predict records one graph and val one per batch size (its
 // last, smaller batch adds one). A DETR's forward returns the encoder maps with its decoder pending; the
-// decoder runs inside the recorded region too (complete()), so decode() only reads its output.
+// graphed path runs the decoder inside the recorded region too (complete(), outside autocast as decode()
+// runs it), so decode() only reads its output; the eager path leaves it pending, as before.
 //
 // The recording reuses capture/step_graph.hpp's StepGraph (static input copy, shared memory pool,
 // capture on a side stream) with the input as the whole "batch"; nothing else records graphs here.
@@ -34,11 +35,23 @@
 
 namespace libreyolo::eval {
 
-// Runs a pending DETR decoder of an eval output (the output's run()); other outputs are complete.
+// Runs a pending DETR decoder of an eval output (the output's run()) as decode() would run it: outside
+// autocast (val's forward runs under it; its decode, which ran the decoder, does not). Other outputs are
+// complete already.
 template <class Out>
 void complete(const Out& out) {
   if constexpr (requires { out.pending(); out.run(); }) {
-    if (out.pending()) out.run();
+    if (!out.pending()) return;
+    const bool was = compat::cuda_autocast_enabled();
+    const auto dtype = compat::cuda_autocast_dtype();
+    compat::set_cuda_autocast(false, dtype);
+    try {
+      out.run();
+    } catch (...) {
+      compat::set_cuda_autocast(was, dtype);
+      throw;
+    }
+    compat::set_cuda_autocast(was, dtype);
   }
 }
 
@@ -87,11 +100,8 @@ class GraphedForward {
     return eager(x);
   }
 
-  Output eager(const torch::Tensor& x) {
-    auto out = net_->forward(x);
-    complete(out);
-    return out;
-  }
+  // The plain forward (a DETR's decoder left pending, as without graphs).
+  Output eager(const torch::Tensor& x) { return net_->forward(x); }
 
   bool active() const { return active_; }
   // Why graphs are not used ("" while they are, or when they were not asked for).
@@ -144,7 +154,7 @@ class GraphedForward {
     to_side.block(side);
     {
       c10::cuda::CUDAStreamGuard on_side(side);
-      for (int i = 0; i < warmup_; ++i) (void)eager(x);
+      for (int i = 0; i < warmup_; ++i) complete(eager(x));
       side.synchronize();
       Entry* target = e.get();
       auto body = [&](InferInput& in) {
