@@ -1,5 +1,5 @@
 #pragma once
-// `libreyolo profile run|summary|phases|kernels|ops|what-if|compare` — CLI11 wiring over libreyolo::profile.
+// `libreyolo profile run|infer|summary|phases|kernels|ops|what-if|get|compare` — CLI11 wiring over libreyolo::profile.
 // Every subcommand takes --json (one JSON document on stdout instead of the text).
 // Exit codes (exit_codes.hpp): 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
 #include "cli_args.hpp"
@@ -41,6 +41,17 @@ class ProfileCommands {
     run_->add_option("--repeat", repeat_, "trials (prof_1 ... prof_N + profile_repeat.json)")->check(CLI::Range(1, 100));
     run_->add_option("--project", project_, "parent folder of the profile runs");
     run_->allow_extras();  // further key=value training settings (amp=, cuda_graph=, workers=, ...)
+    infer_cmd_ = prof_->add_subcommand("infer", "inference latency p50/p90/p99 per stage (preprocess, forward, postprocess) "
+                                            "and throughput, eager and with --cuda-graph graphed (host timings)");
+    infer_cmd_->add_option("model", infer_model_, "checkpoint (.ckpt / the original's .pt) or a model name (random weights)")
+        ->required();
+    infer_cmd_->add_option("--batch", infer_opts_.batch, "images per forward (default 1)")->check(CLI::PositiveNumber);
+    infer_cmd_->add_option("--imgsz", infer_opts_.imgsz, "image size (default: the checkpoint's, 640 for a model name)")
+        ->check(CLI::Range(32, 8192));
+    infer_cmd_->add_option("--device", infer_opts_.device, "cpu | cuda | cuda:N");
+    infer_cmd_->add_flag("--cuda-graph", infer_opts_.cuda_graph, "also measure the forward replayed from CUDA graphs (CUDA only)");
+    infer_cmd_->add_option("--repeat", infer_opts_.repeat, "measured iterations per mode (default 50)")->check(CLI::Range(1, 100000));
+    infer_cmd_->add_option("--warmup", infer_opts_.warmup, "unmeasured iterations first (default 5)")->check(CLI::Range(0, 100000));
     summary_ = prof_->add_subcommand("summary", "headline numbers and the verdict");
     summary_->add_option("profile", a_, "profile.json")->required();
     phases_ = prof_->add_subcommand("phases", "per-phase GPU ms, wall ms, kernels, ops");
@@ -52,6 +63,10 @@ class ProfileCommands {
     what_if_ = prof_->add_subcommand("what-if", "ESTIMATE from the measured window what each lever would give "
                                                 "(cuda_graph, amp, workers)");
     what_if_->add_option("profile", a_, "profile.json")->required();
+    what_if_->add_option("--remove-category", removal_.category,
+                         "ESTIMATE the step without this kernel category: gemm/conv | elementwise | reduction/norm | "
+                         "layout/copy | other");
+    what_if_->add_flag("--remove-launches", removal_.launches, "ESTIMATE the step with every launch gap closed");
     kernels_ = prof_->add_subcommand("kernels", "kernel table");
     kernels_->add_option("profile", a_, "profile.json")->required();
     kernels_->add_option("--top", q_.top, "rows (default 20)");
@@ -60,10 +75,13 @@ class ProfileCommands {
     kernels_->add_flag("--tensorcore", q_.tensorcore_only, "Tensor-Core kernels only");
     kernels_->add_option("--sort", q_.sort, "time | count | name")->check(CLI::IsMember({"time", "count", "name"}));
     kernels_->add_option("--phase", q_.phase, "dataload | to_device | forward | backward | optimizer");
+    get_ = prof_->add_subcommand("get", "print one metric of a profile.json (for scripts; a bad name lists the allowed ones)");
+    get_->add_option("profile", a_, "profile.json")->required();
+    get_->add_option("metric", metric_, "step_ms | util | busy_ms | dataload_pct | peak_vram_mb | verdict | ...")->required();
     compare_ = prof_->add_subcommand("compare", "compare two profiles (significance needs --repeat files)");
     compare_->add_option("a", a_, "first profile.json / profile_repeat.json")->required();
     compare_->add_option("b", b_, "second profile.json / profile_repeat.json")->required();
-    for (auto* c : {run_, summary_, phases_, kernels_, ops_, what_if_, compare_})
+    for (auto* c : {run_, infer_cmd_, summary_, phases_, kernels_, ops_, what_if_, get_, compare_})
       c->add_flag("--json", json_, "print one JSON document on stdout instead of the text");
   }
 
@@ -73,9 +91,17 @@ class ProfileCommands {
     if (phases_->parsed()) return profile::run_phases(a_, json_, std::cout, std::cerr);
     if (kernels_->parsed()) return profile::run_kernels(a_, q_, json_, std::cout, std::cerr);
     if (ops_->parsed()) return profile::run_ops(a_, q_.top, q_.phase, json_, std::cout, std::cerr);
-    if (what_if_->parsed()) return profile::run_what_if(a_, json_, std::cout, std::cerr);
+    if (what_if_->parsed())
+      return what_if_->count("--remove-category") == 0 && !removal_.launches ? profile::run_what_if(a_, json_, std::cout, std::cerr)
+                                                              : profile::run_what_if(a_, removal_, json_, std::cout, std::cerr);
+    if (get_->parsed()) return profile::run_get(a_, metric_, json_, std::cout, std::cerr);
     if (compare_->parsed()) return profile::run_compare(a_, b_, json_, std::cout, std::cerr);
     if (run_->parsed()) return profile_run();
+    if (infer_cmd_->parsed()) {
+      const auto doc = Model(infer_model_).profile_infer(infer_opts_);
+      std::cout << (json_ ? doc.dump(2) + "\n" : eval::infer_text(doc));
+      return 0;
+    }
     return -1;
   }
 
@@ -150,11 +176,14 @@ class ProfileCommands {
     return rc;
   }
 
-  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *what_if_, *compare_;
+  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *what_if_, *get_, *compare_, *infer_cmd_;
   bool json_ = false;
-  std::string dataset_, weights_, size_, device_, a_, b_, project_ = "runs/profile";
+  std::string dataset_, weights_, size_, device_, a_, b_, metric_, project_ = "runs/profile";
   int batch_ = 0, imgsz_ = 0, repeat_ = 1;
   profile::KernelQuery q_;
+  profile::Removal removal_;
+  eval::InferOptions infer_opts_;
+  std::string infer_model_;
 };
 
 }  // namespace libreyolo::cli

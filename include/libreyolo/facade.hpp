@@ -7,13 +7,19 @@
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/data/augment.hpp>
+#include <libreyolo/data/classify.hpp>
+#include <libreyolo/eval/graphed_forward.hpp>
+#include <libreyolo/eval/infer_profile.hpp>
 #include <libreyolo/io/original.hpp>
 #include <libreyolo/precision/family_default.hpp>
 #include <libreyolo/tasks/task.hpp>
 #include <libreyolo/train/trainer.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace libreyolo {
 
@@ -65,7 +71,8 @@ typename F::Network network_from(F& family, const train::Checkpoint& ck, torch::
   return net;
 }
 
-// Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split.
+// Validates a checkpoint's network (EMA weights when present) on cfg.data's validation split; with
+// cfg.cuda_graph the forward replays CUDA graphs (eval/graphed_forward.hpp; one line and eager without CUDA).
 template <class F>
 train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
   train::apply_family_overrides(family, cfg);
@@ -81,15 +88,19 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
   lo.shuffle = false;
   lo.pin_memory = dev.is_cuda();
   data::Loader<typename F::Dataset> loader(family.val_set(), lo);
+  // cuda_graph=true: one graph per batch shape (images letterboxed to imgsz: the full batches and the last);
+  // the autocast weight cache is off while graphs record (a cached cast would be baked into a graph).
+  eval::GraphedForward<decltype(net)> graphed(net, dev, cfg.cuda_graph != GraphMode::off, "val");
+  prec.set_capture_active(graphed.active());
   auto forward = [&](const torch::Tensor& x) {
     [[maybe_unused]] auto g = prec.autocast();
-    return net->forward(x);
+    return graphed(x);
   };
   return family.validate(forward, loader, dev);
 }
 
 // Predict with a checkpoint's network on the images `source` names; the task writes its outputs under
-// out_dir and returns them as JSON.
+// out_dir and returns them as JSON. cfg.cuda_graph: the forward replays a CUDA graph (see validate_with).
 template <class F>
 nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::filesystem::path& source,
                             const TrainConfig& cfg, const std::filesystem::path& out_dir, double conf) {
@@ -99,8 +110,122 @@ nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::fi
   po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
   po.conf = conf;
   po.save_txt = cfg.save_txt;
-  auto forward = [&](const torch::Tensor& x) { return net->forward(x); };
+  // cuda_graph=true: every image is letterboxed to imgsz x imgsz, batch 1: one graph serves them all.
+  eval::GraphedForward<decltype(net)> graphed(net, dev, cfg.cuda_graph != GraphMode::off, "predict");
+  auto forward = [&](const torch::Tensor& x) { return graphed(x); };
   return family.predict(forward, source, po, dev, out_dir);
+}
+
+// `libreyolo profile infer` (eval/infer_profile.hpp): the stage latencies of a checkpoint's network (EMA
+// weights when present), or of a freshly initialised one for a bare model name (80 classes), on `batch`
+// synthetic 4:3 images letterboxed (detection) or centre-cropped (classification) to imgsz. Eager first,
+// then, with o.cuda_graph on a CUDA device, the graphed forward (GraphedForward) on the same inputs.
+template <class F>
+nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::string& model, eval::InferOptions o) {
+  constexpr Task task = family_traits<F>::task;
+  eval::check_infer_options(o);
+  if constexpr (task != Task::detect && task != Task::classify) {
+    throw ConfigError("profile infer: " + model + " is a " + std::string(F::task_info::name) +
+                      " model; allowed: detection and classification models");
+  } else {
+    using Clock = std::chrono::steady_clock;
+    const auto dev = resolve_device(o.device);
+    torch::NoGradGuard ng;
+    auto net = [&] {
+      if (ck) return network_from(family, *ck, dev);
+      std::vector<std::string> names;
+      for (int i = 0; i < 80; ++i) names.push_back("class" + std::to_string(i));
+      family.restore({{"names", names}});
+      auto n = family.make_network();
+      n->to(dev);
+      n->eval();
+      return n;
+    }();
+    if (o.imgsz == 0) o.imgsz = ck ? ck->meta.at("config").value("imgsz", 640) : 640;
+    // Deterministic synthetic images, 4:3 (letterboxing pads them), a different pattern each.
+    std::vector<data::Image> images;
+    for (int b = 0; b < o.batch; ++b) {
+      data::Image img(o.imgsz * 3 / 4, o.imgsz);
+      for (size_t i = 0; i < img.px.size(); ++i) img.px[i] = static_cast<uint8_t>((i * 2654435761u + 97u * b) >> 7);
+      images.push_back(std::move(img));
+    }
+    tasks::DecodeOptions dec;
+    dec.conf = o.conf;
+    auto preprocess = [&] {
+      std::vector<torch::Tensor> chw;
+      for (const auto& img : images) {
+        if constexpr (task == Task::detect) {
+          data::DetBoxes none;
+          chw.push_back(data::to_chw_tensor(data::letterbox(img, o.imgsz, o.imgsz, none, nullptr, /*scaleup=*/false)));
+        } else {
+          chw.push_back(data::to_chw_tensor(data::resize_center_crop(img, o.imgsz)));
+        }
+      }
+      auto x = torch::stack(chw).to(dev);
+      if constexpr (task == Task::detect) return F::from_pixels(x.to(torch::kFloat32));
+      else return F::normalise(x);
+    };
+    auto postprocess = [&](const auto& out) {
+      std::vector<torch::Tensor> host;
+      if constexpr (task == Task::detect) {
+        for (auto& d : family.decode(out, dec)) host.push_back(d.to(torch::kCPU));
+      } else {
+        host.push_back(F::decode(out).to(torch::kCPU));
+      }
+      return host;
+    };
+    const auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+    auto measure = [&](auto& fwd) {
+      eval::StageSamples s;
+      for (int it = 0; it < o.warmup + o.repeat; ++it) {
+        auto t = Clock::now();
+        auto x = preprocess();
+        compat::cuda_synchronize(dev);
+        const double pre = ms_since(t);
+        t = Clock::now();
+        auto out = fwd(x);
+        eval::complete(out);  // a DETR's decoder belongs to the forward stage (the graphed one ran it already)
+        compat::cuda_synchronize(dev);
+        const double fw = ms_since(t);
+        t = Clock::now();
+        (void)postprocess(out);
+        compat::cuda_synchronize(dev);
+        const double post = ms_since(t);
+        if (it < o.warmup) continue;
+        s.preprocess.push_back(pre), s.forward.push_back(fw), s.postprocess.push_back(post);
+      }
+      return s;
+    };
+    nlohmann::json doc = {{"schema", eval::infer_schema}, {"model", model}, {"task", std::string(F::task_info::name)},
+                          {"weights", ck ? nlohmann::json(true) : nlohmann::json(false)},
+                          {"weights_note", ck ? "checkpoint weights" : "random weights: a bare model name"},
+                          {"batch", o.batch}, {"imgsz", o.imgsz}, {"device", device_name(dev)}, {"repeat", o.repeat},
+                          {"warmup", o.warmup}, {"host_timings_only", true}, {"trace_collected", false},
+                          {"note", eval::infer_timing_note()}};
+    nlohmann::json modes = nlohmann::json::array();
+    eval::GraphedForward<decltype(net)> eager(net, dev, false, "profile infer");
+    const nlohmann::json eager_doc = eval::mode_doc("eager", measure(eager), o.batch);
+    modes.push_back(eager_doc);
+    nlohmann::json graph = {{"requested", o.cuda_graph}, {"measured", false}, {"why", nullptr}, {"graphs", 0}};
+    if (o.cuda_graph && !dev.is_cuda()) {
+      graph["why"] = "cuda_graph: graphs need CUDA (device " + device_name(dev) + "); eager only";
+    } else if (o.cuda_graph) {
+      eval::GraphedForward<decltype(net)> graphed(net, dev, true, "profile infer");
+      const eval::StageSamples s = measure(graphed);
+      if (graphed.active()) {
+        const nlohmann::json gdoc = eval::mode_doc("cuda_graph", s, o.batch);
+        modes.push_back(gdoc);
+        graph["measured"] = true;
+        graph["graphs"] = graphed.graphs();
+        doc["graph_speedup_p50"] = eager_doc["latency_ms"]["p50_ms"].get<double>() / gdoc["latency_ms"]["p50_ms"].get<double>();
+      } else {
+        graph["why"] = graphed.fallback();
+      }
+    }
+    doc["cuda_graph"] = graph;
+    doc["modes"] = modes;
+    return doc;
+  }
 }
 
 // Writes a checkpoint's network (EMA weights when present) as the original's .pt at `out` (io/original.hpp).

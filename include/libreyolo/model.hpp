@@ -79,6 +79,14 @@ class Model {
     return with_family(model_, task_, [&](auto fam) { return predict_with(std::move(fam), ck, source, cfg, out_dir, conf); });
   }
 
+  // `libreyolo profile infer`: stage latencies (eval/infer_profile.hpp) of the checkpoint's network, or of
+  // a freshly initialised one for a bare model name.
+  nlohmann::json profile_infer(const eval::InferOptions& o) const {
+    std::optional<train::Checkpoint> ck;
+    if (!weights_.empty()) ck = io::load_any_checkpoint(weights_);
+    return with_family(model_, task_, [&](auto fam) { return infer_with(std::move(fam), ck ? &*ck : nullptr, model_, o); });
+  }
+
   // `libreyolo export format=libreyolo`: the checkpoint as the original's .pt (its schema 1.0; the EMA
   // weights when present, as the original saves them), which the original's loader accepts. `out` ""
   // = the checkpoint's path with the extension .pt. Returns the path written.

@@ -264,4 +264,108 @@ TEST_CASE("cli: profile run --repeat 2, exit code 3 without a profile (also in a
     CHECK(run({"profile", sub, (w / "junk.json").string(), "--json"}).code == 2);
   }
   CHECK(run({"profile", "ops", p1, "--phase", "nowhere"}).code == 2);
+  // profile get: one bare value; a bad name exits 2 listing the allowed ones
+  const auto pj = parse_json(slurp(p1));
+  auto step = run({"profile", "get", p1, "step_ms"});
+  REQUIRE_MESSAGE(step.code == 0, step.all());
+  CHECK(std::stod(step.out) == doctest::Approx(pj["step_ms"].get<double>()).epsilon(1e-12));
+  CHECK(run({"profile", "get", p1, "verdict"}).out == pj["bound"].get<std::string>() + "\n");
+  CHECK(run({"profile", "get", p1, "util"}).out == "null\n");  // a CPU run: no kernel trace, no utilisation
+  CHECK(parse_json(run({"profile", "get", p1, "dataload_pct", "--json"}).out)["dataload_pct"].get<double>() ==
+        doctest::Approx(100 * pj["dataload_frac"].get<double>()));
+  auto bad = run({"profile", "get", p1, "speed"});
+  CHECK(bad.code == 2);
+  CHECK(has(bad.err, "unknown metric 'speed'; allowed: step_ms, "));
+  // what-if removals need a kernel trace (a CUDA run); a bad category lists the allowed ones
+  auto rm = run({"profile", "what-if", p1, "--remove-launches"});
+  CHECK(rm.code == 2);
+  CHECK(has(rm.err, "needs a kernel trace"));
+  auto rc = run({"profile", "what-if", p1, "--remove-category", "gemm"});
+  CHECK(rc.code == 2);
+  CHECK(has(rc.err, "allowed: gemm/conv, elementwise, reduction/norm, layout/copy, other"));
+}
+
+TEST_CASE("cli: profile infer on CPU: stage percentiles in order, throughput, eager only with one line for --cuda-graph") {
+  auto& w = Work::get();
+  const auto best = (w.detect_run() / "weights" / "best.ckpt").string();
+  auto r = run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--batch", "2", "--repeat", "9", "--warmup", "1",
+                "--json"});
+  REQUIRE_MESSAGE(r.code == 0, r.all());
+  const auto d = parse_json(r.out);
+  CHECK(d["schema"] == "libreyolo.profile.infer/v1");
+  CHECK(d["model"] == "yolo9t");
+  CHECK(d["task"] == "detect");
+  CHECK(d["batch"] == 2);
+  CHECK(d["imgsz"] == 64);
+  CHECK(d["device"] == "cpu");
+  CHECK(d["host_timings_only"] == true);
+  CHECK(d["trace_collected"] == false);
+  CHECK_FALSE(has(r.out, "gpu_util"));  // no GPU figure without a GPU trace
+  CHECK(d["cuda_graph"]["requested"] == false);
+  REQUIRE(d["modes"].size() == 1);
+  const auto& m = d["modes"][0];
+  CHECK(m["mode"] == "eager");
+  auto ordered = [](const nlohmann::json& s) {
+    CHECK(s["n"] == 9);
+    CHECK(s["min_ms"].get<double>() >= 0);
+    CHECK(s["min_ms"].get<double>() <= s["p50_ms"].get<double>());
+    CHECK(s["p50_ms"].get<double>() <= s["p90_ms"].get<double>());
+    CHECK(s["p90_ms"].get<double>() <= s["p99_ms"].get<double>());
+    CHECK(s["p99_ms"].get<double>() <= s["max_ms"].get<double>());
+    CHECK(s["mean_ms"].get<double>() >= s["min_ms"].get<double>());
+    CHECK(s["mean_ms"].get<double>() <= s["max_ms"].get<double>());
+  };
+  for (const char* stage : {"preprocess", "forward", "postprocess"}) {
+    CAPTURE(stage);
+    ordered(m["stages_ms"][stage]);
+  }
+  ordered(m["latency_ms"]);
+  CHECK(m["latency_ms"]["mean_ms"].get<double>() > 0);
+  // the latency is the sum of the stages, so its mean is the sum of their means
+  CHECK(m["latency_ms"]["mean_ms"].get<double>() ==
+        doctest::Approx(m["stages_ms"]["preprocess"]["mean_ms"].get<double>() + m["stages_ms"]["forward"]["mean_ms"].get<double>() +
+                        m["stages_ms"]["postprocess"]["mean_ms"].get<double>()));
+  CHECK(m["img_per_s"].get<double>() == doctest::Approx(2 * 1000.0 / m["latency_ms"]["mean_ms"].get<double>()));
+
+  // --cuda-graph on a CPU: one line says graphs need CUDA; eager only
+  auto g = run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "3", "--warmup", "0", "--cuda-graph"});
+  REQUIRE_MESSAGE(g.code == 0, g.all());
+  CHECK(count_of(g.all(), "graphs need CUDA") == 1);
+  CHECK(count_of(g.out, "eager       latency") == 1);
+  CHECK_FALSE(has(g.out, "cuda_graph  "));
+  CHECK(has(g.out, "host timings only"));
+  auto gj = parse_json(run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "3", "--cuda-graph", "--json"}).out);
+  CHECK(gj["cuda_graph"]["requested"] == true);
+  CHECK(gj["cuda_graph"]["measured"] == false);
+  CHECK(gj["modes"].size() == 1);
+  // a bare model name: random weights, said so
+  auto bare = parse_json(run({"profile", "infer", "yolo9t", "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--json"}).out);
+  CHECK(bare["weights"] == false);
+  CHECK(run({"profile", "infer", best, "--batch", "0"}).code == 2);
+}
+
+TEST_CASE("cli: predict and val cuda_graph=true on CPU: one fallback line, the eager output") {
+  auto& w = Work::get();
+  const auto best = (w.detect_run() / "weights" / "best.ckpt").string();
+  const auto val_dir = (w.detect_data().parent_path() / "images" / "val").string();
+  const std::vector<std::string> base{"predict", "model=" + best, "source=" + val_dir, "conf=0.01", "device=cpu",
+                                      "project=" + (w / "pred_graph").string()};
+  auto eager_args = base, graph_args = base;
+  eager_args.push_back("name=eager");
+  graph_args.insert(graph_args.end(), {"name=graph", "cuda_graph=true"});
+  auto e = run(eager_args);
+  REQUIRE_MESSAGE(e.code == 0, e.all());
+  auto g = run(graph_args);
+  REQUIRE_MESSAGE(g.code == 0, g.all());
+  CHECK(count_of(g.all(), "cuda_graph needs CUDA; running eager") == 1);
+  CHECK(count_of(e.all(), "cuda_graph") == 0);
+  const auto je = parse_json(slurp(w / "pred_graph" / "eager" / "predictions.json"));
+  const auto jg = parse_json(slurp(w / "pred_graph" / "graph" / "predictions.json"));
+  REQUIRE(je.size() > 1);
+  CHECK(je == jg);
+  auto ve = run({"val", "model=" + best, "device=cpu", "workers=0"});
+  auto vg = run({"val", "model=" + best, "device=cpu", "workers=0", "cuda_graph=true"});
+  REQUIRE_MESSAGE(vg.code == 0, vg.all());
+  CHECK(count_of(vg.all(), "cuda_graph needs CUDA; running eager") == 1);
+  CHECK(ve.out == vg.out);
 }

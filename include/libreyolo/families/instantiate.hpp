@@ -1,6 +1,6 @@
 #pragma once
 // Explicit instantiation of a family's facade entry points (train_with: its five trainers; validate_with;
-// predict_with; export_with) and of its two profiler-less single-process trainers as whole classes, so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
+// predict_with; export_with; infer_with) and of its two profiler-less single-process trainers as whole classes, so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
 // one per line of families/list.hpp, including the family's header and this one) and a consumer that
 // includes extern.hpp compiles none of them.
 #include <libreyolo/facade.hpp>
@@ -10,7 +10,8 @@
   prefix train::ValResult validate_with<P>(P, TrainConfig, const train::Checkpoint&);                           \
   prefix nlohmann::json predict_with<P>(P, const train::Checkpoint&, const std::filesystem::path&, const TrainConfig&, \
                                         const std::filesystem::path&, double);                                   \
-  prefix void export_with<P>(P, const train::Checkpoint&, const std::filesystem::path&);
+  prefix void export_with<P>(P, const train::Checkpoint&, const std::filesystem::path&);                        \
+  prefix nlohmann::json infer_with<P>(P, const train::Checkpoint*, const std::string&, eval::InferOptions);
 
 // The two single-process trainers without the profiler, whole (every member): the ones tests and hand-composed
 // users name most (the conformance suite's EagerTrainer / GraphTrainer), so that a unit declaring them extern

@@ -2,6 +2,9 @@
 // Definitions of lenses.hpp (core/api.hpp): included by lenses.hpp when header-only, compiled once otherwise.
 #include <libreyolo/profile/lenses.hpp>
 
+#include <functional>
+#include <utility>
+
 namespace libreyolo::profile {
 
 LIBREYOLO_INLINE nlohmann::json summary_doc(const nlohmann::json& p) {
@@ -170,6 +173,146 @@ LIBREYOLO_INLINE std::string what_if_text(const nlohmann::json& d) {
   return o.str();
 }
 
+LIBREYOLO_INLINE nlohmann::json what_if_removal_doc(const nlohmann::json& p, const Removal& r) {
+  using nlohmann::json;
+  if (r.category.empty() && !r.launches)
+    throw ConfigError("profile what-if: nothing to remove; give --remove-category C and/or --remove-launches");
+  if (!r.category.empty() && std::find(kernel_categories.begin(), kernel_categories.end(), r.category) == kernel_categories.end()) {
+    std::vector<std::string> v(kernel_categories.begin(), kernel_categories.end());
+    throw ConfigError("profile what-if: unknown --remove-category '" + r.category + "'; allowed: " + detail::joined(v, ", "));
+  }
+  const auto num = [&](const char* k) { return p.contains(k) && p.at(k).is_number() ? p.at(k).get<double>() : 0.0; };
+  const double step = num("step_ms");
+  if (step <= 0) throw DataError("profile what-if: the profile has no step_ms; nothing to estimate from");
+  if (!p.value("trace_collected", false) || !p.contains("gpu_busy_ms_per_step") || !p.at("gpu_busy_ms_per_step").is_number())
+    throw DataError("profile what-if: removing kernels or launch gaps needs a kernel trace (a CUDA run); this profile has "
+                    "host timings only");
+  const double load = num("dataload_ms"), busy = num("gpu_busy_ms_per_step"), kernel_sum = num("gpu_kernel_sum_ms_per_step");
+  const double gap = num("host_overhead_ms_per_step"), launches = num("launches_per_step"), kernels = num("kernels_per_step");
+  double cat_ms = 0, cat_kernels = 0, busy_removed = 0, launches_removed = 0, gap_removed = 0;
+  if (!r.category.empty()) {
+    for (const auto& c : p.value("categories", json::array()))
+      if (c.is_object() && c.value("name", std::string()) == r.category) cat_ms = c.value("ms", 0.0);
+    for (const auto& k : p.value("kernels", json::array()))
+      if (k.is_object() && k.value("category", std::string()) == r.category) cat_kernels += k.value("count_per_step", 0.0);
+    busy_removed = kernel_sum > 0 ? busy * cat_ms / kernel_sum : 0;
+    launches_removed = kernels > 0 ? launches * cat_kernels / kernels : 0;
+    gap_removed = launches > 0 ? gap * launches_removed / launches : 0;
+  }
+  if (r.launches) launches_removed = launches, gap_removed = gap;
+  const double est = std::max(step - busy_removed - gap_removed, busy - busy_removed);
+  std::string removed = r.category.empty() ? "" : "the " + r.category + " kernels";
+  if (r.launches) removed += std::string(removed.empty() ? "" : " and ") + "every launch gap";
+  json d = {{"model", p.value("model", std::string())}, {"estimate", true},
+            {"note", "an estimate re-derived from the measured window (step = dataload + GPU busy + launch gaps), not a "
+                     "measurement: make the change and profile again"},
+            {"removed", removed}, {"category", r.category.empty() ? json() : json(r.category)},
+            {"remove_launches", r.launches}, {"step_ms", step}, {"dataload_ms", load}, {"gpu_busy_ms", busy},
+            {"launch_gaps_ms", gap}, {"launches_per_step", launches}, {"category_ms", cat_ms},
+            {"category_kernels_per_step", cat_kernels}, {"busy_removed_ms", busy_removed},
+            {"launches_removed", launches_removed}, {"gaps_removed_ms", gap_removed}, {"estimated_step_ms", est},
+            {"estimated_speedup", est > 0 ? json(step / est) : json()}};
+  if (p.contains("img_per_s") && p.at("img_per_s").is_number() && est > 0)
+    d["img_per_s"] = p.at("img_per_s"), d["estimated_img_per_s"] = p.at("img_per_s").get<double>() * step / est;
+  return d;
+}
+
+LIBREYOLO_INLINE std::string what_if_removal_text(const nlohmann::json& d) {
+  std::ostringstream o;
+  o << "what-if for " << d.value("model", std::string("?")) << ": without " << d.value("removed", std::string()) << "\n";
+  o << "ESTIMATE re-derived from the measured window (step = dataload + GPU busy + launch gaps), not a measurement.\n";
+  o << "  measured   step " << detail::num(d["step_ms"], 2) << " ms = dataload " << detail::num(d["dataload_ms"], 2)
+    << " + busy " << detail::num(d["gpu_busy_ms"], 2) << " + launch gaps " << detail::num(d["launch_gaps_ms"], 2) << " ms ("
+    << detail::num(d["launches_per_step"], 1) << " launches)\n";
+  o << "  removed    busy " << detail::num(d["busy_removed_ms"], 2) << " ms, launch gaps " << detail::num(d["gaps_removed_ms"], 2)
+    << " ms (" << detail::num(d["launches_removed"], 1) << " launches)\n";
+  o << "  estimated  ~" << detail::num(d["estimated_step_ms"], 2) << " ms/step (x" << detail::num(d["estimated_speedup"], 2) << ")";
+  if (d.contains("estimated_img_per_s")) o << ", ~" << detail::num(d["estimated_img_per_s"], 1) << " img/s";
+  o << "\n";
+  return o.str();
+}
+
+namespace detail {
+using MetricGetter = std::function<nlohmann::json(const nlohmann::json&)>;
+// name -> how it is read from a profile.json (the names metric_names() lists, in that order).
+LIBREYOLO_INLINE const std::vector<std::pair<std::string, MetricGetter>>& metric_table() {
+  using nlohmann::json;
+  static const auto table = [] {
+    std::vector<std::pair<std::string, MetricGetter>> t;
+    const auto at = [](std::string key) {
+      return [key](const json& p) { return p.contains(key) ? p.at(key) : json(); };
+    };
+    const auto in = [](std::string obj, std::string key) {
+      return [obj, key](const json& p) {
+        return p.contains(obj) && p.at(obj).is_object() && p.at(obj).contains(key) ? p.at(obj).at(key) : json();
+      };
+    };
+    for (const char* k : {"step_ms", "img_per_s", "dataload_ms", "dataload_frac", "compute_ms", "gpu_util", "gpu_util_raw",
+                          "gpu_busy_ms_per_step", "gpu_kernel_sum_ms_per_step", "host_overhead_ms_per_step",
+                          "launches_per_step", "kernels_per_step", "mean_kernel_us", "unique_kernels", "memcpy_ms_per_step",
+                          "memset_ms_per_step", "tensorcore_pct", "peak_vram_mb", "cuda_mallocs_per_step",
+                          "cuda_frees_per_step", "memory_pressure", "bound", "bound_why", "model", "trace_collected"})
+      t.emplace_back(k, at(k));
+    for (auto [alias, key] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"util", "gpu_util"}, {"busy_ms", "gpu_busy_ms_per_step"}, {"verdict", "bound"},
+             {"host_overhead_ms", "host_overhead_ms_per_step"}, {"launches", "launches_per_step"},
+             {"kernels", "kernels_per_step"}, {"memcpy_ms", "memcpy_ms_per_step"}})
+      t.emplace_back(alias, at(key));
+    t.emplace_back("dataload_pct", [](const json& p) {
+      return p.contains("dataload_frac") && p.at("dataload_frac").is_number() ? json(100.0 * p.at("dataload_frac").get<double>())
+                                                                                : json();
+    });
+    for (const char* k : {"real_steps", "synced_steps", "traced_steps", "warmup"}) t.emplace_back(k, in("window", k));
+    t.emplace_back("window_wall_ms", in("window", "wall_ms"));
+    for (const char* k : {"batch", "imgsz", "device", "amp", "workers"}) t.emplace_back(k, in("config", k));
+    for (auto phase : report_phases)
+      for (auto [suffix, key] : std::initializer_list<std::pair<const char*, const char*>>{
+               {"_gpu_ms", "gpu_ms_per_step"}, {"_wall_ms", "wall_ms_per_step"}, {"_kernels", "kernels_per_step"},
+               {"_ops", "ops_per_step"}})
+        t.emplace_back(std::string(phase) + suffix, [phase = std::string(phase), key = std::string(key)](const json& p) {
+          for (const auto& row : p.value("phases", json::array()))
+            if (row.is_object() && row.value("phase", std::string()) == phase) return row.contains(key) ? row.at(key) : json();
+          return json();
+        });
+    for (auto cat : kernel_categories)
+      for (auto [suffix, key] : std::initializer_list<std::pair<const char*, const char*>>{{"_ms", "ms"}, {"_pct", "pct"}})
+        t.emplace_back(std::string(cat) + suffix, [cat = std::string(cat), key = std::string(key)](const json& p) {
+          for (const auto& row : p.value("categories", json::array()))
+            if (row.is_object() && row.value("name", std::string()) == cat) return row.contains(key) ? row.at(key) : json();
+          return json();
+        });
+    return t;
+  }();
+  return table;
+}
+}  // namespace detail
+
+LIBREYOLO_INLINE std::vector<std::string> metric_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, get] : detail::metric_table()) names.push_back(name);
+  return names;
+}
+
+LIBREYOLO_INLINE nlohmann::json get_metric(const nlohmann::json& p, const std::string& name) {
+  for (const auto& [n, get] : detail::metric_table())
+    if (n == name) return get(p);
+  throw ConfigError("profile get: unknown metric '" + name + "'; allowed: " + detail::joined(metric_names(), ", "));
+}
+
+LIBREYOLO_INLINE std::string metric_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+LIBREYOLO_INLINE int run_get(const std::filesystem::path& f, const std::string& name, bool as_json, std::ostream& out,
+                             std::ostream& err) {
+  return detail::guarded(err, {f}, [&] {
+    (void)get_metric(nlohmann::json::object(), name);  // an unknown name is refused before the file is read
+    const auto v = get_metric(load_profile_file(f), name);
+    if (as_json) out << nlohmann::json{{name, v}}.dump() << "\n";
+    else out << metric_text(v) << "\n";
+  });
+}
+
 LIBREYOLO_INLINE int run_summary(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
   return detail::lens({f}, as_json, out, err, [&] { return summary_doc(load_profile_file(f)); },
                       [&] { return summary_text(load_profile_file(f)); });
@@ -194,6 +337,12 @@ LIBREYOLO_INLINE int run_ops(const std::filesystem::path& f, int top, const std:
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
   return detail::lens({f}, as_json, out, err, [&] { return what_if_doc(load_profile_file(f)); },
                       [&] { return what_if_text(what_if_doc(load_profile_file(f))); });
+}
+
+LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, const Removal& r, bool as_json, std::ostream& out,
+                                 std::ostream& err) {
+  return detail::lens({f}, as_json, out, err, [&] { return what_if_removal_doc(load_profile_file(f), r); },
+                      [&] { return what_if_removal_text(what_if_removal_doc(load_profile_file(f), r)); });
 }
 
 LIBREYOLO_INLINE int run_compare(const std::filesystem::path& a, const std::filesystem::path& b, bool as_json, std::ostream& out,

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace libreyolo::profile {
 
@@ -39,6 +40,33 @@ LIBREYOLO_INLINE std::string ops_text(const nlohmann::json& doc);
 LIBREYOLO_INLINE nlohmann::json what_if_doc(const nlohmann::json& p);
 LIBREYOLO_INLINE std::string what_if_text(const nlohmann::json& d);
 
+// What-if with work taken away (`profile what-if --remove-category C` / `--remove-launches`): the step
+// re-derived from the measured window's own split, step = dataload + GPU busy + launch gaps (the host
+// overhead, step - busy - dataload). Removing category C takes away its share of the busy time (busy x
+// C's ms / the kernel-time sum: the union shrinks in proportion) and the gaps of its launches (gaps x
+// C's kernels per step / all kernels per step: one launch each); --remove-launches closes every launch
+// gap. An estimate, labelled as one; it needs a kernel trace (DataError without one).
+struct Removal {
+  std::string category;   // one of kernel_categories; empty: none
+  bool launches = false;  // close every launch gap
+};
+// ConfigError for an unknown category (listing the allowed ones) or an empty removal.
+LIBREYOLO_INLINE nlohmann::json what_if_removal_doc(const nlohmann::json& p, const Removal& r);
+LIBREYOLO_INLINE std::string what_if_removal_text(const nlohmann::json& d);
+
+// ---- profile get -----------------------------------------------------------------------------------
+// One value of a profile.json, for scripts. The names: the headline scalars as the file spells them
+// (step_ms, gpu_util, bound, bound_why, model, ...), short aliases (util, busy_ms, dataload_pct = 100 x dataload_frac, verdict =
+// bound, host_overhead_ms, launches, kernels, memcpy_ms), the window (real_steps, synced_steps,
+// traced_steps, warmup, window_wall_ms), the run's config (batch, imgsz, device, amp, workers), each
+// phase's <phase>_gpu_ms / _wall_ms / _kernels / _ops and each kernel category's <category>_ms / _pct.
+// A name the profile has no value for (a GPU figure of a run without a kernel trace) gives null.
+LIBREYOLO_INLINE std::vector<std::string> metric_names();
+// ConfigError for an unknown name, listing the allowed ones.
+LIBREYOLO_INLINE nlohmann::json get_metric(const nlohmann::json& p, const std::string& name);
+// The value as a script reads it: a number or a bare string (no quotes), `null` when there is none.
+LIBREYOLO_INLINE std::string metric_text(const nlohmann::json& v);
+
 // ---- entry points with --json ----------------------------------------------------------------------
 namespace detail {
 template <class Doc, class Text>
@@ -56,6 +84,12 @@ LIBREYOLO_INLINE int run_kernels(const std::filesystem::path& f, const KernelQue
 LIBREYOLO_INLINE int run_ops(const std::filesystem::path& f, int top, const std::string& phase, bool as_json, std::ostream& out,
                    std::ostream& err);
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
+// With a removal (a category or the launch gaps): what_if_removal_doc / _text instead of the levers.
+LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, const Removal& r, bool as_json, std::ostream& out,
+                                 std::ostream& err);
+// Prints one metric (text: the bare value; --json: {"<name>": value}); exit 2 for an unknown name.
+LIBREYOLO_INLINE int run_get(const std::filesystem::path& f, const std::string& name, bool as_json, std::ostream& out,
+                             std::ostream& err);
 LIBREYOLO_INLINE int run_compare(const std::filesystem::path& a, const std::filesystem::path& b, bool as_json, std::ostream& out,
                        std::ostream& err);
 

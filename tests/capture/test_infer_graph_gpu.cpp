@@ -1,0 +1,80 @@
+// Inference CUDA graphs on a GPU (suite "gpu"; skipped without CUDA): eval/graphed_forward.hpp's graphed
+// forward gives the predictions of the eager forward (boxes and scores within 1e-5, the same count and
+// classes) for YOLOv9-t and RT-DETR-r18 (its decoder inside the graph) on synthetic letterboxed images,
+// one graph for every image of one shape and a second for a batch of two.
+#include <doctest/doctest.h>
+#include <libreyolo/eval/graphed_forward.hpp>
+#include <libreyolo/libreyolo.hpp>
+
+#include "support.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ly = libreyolo;
+
+namespace {
+
+// Three 480x640 patterned images letterboxed to 640, as predict feeds them: [1, 3, 640, 640] each.
+std::vector<torch::Tensor> letterboxed_inputs(torch::Device dev) {
+  std::vector<torch::Tensor> xs;
+  for (int b = 0; b < 3; ++b) {
+    ly::data::Image img(480, 640);
+    for (size_t i = 0; i < img.px.size(); ++i)
+      img.px[i] = static_cast<uint8_t>(((i / 3) % 640 * (b + 1) + (i / 1920) * (7 + b) + (i % 3) * 60) & 0xff);
+    ly::data::DetBoxes none;
+    auto in = ly::data::letterbox(img, 640, 640, none, nullptr, /*scaleup=*/false);
+    xs.push_back(ly::data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32).div(255.0));
+  }
+  return xs;
+}
+
+template <class F>
+void graphed_equals_eager(F family) {
+  LRY_REQUIRE_CUDA();
+  const torch::Device dev(torch::kCUDA, 0);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  torch::manual_seed(0);
+  family.restore({{"names", std::vector<std::string>(80, "object")}});  // 80 classes, as COCO
+  auto net = family.make_network();
+  net->to(dev);
+  net->eval();
+  torch::NoGradGuard ng;
+  ly::tasks::DecodeOptions dec;
+  dec.conf = 0.001;  // random weights: a low threshold keeps boxes to compare
+  auto inputs = letterboxed_inputs(dev);
+  inputs.push_back(torch::cat({inputs[0], inputs[2]}));  // a batch of two: a second shape, a second graph
+  ly::eval::GraphedForward<decltype(net)> eager(net, dev, false, "test");
+  ly::eval::GraphedForward<decltype(net)> graphed(net, dev, true, "test");
+  size_t compared = 0;
+  for (int pass = 0; pass < 2; ++pass)  // the second pass replays the recorded graphs
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CAPTURE(pass);
+      CAPTURE(i);
+      const std::vector<torch::Tensor> want = family.decode(eager(inputs[i]), dec);
+      const std::vector<torch::Tensor> got = family.decode(graphed(inputs[i]), dec);
+      REQUIRE(graphed.active());
+      REQUIRE(want.size() == got.size());
+      for (size_t b = 0; b < want.size(); ++b) {
+        const torch::Tensor w = want[b].to(torch::kCPU).to(torch::kFloat64), g = got[b].to(torch::kCPU).to(torch::kFloat64);
+        REQUIRE(w.size(0) == g.size(0));
+        if (w.size(0) == 0) continue;
+        compared += static_cast<size_t>(w.size(0));
+        CHECK((w.narrow(1, 0, 5) - g.narrow(1, 0, 5)).abs().max().item<double>() <= 1e-5);  // boxes, score
+        CHECK(torch::equal(w.select(1, 5), g.select(1, 5)));                               // classes
+      }
+    }
+  CHECK(compared > 0);
+  CHECK(graphed.graphs() == 2);  // [1, 3, 640, 640] and [2, 3, 640, 640]
+  CHECK(graphed.fallback().empty());
+}
+
+}  // namespace
+
+LRY_GPU_SUITE {
+  TEST_CASE("gpu inference graphs: YOLOv9-t graphed predictions equal eager") { graphed_equals_eager(ly::Yolo9Family("t")); }
+  TEST_CASE("gpu inference graphs: RT-DETR-r18 graphed predictions (decoder in the graph) equal eager") {
+    graphed_equals_eager(ly::RTDETRFamily("r18"));
+  }
+}
