@@ -42,7 +42,7 @@ TEST_CASE("TrainConfig defaults follow SPEC section 3") {
   CHECK(c.clip_grad_norm == 0.0);
   CHECK_FALSE(c.amp.has_value());
   CHECK(c.amp_dtype == "float16");
-  CHECK(c.cuda_graph == ly::GraphMode::off);
+  CHECK(c.cuda_graph == libreyolo::GraphMode::off);
   CHECK_FALSE(c.profile);
   CHECK(c.profile_warmup == 5);
   CHECK(c.profile_steps == 20);
