@@ -108,7 +108,7 @@ TEST_CASE("a static downgrade names what was asked: cuda_graph=step, once per co
   R::notice(step);
   R::notice(ly::parse_args({"cuda_graph=true"}));  // another request: its own notice
   cap::resolve<ly::Yolo9Family, cap::CudaGraph<cap::scope::network, 5>, cap::Mode::distributed>::notice(step);
-  cap::resolve<ly::ResNetFamily, cap::CudaGraph<cap::scope::network, 5>>::notice(step);  // not downgraded: silent
+  cap::resolve<ly::ResNetFamily, cap::CudaGraph<cap::scope::step, 5>>::notice(step);  // not downgraded: silent
   REQUIRE(log.lines.size() == 3);
   CHECK(log.lines[0] == "cuda_graph=step ignored (family not capturable); training runs eager.");
   CHECK(log.lines[1] == "cuda_graph=true ignored (family not capturable); training runs eager.");
