@@ -1,5 +1,6 @@
 #pragma once
-// Explicit instantiation of a family's facade entry points (train_with: its five trainers; validate_with;
+// Explicit instantiation of a family's facade entry points (train_with: its trainers, five, or seven with the
+// whole-step ones of a step-capturable family; validate_with;
 // predict_with; export_with; infer_with) and of its two profiler-less single-process trainers as whole classes, so that each family compiles in its own translation unit (tools/CMakeLists.txt generates
 // one per line of families/list.hpp, including the family's header and this one) and a consumer that
 // includes extern.hpp compiles none of them.
