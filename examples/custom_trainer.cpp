@@ -1,6 +1,7 @@
 // Composing a trainer from policies at compile time, with a callback.
 //   custom_trainer DATA_DIR   (a classification folder, e.g. from `libreyolo data synth`)
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/families/resnet/family.hpp>
 
 #include <iostream>
 

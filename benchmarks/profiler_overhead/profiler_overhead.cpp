@@ -25,6 +25,7 @@
 // `idle`, which does no profiling work, gives the noise of that measure. The steady rate itself is
 // compared too (median_over_off): a profiler that slowed every later step would show there.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "../bench_options.hpp"
 

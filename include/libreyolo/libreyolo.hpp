@@ -1,5 +1,10 @@
 #pragma once
-// libreyolo — header-only, policy-based training library on LibTorch. Umbrella header.
+// libreyolo — header-only, policy-based training library on LibTorch. Umbrella header: the trainer, its
+// policies (precision, capture, profiler), data and configuration, without any family. Include what you use
+// besides: a family's header (<libreyolo/families/yolo9/family.hpp>, ...) to compose
+// Trainer<Family, Precision, Capture, Profiler> yourself, or <libreyolo/model.hpp> for the run-time facade
+// `Model` over every registered family (it includes them all; header-only it compiles every family's
+// trainers, linked with libreyolo::families none).
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/device.hpp>
@@ -18,7 +23,5 @@
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/data/synth.hpp>
 
-#include <libreyolo/families/registry.hpp>
 #include <libreyolo/train/trainer.hpp>
 
-#include <libreyolo/model.hpp>

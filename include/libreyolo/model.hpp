@@ -4,6 +4,7 @@
 // (families/list.hpp), to the matching Trainer<Family, Precision, Capture, Profiler> instantiations. The
 // per-family entry points train_with / validate_with / predict_with are explicitly instantiated in one
 // translation unit per family (families/instantiate.hpp); the command line sees only their declarations.
+// Not part of the umbrella <libreyolo/libreyolo.hpp>: including this header includes every family.
 #include <libreyolo/core/atomic_file.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
@@ -135,3 +136,10 @@ class Model {
 };
 
 }  // namespace libreyolo
+
+// Linked with the compiled families (the in-tree libreyolo_families, or an installed libreyolo::families:
+// their target defines LIBREYOLO_COMPILED_FAMILIES), every family's entry points are declared extern, so a
+// program using Model compiles none of their trainers.
+#if defined(LIBREYOLO_COMPILED_FAMILIES)
+#include <libreyolo/families/extern.hpp>
+#endif

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 #include "support_data.hpp"
@@ -18,6 +19,7 @@ namespace cap = ly::capture;
 
 namespace {
 struct NotCapturable {
+  static constexpr ly::Task task = ly::Task::detect;
   struct traits : ly::family_defaults {};  // capture_region = none
 };
 

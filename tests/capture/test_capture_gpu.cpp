@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "kit/region_family.hpp"
 #include "support.hpp"

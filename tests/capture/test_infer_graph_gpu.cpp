@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <libreyolo/eval/graphed_forward.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 

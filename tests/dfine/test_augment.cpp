@@ -3,6 +3,7 @@
 // geometry and constraints, and the sample: strong augmentations until the originals' stop epoch, then the
 // image letterboxed with its boxes exactly.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include <libreyolo/families/deim/family.hpp>
 #include <libreyolo/families/dfine/augment.hpp>
 #include <libreyolo/families/dfine/family.hpp>

@@ -6,6 +6,7 @@
 #include <libreyolo/families/resnet/family.hpp>
 #include <libreyolo/families/yolo9/family.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include <libreyolo/train/interrupt.hpp>
 
 #include "support.hpp"

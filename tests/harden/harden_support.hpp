@@ -3,6 +3,7 @@
 // overflow or a hang fails the test instead of taking the runner down), run the built CLI, and write
 // small hostile files.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include <libreyolo/profile/report.hpp>
 
 #include "support.hpp"

@@ -8,6 +8,7 @@
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/io/original.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include "support_extern.hpp"
 
 #include <cstdlib>

@@ -2,6 +2,7 @@
 // Shared pieces of the family kit's tests: the registered trainer policies as a doctest type list, each
 // task's synthetic set (made once per process), and the settings the conformance runs use.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 

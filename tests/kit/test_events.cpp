@@ -2,6 +2,7 @@
 // run-time subscriptions, and the order in which the trainer raises them.
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 #include "support_data.hpp"

@@ -2,6 +2,7 @@
 // such a family with CudaGraph (the run-time fallback trains eager), and the region's bookkeeping.
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "kit/region_family.hpp"
 #include "support.hpp"

@@ -2,6 +2,7 @@
 // and the static capture fallback for another task of a captured family.
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include "support_extern.hpp"
 
 #include "kit/region_family.hpp"

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <libreyolo/families/lingbot/family.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 

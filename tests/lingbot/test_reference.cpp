@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <libreyolo/families/lingbot/family.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "semantic/reference_support.hpp"
 #include "support.hpp"

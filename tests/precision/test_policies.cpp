@@ -115,6 +115,7 @@ TEST_CASE("bfloat16 on a CUDA device without bfloat16 support is a SetupError na
 
 namespace {
 struct Fp32Family {
+  static constexpr libreyolo::Task task = libreyolo::Task::detect;
   struct traits : libreyolo::family_defaults {
     static constexpr bool amp_default = false;  // as D-FINE, DEIM, RT-DETRv4, YOLO-NAS, FOMO declare
   };

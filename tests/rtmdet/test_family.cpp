@@ -1,6 +1,7 @@
 // RTMDet through the task layer: the original's input normalisation, decode at cell-corner priors, and a
 // short CPU training run with the original's recipe (AdamW 0.004) whose losses stay finite.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include <doctest/doctest.h>
 

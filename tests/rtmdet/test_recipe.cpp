@@ -2,6 +2,7 @@
 // weight decay 0.01 on the BatchNorm-weight and bias groups, which carry no weight_decay key) and its
 // training pipeline (YOLOX's MosaicMixupDataset, families/yolox/augment.hpp).
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include <doctest/doctest.h>
 

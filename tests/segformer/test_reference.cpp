@@ -2,6 +2,7 @@
 // by name (loaded strictly there), the same eval logits.
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "semantic/reference_support.hpp"
 #include "support.hpp"

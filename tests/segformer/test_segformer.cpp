@@ -3,6 +3,7 @@
 // run that stays statistically equivalent to eager.
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 

@@ -3,6 +3,7 @@
 // synthetic set, and predict's outputs.
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 

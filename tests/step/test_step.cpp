@@ -10,6 +10,7 @@
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include "support_extern.hpp"
 
 #include "kit/region_family.hpp"

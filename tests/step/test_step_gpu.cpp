@@ -15,6 +15,7 @@
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support.hpp"
 #include "support_data.hpp"

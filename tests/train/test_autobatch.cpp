@@ -3,6 +3,7 @@
 #include "support_data.hpp"
 
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include <libreyolo/train/autobatch.hpp>
 
 #include <functional>

@@ -15,6 +15,7 @@ struct FakeGraphs : ly::capture::Eager {  // stands in for a graph-capturing pol
   static constexpr bool graphs = true;
 };
 struct NotCapturable {
+  static constexpr ly::Task task = ly::Task::detect;
   struct traits : ly::family_defaults {};  // capture_region = none
 };
 }  // namespace

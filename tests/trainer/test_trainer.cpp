@@ -1,6 +1,7 @@
 // End-to-end trainer tests on a tiny generated classification set (CPU).
 #include <doctest/doctest.h>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include "support_extern.hpp"
 
 #include "support.hpp"

@@ -1,5 +1,6 @@
 // YOLOv9-t trains end to end on a generated detection set on the CPU, and the facade routes names.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include "support_extern.hpp"
 
 #include "support_data.hpp"

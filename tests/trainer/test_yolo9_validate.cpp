@@ -2,6 +2,7 @@
 // whose head maps encode the ground truth exactly: mAP must then be (almost) perfect, and a network
 // that predicts the wrong class must score zero.
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include "support_data.hpp"
 

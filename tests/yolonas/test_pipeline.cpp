@@ -3,6 +3,7 @@
 // partner's boxes, the closed phase (the image alone, top-left, grey beyond), and the original's
 // BaseTrainer optimizer groups (AdamW's default 0.01 on BatchNorm weights and biases).
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 #include <libreyolo/families/yolonas/augment.hpp>
 
 #include <doctest/doctest.h>

@@ -2,6 +2,7 @@
 // tells the capture policy exactly once; through the real trainer the l1 column is 0 before and > 0 after.
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/libreyolo.hpp>
+#include <libreyolo/model.hpp>  // every family and the facade
 
 #include <doctest/doctest.h>
 

@@ -83,12 +83,13 @@ inline std::string_view requested_graphs(const TrainConfig& cfg) {
 
 // Whether F's loss can run inside a step graph: fixed shapes for a given batch shape, no value read
 // back to the host, no data-dependent branch. A family declares it in its traits
-// (`static constexpr bool step_capturable = true;`); classification tasks whose whole network is the
-// capture region (cross-entropy on fixed-size logits) are by default; every other family is not
-// (a step request then captures the network region only).
+// (`static constexpr bool step_capturable = true;`, over family_defaults' unset value); unset,
+// classification tasks whose whole network is the capture region (cross-entropy on fixed-size logits) are,
+// every other family is not (a step request then captures the network region only).
 template <class F>
 constexpr bool step_capturable() {
-  if constexpr (requires { F::traits::step_capturable; }) return F::traits::step_capturable;
+  constexpr std::optional<bool> declared = F::traits::step_capturable;  // family_defaults: unset
+  if constexpr (declared.has_value()) return *declared;
   else return family_traits<F>::task == Task::classify && family_traits<F>::capture_region == CaptureRegion::network;
 }
 

@@ -4,11 +4,11 @@
 // Header-only (the default, and what an installed `libreyolo::libreyolo` gives): every function is inline
 // in its header, so `#include` is all a program needs.
 //
-// Compiled (`LIBREYOLO_COMPILED_LIB` defined, as the in-tree build's `libreyolo_core` target does): the
-// headers that keep their definitions in a `*-inl.hpp` beside them declare those functions only, and one
-// translation unit (cmake/libreyolo_core.cpp, through core/compiled_units.hpp) defines them. Every other
-// unit then compiles none of that code: with one unit per family (tools/, tests/kit) the checkpoint and
-// `.pt` I/O, the profiler's analysis and writers, the plots, the optimizer and the configuration were
+// Compiled (`LIBREYOLO_COMPILED_LIB` defined, as linking `libreyolo_core` -- `libreyolo::core` when
+// installed -- does): the headers that keep their definitions in a `*-inl.hpp` beside them declare those
+// functions only, and the core's units, one per area (src/<area>.cpp, spdlog's layout), define them. Every
+// other unit then compiles none of that code: with one unit per family (tools/, tests/kit) the checkpoint
+// and `.pt` I/O, the profiler's analysis and writers, the plots, the optimizer and the configuration were
 // otherwise compiled again in each unit (benchmarks/RESULTS.md, "CLI clean build").
 //
 // A function defined in a `*-inl.hpp` is declared and defined with LIBREYOLO_INLINE: `inline` when

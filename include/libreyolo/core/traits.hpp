@@ -5,6 +5,8 @@
 // recipe, capture region, the tasks it trains) live here and nowhere else: a new family states them in
 // its own folder (docs/adding-a-family.md).
 #include <array>
+#include <concepts>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -55,6 +57,11 @@ struct family_defaults {
   // family trains). A task of the family outside captured_tasks trains eager, with one notice.
   static constexpr CaptureRegion capture_region = CaptureRegion::none;  // none = never captured
   static constexpr std::array<Task, 0> captured_tasks{};
+  // Whether the loss can run inside a whole-step graph (cuda_graph=step): fixed shapes for a given batch
+  // shape, no value read back to the host, no data-dependent branch. A family that knows says
+  // `static constexpr bool step_capturable = true;` (or false); unset, a classification task whose capture
+  // region is the whole network is, every other is not (capture/eager.hpp, step_capturable<F>()).
+  static constexpr std::optional<bool> step_capturable = std::nullopt;
   // The largest |graph - eager| loss difference over 10 AMP steps that the family accepts when its eager
   // runs are not bit-reproducible (e.g. stochastic depth inside the captured region); 0 = bit for bit.
   static constexpr double graph_eager_spread = 0.0;
@@ -73,9 +80,10 @@ struct family_defaults {
 namespace traits_detail {
 template <class F>
 constexpr Task task_of() {
-  if constexpr (requires { F::task; }) return F::task;  // a task base (tasks/*.hpp) names it
-  else if constexpr (requires { F::traits::task; }) return F::traits::task;
-  else return Task::detect;
+  static_assert(requires { { F::task } -> std::convertible_to<Task>; },
+                "a trainer policy names the task it trains: derive it from a task base (tasks/*.hpp), which "
+                "declares `static constexpr Task task`, or declare that member yourself");
+  return F::task;
 }
 }  // namespace traits_detail
 

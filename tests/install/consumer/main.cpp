@@ -1,9 +1,15 @@
 // Uses the installed headers (header-only: every function inline): parses a config, composes a trainer
-// type, runs a ResNet-18 forward, and round-trips its weights through a checkpoint file.
+// type, runs a ResNet-18 forward, and round-trips its weights through a checkpoint file. second.cpp includes
+// the same headers (CMakeLists.txt says why).
+#include "every_split_header.hpp"
+#include <libreyolo/families/resnet/family.hpp>
 #include <libreyolo/libreyolo.hpp>
 
 #include <filesystem>
 #include <iostream>
+#include <string>
+
+std::string consumer_second_unit();
 
 int main() {
   auto cfg = libreyolo::parse_args({"model=resnet18", "epochs=2", "imgsz=64"});
@@ -23,6 +29,6 @@ int main() {
   for (const auto& [k, t] : ck.tensors) same = same && back.tensors.count(k) && torch::equal(back.tensors.at(k), t);
 
   std::cout << "consumer ok " << y.size(0) << "x" << y.size(1) << " epochs=" << cfg.epochs
-            << " checkpoint=" << (same ? "same" : "differs") << "\n";
+            << " checkpoint=" << (same ? "same" : "differs") << " " << consumer_second_unit() << "\n";
   return y.size(1) == 10 && same ? 0 : 1;
 }

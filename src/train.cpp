@@ -1,0 +1,11 @@
+// The compiled core's unit of include/libreyolo/train/: the definitions of its headers that keep them in a
+// *-inl.hpp (core/api.hpp). Built into libreyolo_core (libreyolo::core when installed); a header-only
+// program never compiles this file.
+#include <libreyolo/core/api.hpp>
+#if LIBREYOLO_HEADER_ONLY
+#error "src/train.cpp belongs to the compiled core: compile it with LIBREYOLO_COMPILED_LIB defined"
+#endif
+
+#include <libreyolo/train/ema-inl.hpp>
+#include <libreyolo/train/optimizer-inl.hpp>
+#include <libreyolo/train/run_dir-inl.hpp>
