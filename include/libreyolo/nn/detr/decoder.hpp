@@ -56,19 +56,18 @@ struct DetrDecoderOptions {
   bool discrete = false;          // v2 cross_attn_method='discrete'
 };
 
-class DetrDecoderLayerImpl : public DecoderLayerCore<DetrDecoderLayerImpl> {
+class DetrDecoderLayerImpl : public DecoderLayerCore<DetrDecoderLayerImpl, DetrDecoderOptions> {
  public:
-  explicit DetrDecoderLayerImpl(const DetrDecoderOptions& o) : o_(o) { reset(); }
+  explicit DetrDecoderLayerImpl(const DetrDecoderOptions& o) : DecoderLayerCore(o) { reset(); }
   void reset() override {
-    const int64_t d = o_.hidden_dim;
-    register_self_attention(d, o_.nhead);
+    register_self_attention();
     MSDeformableAttentionOptions mo;
-    mo.embed_dim = d, mo.num_heads = o_.nhead, mo.num_levels = o_.num_levels, mo.num_points = o_.num_points;
+    mo.embed_dim = o_.hidden_dim, mo.num_heads = o_.nhead, mo.num_levels = o_.num_levels, mo.num_points = o_.num_points;
     mo.points_scale_buffer = o_.v2;
     mo.discrete = o_.discrete;
     cross_attn = register_module("cross_attn", MSDeformableAttention(mo));
-    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
-    register_ffn(d, o_.dim_feedforward, /*xavier=*/o_.v2);
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o_.hidden_dim})));
+    register_ffn(/*xavier=*/o_.v2);
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& memory, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
@@ -78,9 +77,6 @@ class DetrDecoderLayerImpl : public DecoderLayerCore<DetrDecoderLayerImpl> {
   }
   MSDeformableAttention cross_attn{nullptr};
   torch::nn::LayerNorm norm2{nullptr};
-
- private:
-  DetrDecoderOptions o_;
 };
 TORCH_MODULE(DetrDecoderLayer);
 

@@ -26,23 +26,25 @@
 
 namespace libreyolo::nn::detr {
 
-// What both decoder layers share: post-norm self-attention (self_attn, norm1) and the FFN (linear1,
-// linear2, norm3). Derived (CRTP, for Cloneable) registers its cross-attention block between the two, in
-// the originals' order.
-template <class Derived>
+// What both decoder layers share: their options (hidden_dim, nhead, dim_feedforward, ...), post-norm
+// self-attention (self_attn, norm1) and the FFN (linear1, linear2, norm3). Derived (CRTP, for Cloneable)
+// registers its cross-attention block between the two, in the originals' order.
+template <class Derived, class Options>
 class DecoderLayerCore : public torch::nn::Cloneable<Derived> {
  public:
+  explicit DecoderLayerCore(Options o) : o_(std::move(o)) {}
   MultiheadAttention self_attn{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm3{nullptr};
   torch::nn::Linear linear1{nullptr}, linear2{nullptr};
 
  protected:
-  void register_self_attention(int64_t d, int64_t nhead) {
-    self_attn = this->register_module("self_attn", MultiheadAttention(d, nhead));
-    norm1 = this->register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  void register_self_attention() {
+    self_attn = this->register_module("self_attn", MultiheadAttention(o_.hidden_dim, o_.nhead));
+    norm1 = this->register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o_.hidden_dim})));
   }
   // linear1, linear2, norm3; xavier: xavier-uniform linear1's and linear2's weights (v2, D-FINE).
-  void register_ffn(int64_t d, int64_t dim_feedforward, bool xavier) {
+  void register_ffn(bool xavier) {
+    const int64_t d = o_.hidden_dim, dim_feedforward = o_.dim_feedforward;
     linear1 = this->register_module("linear1", torch::nn::Linear(d, dim_feedforward));
     linear2 = this->register_module("linear2", torch::nn::Linear(dim_feedforward, d));
     norm3 = this->register_module("norm3", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
@@ -62,6 +64,7 @@ class DecoderLayerCore : public torch::nn::Cloneable<Derived> {
     auto y = tgt + linear(linear2, activate(linear(linear1, tgt), act));
     return norm3->forward(clamp ? y.clamp(-65504, 65504) : y);
   }
+  Options o_;
 };
 
 template <class Derived, class Options>

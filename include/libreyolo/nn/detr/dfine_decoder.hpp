@@ -139,15 +139,14 @@ class GateImpl : public torch::nn::Cloneable<GateImpl> {
 };
 TORCH_MODULE(Gate);
 
-class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl> {
+class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl, DFineDecoderOptions> {
  public:
-  explicit DFineDecoderLayerImpl(const DFineDecoderOptions& o) : o_(o) { reset(); }
+  explicit DFineDecoderLayerImpl(const DFineDecoderOptions& o) : DecoderLayerCore(o) { reset(); }
   void reset() override {
-    const int64_t d = o_.hidden_dim;
-    register_self_attention(d, o_.nhead);
-    cross_attn = register_module("cross_attn", DFineDeformableAttention(d, o_.nhead, o_.num_points));
-    gateway = register_module("gateway", Gate(d));
-    register_ffn(d, o_.dim_feedforward, /*xavier=*/true);
+    register_self_attention();
+    cross_attn = register_module("cross_attn", DFineDeformableAttention(o_.hidden_dim, o_.nhead, o_.num_points));
+    gateway = register_module("gateway", Gate(o_.hidden_dim));
+    register_ffn(/*xavier=*/true);
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
@@ -157,9 +156,6 @@ class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl> {
   }
   DFineDeformableAttention cross_attn{nullptr};
   Gate gateway{nullptr};
-
- private:
-  DFineDecoderOptions o_;
 };
 TORCH_MODULE(DFineDecoderLayer);
 
