@@ -13,6 +13,7 @@
 #include <libreyolo/eval/infer_profile.hpp>
 #include <libreyolo/io/original.hpp>
 #include <libreyolo/precision/family_default.hpp>
+#include <libreyolo/tasks/detect_postprocess.hpp>
 #include <libreyolo/tasks/task.hpp>
 #include <libreyolo/train/trainer.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Definitions of detect_yaml.hpp (core/api.hpp): included by detect_yaml.hpp when header-only, compiled once otherwise.
 #include <libreyolo/data/detect_yaml.hpp>
-#include <libreyolo/core/config-inl.hpp>  // config_detail::refuse_repeated_yaml_keys
+#include <libreyolo/core/yaml_keys.hpp>  // config_detail::refuse_repeated_yaml_keys
 
 namespace libreyolo::data {
 
