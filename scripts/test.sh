@@ -16,10 +16,10 @@ echo "build: $(( $(date +%s) - t0 )) s"
 # Every GPU suite is left out here (gpu, gpu2); --duration=true prints each case's time, so the slowest are
 # visible in CI's log. Under CI=true (or LRY_STRICT=1) a missing prerequisite of a check is a failure.
 # The suite runs as two processes side by side (most cases use one core at a time: a whole run in one
-# process kept the second core ~half idle, 1285 s wall for 1295 s of CPU): the conformance suite, io and
-# distributed in one, every other area in the other; each prints doctest's summary, then one line for both.
+# process kept the second core ~half idle, 1285 s wall for 1295 s of CPU): the conformance suite, io,
+# distributed and install (the installed consumers' builds) in one, every other area in the other; each prints doctest's summary, then one line for both.
 bin=build/tests/libreyolo_tests
-first='*/tests/kit/*,*/tests/io/*,*/tests/distributed/*'
+first='*/tests/kit/*,*/tests/io/*,*/tests/distributed/*,*/tests/install/*'
 t0=$(date +%s)
 set +e
 "$bin" --test-suite-exclude='gpu*' --duration=true --source-file="$first" "$@" > build/suite_1.log 2>&1 &
