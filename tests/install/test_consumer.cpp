@@ -21,11 +21,30 @@ std::string prefix_path(const std::filesystem::path& first) {
   std::replace(deps.begin(), deps.end(), '|', ';');
   return first.string() + (deps.empty() ? "" : ";" + deps);
 }
+// Configures tests/install/<project> against the installed `prefix` (no optimisation: the programs run a
+// little, and compile much), builds it in `dir` and runs `program_and_args` there; returns its output.
+std::string build_and_run(const std::string& project, const std::filesystem::path& prefix,
+                          const std::filesystem::path& dir, const std::string& program_and_args,
+                          const std::filesystem::path& log) {
+  int rc = sh("cmake -S " + std::string(LIBREYOLO_SOURCE_DIR) + "/tests/install/" + project + " -B " +
+                  dir.string() + " -DCMAKE_BUILD_TYPE= \"-DCMAKE_PREFIX_PATH=" + prefix_path(prefix) + "\"",
+              log);
+  INFO(slurp(log));
+  REQUIRE(rc == 0);
+  rc = sh("cmake --build " + dir.string() + " -j2", log);
+  INFO(slurp(log));
+  REQUIRE(rc == 0);
+  rc = sh((dir / program_and_args).string(), log);
+  auto out = slurp(log);
+  INFO(out);
+  CHECK(rc == 0);
+  return out;
+}
 }  // namespace
 
 TEST_CASE("an installed libreyolo is found by find_package and builds a consumer") {
   lry_test::TempDir d("lry_install");
-  const std::string src = LIBREYOLO_SOURCE_DIR, bin = LIBREYOLO_BINARY_DIR;
+  const std::string bin = LIBREYOLO_BINARY_DIR;
   auto prefix = d / "prefix";
   auto log = d / "log.txt";
   INFO("log: " << log.string());
@@ -34,19 +53,7 @@ TEST_CASE("an installed libreyolo is found by find_package and builds a consumer
   REQUIRE(rc == 0);
   CHECK(std::filesystem::exists(prefix / "include/libreyolo/libreyolo.hpp"));
   CHECK(std::filesystem::exists(prefix / "lib/cmake/libreyolo/libreyoloConfig.cmake"));
-  // No optimisation: the program runs one small forward, and the two units compile the whole library.
-  rc = sh("cmake -S " + src + "/tests/install/consumer -B " + (d / "build").string() +
-              " -DCMAKE_BUILD_TYPE= \"-DCMAKE_PREFIX_PATH=" + prefix_path(prefix) + "\"",
-          log);
-  INFO(slurp(log));
-  REQUIRE(rc == 0);
-  rc = sh("cmake --build " + (d / "build").string() + " -j2", log);
-  INFO(slurp(log));
-  REQUIRE(rc == 0);
-  rc = sh((d / "build" / "consumer").string(), log);
-  auto out = slurp(log);
-  INFO(out);
-  CHECK(rc == 0);
+  const auto out = build_and_run("consumer", prefix, d / "build", "consumer", log);
   CHECK(out.find("consumer ok 2x10 epochs=2 checkpoint=same second=3") != std::string::npos);
 }
 
@@ -57,7 +64,7 @@ TEST_CASE("the installed compiled components run the facade: Model::train with l
           doctest::skip()) {  // this build has no compiled core (LIBREYOLO_COMPILED_LIB=OFF): nothing to install
 #endif
   lry_test::TempDir d("lry_install_facade");
-  const std::string src = LIBREYOLO_SOURCE_DIR, bin = LIBREYOLO_BINARY_DIR;
+  const std::string bin = LIBREYOLO_BINARY_DIR;
   auto prefix = d / "prefix";
   auto log = d / "log.txt";
   INFO("log: " << log.string());
@@ -69,18 +76,7 @@ TEST_CASE("the installed compiled components run the facade: Model::train with l
   CHECK(std::filesystem::exists(prefix / "lib/cmake/libreyolo/libreyoloCoreTargets.cmake"));
   CHECK(std::filesystem::exists(prefix / "lib/cmake/libreyolo/libreyoloFamiliesTargets.cmake"));
   CHECK(std::filesystem::exists(prefix / "lib/liblibreyolo_families.a"));
-  int rc = sh("cmake -S " + src + "/tests/install/facade_consumer -B " + (d / "build").string() +
-                  " -DCMAKE_BUILD_TYPE= \"-DCMAKE_PREFIX_PATH=" + prefix_path(prefix) + "\"",
-              log);
-  INFO(slurp(log));
-  REQUIRE(rc == 0);
-  rc = sh("cmake --build " + (d / "build").string() + " -j2", log);
-  INFO(slurp(log));
-  REQUIRE(rc == 0);
-  rc = sh((d / "build" / "facade_consumer").string() + " " + (d / "work").string(), log);
-  auto out = slurp(log);
-  INFO(out);
-  CHECK(rc == 0);
+  const auto out = build_and_run("facade_consumer", prefix, d / "build", "facade_consumer " + (d / "work").string(), log);
   CHECK(out.find("facade ok model=resnet18 epochs=1 best=written") != std::string::npos);
 }
 
