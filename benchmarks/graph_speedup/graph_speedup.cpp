@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -41,7 +42,13 @@ struct Args {
   int warmup = 10, steps = 24, detail = 0;  // detail N: where a step's time goes, N largest entries per list
   int batch = 0, imgsz = 0, classes = 0;  // 0: the task's default (detect 8 / 640 / 80, classify 16 / 224 / 1000, semantic 16 / 224 / 150, point 16 / 224 / 80)
   std::string device = "cuda";  // cpu: a smoke test of the eager arm (no graphs, no kernel times)
-  bool nhwc = false;  // --nhwc 1: channels-last weights and input with cuDNN autotuning (cudnn_benchmark=true)
+  // The memory format and cuDNN's algorithm choice: -1 = the trainer's default (TrainConfig: channels_last,
+  // cudnn_autotune), 0/1 = off/on. --nhwc 1 is the older spelling of --channels-last 1 --cudnn-benchmark 1.
+  // --cudnn-deterministic 1: cuDNN picks among deterministic engines only (heuristics or autotuning). cuDNN's
+  // heuristic mode B instead of its instant mode is PyTorch's environment variable
+  // TORCH_CUDNN_USE_HEURISTIC_MODE_B=1 (reported as "cudnn_heuristic").
+  int channels_last = -1, cudnn_benchmark = -1;
+  bool cudnn_deterministic = false, nhwc = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -54,6 +61,9 @@ Args parse(int argc, char** argv) {
       .add("--warmup", &a.warmup)
       .add("--steps", &a.steps)
       .add("--nhwc", &a.nhwc)
+      .add("--channels-last", &a.channels_last)
+      .add("--cudnn-benchmark", &a.cudnn_benchmark)
+      .add("--cudnn-deterministic", &a.cudnn_deterministic)
       .add("--batch", &a.batch)
       .add("--imgsz", &a.imgsz)
       .add("--classes", &a.classes)
@@ -67,6 +77,12 @@ Args parse(int argc, char** argv) {
   // --arm step on the CPU: the step path without a graph (a smoke test of the device-state step).
   if (a.precision != "fp16" && a.precision != "fp32") throw std::invalid_argument("--precision " + a.precision + ": allowed fp16, fp32");
   if (a.state.empty()) a.state = "graph_speedup_" + a.model + ".state";
+  for (auto [name, v] : {std::pair{"--channels-last", a.channels_last}, std::pair{"--cudnn-benchmark", a.cudnn_benchmark}})
+    if (v < -1 || v > 1) throw std::invalid_argument(std::string(name) + " " + std::to_string(v) + ": allowed -1 (the trainer's default), 0, 1");
+  if (a.nhwc) a.channels_last = a.cudnn_benchmark = 1;
+  const ly::TrainConfig defaults;
+  if (a.channels_last < 0) a.channels_last = defaults.channels_last ? 1 : 0;
+  if (a.cudnn_benchmark < 0) a.cudnn_benchmark = ly::cudnn_autotune(defaults) ? 1 : 0;
   return a;
 }
 
@@ -98,8 +114,10 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
     const auto eq = kv.find('=');
     ly::set_key(cfg, kv.substr(0, eq), kv.substr(eq + 1));
   }
-  at::globalContext().setBenchmarkCuDNN(a.nhwc);
-  if (a.nhwc) ly::to_channels_last(*net);
+  const bool nhwc = a.channels_last == 1;
+  at::globalContext().setBenchmarkCuDNN(a.cudnn_benchmark == 1);
+  at::globalContext().setDeterministicCuDNN(a.cudnn_deterministic);
+  if (nhwc) ly::to_channels_last(*net);
   ly::precision::FamilyDefault prec;
   prec.set_capture_active(Capture::graphs);
   prec.setup(cfg, dev, true);
@@ -108,7 +126,7 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
   std::unique_ptr<ly::train::Optimizer> opt_owner = make_opt(cfg);
   ly::train::Optimizer& opt = *opt_owner;
   const double clip = cfg.clip_grad_norm;
-  const torch::Tensor input = a.nhwc ? ly::as_channels_last(x) : x;
+  const torch::Tensor input = nhwc ? ly::as_channels_last(x) : x;
   // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer
   // (the step arm's whole-step graph is one phase).
   std::function<void(ly::profile::StepPhases&)> step = [&](ly::profile::StepPhases& ph) {
@@ -143,7 +161,10 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
   nlohmann::json out = {{"arm", a.arm},
           {"model", a.model},
           {"precision", a.precision},
-          {"nhwc", a.nhwc},
+          {"channels_last", nhwc},
+          {"cudnn_benchmark", a.cudnn_benchmark == 1},
+          {"cudnn_deterministic", a.cudnn_deterministic},
+          {"cudnn_heuristic", std::getenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B") ? "B" : "instant"},
           {"batch", x.size(0)},
           {"imgsz", x.size(2)},
           {"step_ms_min", t.min_ms},
@@ -205,7 +226,7 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
       auto batch = std::make_shared<typename P::Batch>(b);
       if constexpr (requires { P::pad_for_step_graph(*batch); })
         if (capture.step_graphs_enabled()) *batch = P::pad_for_step_graph(*batch);
-      const bool nhwc = a.nhwc;
+      const bool nhwc = a.channels_last == 1;
       step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc, clip](ly::profile::StepPhases&) mutable {
         ly::precision::GradScaler* scaler = prec.device_scaler();
         auto body = [&](const typename P::Batch& sb) -> torch::Tensor {

@@ -33,7 +33,8 @@ LIBREYOLO_INLINE nlohmann::json step_breakdown_json(const Analysis& a, size_t to
     if (c.ms_per_step > 0) j["categories"][c.name] = {{"ms", c.ms_per_step}, {"pct", c.pct}};
   for (size_t i = 0; i < a.kernels.size() && i < top; ++i) {
     const auto& k = a.kernels[i];
-    j["top_kernels"].push_back({{"name", k.name}, {"ms", k.ms_per_step}, {"count", k.count_per_step}, {"pct", k.pct_of_gpu}});
+    j["top_kernels"].push_back({{"name", k.name}, {"raw_name", k.raw_name}, {"category", k.category}, {"ms", k.ms_per_step},
+                                {"count", k.count_per_step}, {"pct", k.pct_of_gpu}});
   }
   for (size_t i = 0; i < a.ops.size() && i < top; ++i) {
     const auto& o = a.ops[i];
