@@ -3,7 +3,7 @@
 //   libreyolo data synth --task classify --out DIR --images 600 --imgsz 64 --seed 0
 // The models, their tasks and data formats come from the family list (families/list.hpp); the families'
 // trainers are compiled in their own translation units (tools/CMakeLists.txt), declared here by extern.hpp.
-//   libreyolo profile run|summary|phases|kernels|ops|what-if|compare ... [--json]
+//   libreyolo profile run|infer|summary|phases|kernels|ops|convs|what-if|get|compare ... [--json]
 //   libreyolo checks [--json]     versions and capabilities for a bug report
 // Exit codes: see exit_codes.hpp (printed by --help, documented in README.md).
 #include "checks.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// `libreyolo profile run|infer|summary|phases|kernels|ops|what-if|get|compare` — CLI11 wiring over libreyolo::profile.
+// `libreyolo profile run|infer|summary|phases|kernels|ops|convs|what-if|get|compare` — CLI11 wiring over libreyolo::profile.
 // Every subcommand takes --json (one JSON document on stdout instead of the text).
 // Exit codes (exit_codes.hpp): 0 ok, 2 bad arguments (unknown phase, missing file, not a v1 profile), 3 no profile.
 #include "cli_args.hpp"
@@ -60,8 +60,11 @@ class ProfileCommands {
     ops_->add_option("profile", a_, "profile.json")->required();
     ops_->add_option("--top", q_.top, "rows (default 20)");
     ops_->add_option("--phase", q_.phase, "dataload | to_device | forward | backward | optimizer | outside");
+    convs_ = prof_->add_subcommand("convs", "the convolutions by cuDNN algorithm (pass, family, arithmetic, split-K) and "
+                                            "the NCHW <-> NHWC conversions around them");
+    convs_->add_option("profile", a_, "profile.json")->required();
     what_if_ = prof_->add_subcommand("what-if", "ESTIMATE from the measured window what each lever would give "
-                                                "(cuda_graph, amp, workers)");
+                                                "(cuda_graph, amp, workers, channels_last, cudnn)");
     what_if_->add_option("profile", a_, "profile.json")->required();
     what_if_->add_option("--remove-category", removal_.category,
                          "ESTIMATE the step without this kernel category: gemm/conv | elementwise | reduction/norm | "
@@ -81,7 +84,7 @@ class ProfileCommands {
     compare_ = prof_->add_subcommand("compare", "compare two profiles (significance needs --repeat files)");
     compare_->add_option("a", a_, "first profile.json / profile_repeat.json")->required();
     compare_->add_option("b", b_, "second profile.json / profile_repeat.json")->required();
-    for (auto* c : {run_, infer_cmd_, summary_, phases_, kernels_, ops_, what_if_, get_, compare_})
+    for (auto* c : {run_, infer_cmd_, summary_, phases_, kernels_, ops_, convs_, what_if_, get_, compare_})
       c->add_flag("--json", json_, "print one JSON document on stdout instead of the text");
   }
 
@@ -91,6 +94,7 @@ class ProfileCommands {
     if (phases_->parsed()) return profile::run_phases(a_, json_, std::cout, std::cerr);
     if (kernels_->parsed()) return profile::run_kernels(a_, q_, json_, std::cout, std::cerr);
     if (ops_->parsed()) return profile::run_ops(a_, q_.top, q_.phase, json_, std::cout, std::cerr);
+    if (convs_->parsed()) return profile::run_convs(a_, json_, std::cout, std::cerr);
     if (what_if_->parsed())
       return what_if_->count("--remove-category") == 0 && !removal_.launches ? profile::run_what_if(a_, json_, std::cout, std::cerr)
                                                               : profile::run_what_if(a_, removal_, json_, std::cout, std::cerr);
@@ -176,7 +180,7 @@ class ProfileCommands {
     return rc;
   }
 
-  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *what_if_, *get_, *compare_, *infer_cmd_;
+  CLI::App *prof_, *run_, *summary_, *phases_, *kernels_, *ops_, *convs_, *what_if_, *get_, *compare_, *infer_cmd_;
   bool json_ = false;
   std::string dataset_, weights_, size_, device_, a_, b_, metric_, project_ = "runs/profile";
   int batch_ = 0, imgsz_ = 0, repeat_ = 1;

@@ -13,6 +13,7 @@
 // family's capture region is the one the trainer graphs; the loss is the family's own, eager.
 // Prints one JSON line. Peak VRAM covers warm-up (and so the capture) and the timed steps.
 #include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/core/cudnn.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/families/registry.hpp>
 #include <libreyolo/precision/family_default.hpp>
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -44,9 +46,11 @@ struct Args {
   std::string device = "cuda";  // cpu: a smoke test of the eager arm (no graphs, no kernel times)
   // The memory format and cuDNN's algorithm choice: -1 = the trainer's default (TrainConfig: channels_last,
   // cudnn_autotune), 0/1 = off/on. --nhwc 1 is the older spelling of --channels-last 1 --cudnn-benchmark 1.
-  // --cudnn-deterministic 1: cuDNN picks among deterministic engines only (heuristics or autotuning). cuDNN's
-  // heuristic mode B instead of its instant mode is PyTorch's environment variable
-  // TORCH_CUDNN_USE_HEURISTIC_MODE_B=1 (reported as "cudnn_heuristic").
+  // --cudnn-deterministic 1: cuDNN picks among deterministic engines only (heuristics or autotuning).
+  // --cudnn-heuristic instant|b: the trainer's cudnn_heuristic (core/cudnn.hpp), set in this process before the
+  // first convolution; "" (default) leaves the environment as it is (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1 set
+  // outside is mode B). The output's "cudnn_heuristic" says which was in effect.
+  std::string cudnn_heuristic;
   int channels_last = -1, cudnn_benchmark = -1;
   bool cudnn_deterministic = false, nhwc = false;
 };
@@ -64,14 +68,15 @@ Args parse(int argc, char** argv) {
       .add("--channels-last", &a.channels_last)
       .add("--cudnn-benchmark", &a.cudnn_benchmark)
       .add("--cudnn-deterministic", &a.cudnn_deterministic)
+      .add("--cudnn-heuristic", &a.cudnn_heuristic)
       .add("--batch", &a.batch)
       .add("--imgsz", &a.imgsz)
       .add("--classes", &a.classes)
       .add("--device", &a.device)
       .add("--detail", &a.detail)
       .parse(argc, argv);
-  if (a.arm != "eager" && a.arm != "graph" && a.arm != "step")
-    throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph, step");
+  if (a.arm != "eager" && a.arm != "graph" && a.arm != "step" && a.arm != "grads")
+    throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph, step, grads");
   if (a.device != "cuda" && a.device != "cpu") throw std::invalid_argument("--device " + a.device + ": allowed cuda, cpu");
   if (a.device == "cpu" && a.arm == "graph") throw std::invalid_argument("--arm graph needs --device cuda");
   // --arm step on the CPU: the step path without a graph (a smoke test of the device-state step).
@@ -79,6 +84,8 @@ Args parse(int argc, char** argv) {
   if (a.state.empty()) a.state = "graph_speedup_" + a.model + ".state";
   for (auto [name, v] : {std::pair{"--channels-last", a.channels_last}, std::pair{"--cudnn-benchmark", a.cudnn_benchmark}})
     if (v < -1 || v > 1) throw std::invalid_argument(std::string(name) + " " + std::to_string(v) + ": allowed -1 (the trainer's default), 0, 1");
+  if (!a.cudnn_heuristic.empty() && a.cudnn_heuristic != "instant" && a.cudnn_heuristic != "b")
+    throw std::invalid_argument("--cudnn-heuristic " + a.cudnn_heuristic + ": allowed instant, b");
   if (a.nhwc) a.channels_last = a.cudnn_benchmark = 1;
   const ly::TrainConfig defaults;
   if (a.channels_last < 0) a.channels_last = defaults.channels_last ? 1 : 0;
@@ -117,6 +124,7 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
   const bool nhwc = a.channels_last == 1;
   at::globalContext().setBenchmarkCuDNN(a.cudnn_benchmark == 1);
   at::globalContext().setDeterministicCuDNN(a.cudnn_deterministic);
+  if (!a.cudnn_heuristic.empty()) ly::set_cudnn_heuristic(a.cudnn_heuristic);
   if (nhwc) ly::to_channels_last(*net);
   ly::precision::FamilyDefault prec;
   prec.set_capture_active(Capture::graphs);
@@ -164,7 +172,7 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
           {"channels_last", nhwc},
           {"cudnn_benchmark", a.cudnn_benchmark == 1},
           {"cudnn_deterministic", a.cudnn_deterministic},
-          {"cudnn_heuristic", std::getenv("TORCH_CUDNN_USE_HEURISTIC_MODE_B") ? "B" : "instant"},
+          {"cudnn_heuristic", std::getenv(ly::cudnn_heuristic_env) ? "b" : "instant"},
           {"batch", x.size(0)},
           {"imgsz", x.size(2)},
           {"step_ms_min", t.min_ms},
@@ -178,6 +186,79 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
           {"torch", ly::compat::torch_version()}};
   if (a.detail > 0) out["breakdown"] = ly::profile::step_breakdown_json(t.busy, static_cast<size_t>(a.detail));
   return out;
+}
+
+// --arm grads: how far one step's gradients under the chosen arithmetic (--precision, --channels-last and the
+// cuDNN flags) are from a reference computed in the same process on the same weights and batch: fp32, NCHW,
+// TF32 off for the convolutions (fp32 accumulation). Per parameter the relative error |g - g_ref| / |g_ref|; summarised
+// over the convolution weights (4-d parameters) and over all, with the worst ones named. The fp16 loss is scaled
+// by 2^12 before backward (as a GradScaler would) and the gradients unscaled.
+template <class Net, class LossFn>
+nlohmann::json run_grads(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev) {
+  const bool half = a.precision == "fp16", nhwc = a.channels_last == 1;
+  const auto params = net->named_parameters(true);
+  auto grads = [&](bool reduced) -> std::pair<double, std::vector<torch::Tensor>> {
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+    torch::Tensor loss;
+    const double scale = reduced && half ? 4096.0 : 1.0;
+    if (reduced) {
+      ly::set_key(cfg, "amp", half ? "true" : "false");
+      ly::set_key(cfg, "amp_dtype", "float16");
+      ly::precision::FamilyDefault prec;
+      prec.setup(cfg, dev, true);
+      [[maybe_unused]] auto g = prec.autocast();
+      loss = loss_of(net->forward(nhwc ? ly::as_channels_last(x) : x));
+    } else {
+      loss = loss_of(net->forward(x));
+    }
+    (loss.to(torch::kFloat32) * scale).backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : params) out.push_back(p.value().grad().defined() ? p.value().grad().detach().to(torch::kFloat64) / scale : torch::Tensor());
+    return std::make_pair(loss.item<double>(), out);
+  };
+  // The reference: fp32, NCHW, TF32 off.
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);  // matmuls: PyTorch's default is already no TF32
+  const std::pair<double, std::vector<torch::Tensor>> r_ref = grads(false);
+  const double loss_ref = r_ref.first;
+  const std::vector<torch::Tensor>& ref = r_ref.second;
+  at::globalContext().setAllowTF32CuDNN(tf32);
+  if (nhwc) ly::to_channels_last(*net);
+  const std::pair<double, std::vector<torch::Tensor>> r_got = grads(true);
+  const double loss = r_got.first;
+  const std::vector<torch::Tensor>& got = r_got.second;
+  std::vector<std::pair<double, size_t>> conv, all;
+  bool finite = true;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!ref[i].defined() || !got[i].defined()) continue;
+    const double n = ref[i].norm().item<double>();
+    if (!(n > 0)) continue;
+    const double e = (got[i].contiguous() - ref[i].contiguous()).norm().item<double>() / n;
+    finite = finite && std::isfinite(e);
+    all.emplace_back(e, i);
+    if (ref[i].dim() == 4) conv.emplace_back(e, i);
+  }
+  auto summary = [&](std::vector<std::pair<double, size_t>> v) {
+    nlohmann::json j;
+    if (v.empty()) return j;
+    std::sort(v.begin(), v.end());
+    double mean = 0;
+    for (const auto& [e, i] : v) mean += e / static_cast<double>(v.size());
+    j = {{"n", v.size()}, {"median", v[v.size() / 2].first}, {"p90", v[v.size() * 9 / 10].first}, {"max", v.back().first}, {"mean", mean}};
+    for (size_t k = 0; k < v.size() && k < 8; ++k) {
+      const auto& [e, i] = v[v.size() - 1 - k];
+      j["worst"].push_back({{"name", params[i].key()}, {"shape", ref[i].sizes().vec()}, {"rel_err", e}});
+    }
+    return j;
+  };
+  nlohmann::json per_conv = nlohmann::json::object();
+  for (const auto& [e, i] : conv) per_conv[params[i].key()] = e;
+  return {{"arm", "grads"}, {"model", a.model}, {"precision", a.precision}, {"channels_last", nhwc},
+          {"cudnn_benchmark", a.cudnn_benchmark == 1}, {"cudnn_deterministic", a.cudnn_deterministic},
+          {"cudnn_heuristic", std::getenv(ly::cudnn_heuristic_env) ? "b" : "instant"}, {"batch", x.size(0)},
+          {"imgsz", x.size(2)}, {"loss_ref", loss_ref}, {"loss", loss}, {"finite", finite},
+          {"conv_weights", summary(conv)}, {"all_params", summary(all)}, {"per_conv_weight", per_conv},
+          {"torch", ly::compat::torch_version()}};
 }
 
 template <class Capture, class P>
@@ -252,6 +333,12 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
     return ly::train::family_optimizer(*family, *net, c, c.weight_decay);
   };
   // A step arm for a family whose loss is not fixed-shape captures the network (as the trainer resolves it).
+  if (a.arm == "grads") {
+    at::globalContext().setBenchmarkCuDNN(a.cudnn_benchmark == 1);
+    at::globalContext().setDeterministicCuDNN(a.cudnn_deterministic);
+    if (!a.cudnn_heuristic.empty()) ly::set_cudnn_heuristic(a.cudnn_heuristic);
+    return run_grads(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; }, P::input(b), dev);
+  }
   using C = std::conditional_t<Capture::whole_step && !ly::capture::step_capturable<P>(), typename Capture::network_only, Capture>;
   return run_arm<C, Region>(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; },
                                   make_opt, P::input(b), dev, step_arm);

@@ -256,10 +256,10 @@ TEST_CASE("cli: profile run --repeat 2, exit code 3 without a profile (also in a
   }
   auto wi = parse_json(run({"profile", "what-if", p1, "--json"}).out);
   CHECK(wi["estimate"] == true);
-  CHECK(wi["levers"].size() == 3);
+  CHECK(wi["levers"].size() == 5);  // cuda_graph, amp, workers, channels_last, cudnn
   // A file that is not a profile: exit 2, for every lens
   std::ofstream(w / "junk.json") << "{\"schema\": \"other\"}";
-  for (const char* sub : {"summary", "phases", "kernels", "ops", "what-if"}) {
+  for (const char* sub : {"summary", "phases", "kernels", "ops", "convs", "what-if"}) {
     CHECK(run({"profile", sub, (w / "junk.json").string()}).code == 2);
     CHECK(run({"profile", sub, (w / "junk.json").string(), "--json"}).code == 2);
   }
@@ -277,6 +277,9 @@ TEST_CASE("cli: profile run --repeat 2, exit code 3 without a profile (also in a
   CHECK(bad.code == 2);
   CHECK(has(bad.err, "unknown metric 'speed'; allowed: step_ms, "));
   // what-if removals need a kernel trace (a CUDA run); a bad category lists the allowed ones
+  auto cv = run({"profile", "convs", p1});  // the convolutions by algorithm: from the kernel trace
+  CHECK(cv.code == 2);
+  CHECK(has(cv.err, "needs a kernel trace"));
   auto rm = run({"profile", "what-if", p1, "--remove-launches"});
   CHECK(rm.code == 2);
   CHECK(has(rm.err, "needs a kernel trace"));

@@ -1,7 +1,14 @@
 // cuDNN autotuning per run (core/config.hpp cudnn_autotune): off by default (the original's setting); when
 // asked for, on for fixed shapes, never with deterministic=true, and off with multi_scale=true (it would re-tune
 // every layer for each new size) unless given explicitly.
+//
+// cuDNN's engine ranking without autotuning (cudnn_heuristic, core/cudnn.hpp): "instant" by default, "b" for
+// heuristic mode B, which PyTorch takes from the environment variable TORCH_CUDNN_USE_HEURISTIC_MODE_B.
 #include <libreyolo/core/config.hpp>
+#include <libreyolo/core/cudnn.hpp>
+#include <libreyolo/core/error.hpp>
+
+#include <cstdlib>
 
 #include <doctest/doctest.h>
 
@@ -31,4 +38,27 @@ TEST_CASE("cudnn_autotune: off by default; asked for, fixed shapes tune, multi_s
   CHECK(c.cudnn_benchmark);
   CHECK_FALSE(ly::cudnn_autotune(c, &why));
   CHECK(why.find("multi_scale=true: cuDNN autotuning is off") == 0);
+}
+
+TEST_CASE("cudnn_heuristic: instant by default, b on request, anything else refused naming the allowed values") {
+  CHECK(ly::parse_args({"model=yolo9t"}).cudnn_heuristic == "instant");
+  CHECK(ly::parse_args({"model=yolo9t", "cudnn_heuristic=B"}).cudnn_heuristic == "b");
+  CHECK(ly::parse_args({"model=yolo9t", "cudnn_heuristic= instant "}).cudnn_heuristic == "instant");
+  CHECK_THROWS_WITH_AS(ly::parse_args({"model=yolo9t", "cudnn_heuristic=fast"}),
+                       doctest::Contains("cudnn_heuristic=fast: invalid value; allowed: instant | b"), ly::ConfigError);
+}
+
+TEST_CASE("set_cudnn_heuristic: b sets PyTorch's variable; instant removes one set outside and says so") {
+  const char* before = std::getenv(ly::cudnn_heuristic_env);
+  const std::string saved = before ? before : "";
+  unsetenv(ly::cudnn_heuristic_env);
+  CHECK(ly::set_cudnn_heuristic("instant").empty());  // nothing set: nothing to say
+  CHECK(std::getenv(ly::cudnn_heuristic_env) == nullptr);
+  CHECK(ly::set_cudnn_heuristic("b").empty());
+  REQUIRE(std::getenv(ly::cudnn_heuristic_env) != nullptr);
+  CHECK(std::string(std::getenv(ly::cudnn_heuristic_env)) == "1");
+  const std::string why = ly::set_cudnn_heuristic("instant");  // set (here by us; as if outside): removed, with a notice
+  CHECK(why.find("TORCH_CUDNN_USE_HEURISTIC_MODE_B was set in the environment") == 0);
+  CHECK(std::getenv(ly::cudnn_heuristic_env) == nullptr);
+  if (!saved.empty()) setenv(ly::cudnn_heuristic_env, saved.c_str(), 1);
 }

@@ -237,6 +237,10 @@ LIBREYOLO_INLINE const std::vector<Field>& fields() {
     v.push_back(num("cuda_graph_warmup", &TrainConfig::cuda_graph_warmup, 1, 1e6, "times a shape is seen before capture"));
     v.push_back(flag("channels_last", &TrainConfig::channels_last, "NHWC weights and images on CUDA"));
     v.push_back(flag("cudnn_benchmark", &TrainConfig::cudnn_benchmark, "cuDNN autotuning (default off, as in the original; never with deterministic=true, nor with multi_scale=true unless given)"));
+    v.push_back(text("cudnn_heuristic", &TrainConfig::cudnn_heuristic,
+                     "cuDNN's engine ranking without autotuning: instant (PyTorch's default) or b (heuristic mode B: "
+                     "faster kernels, same choice every run, but lower mAP in our runs; docs/performance.md)",
+                     {"instant", "b"}, [](const std::string& v) { return lower(trim(v)); }));
     v.push_back(flag("profile", &TrainConfig::profile, "profile a window of training steps"));
     v.push_back(num("profile_warmup", &TrainConfig::profile_warmup, 0, 1e6, "profiler warm-up steps (discarded)"));
     v.push_back(num("profile_steps", &TrainConfig::profile_steps, 2, 1e6, "profiler measured steps"));

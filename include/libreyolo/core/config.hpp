@@ -83,6 +83,7 @@ struct TrainConfig {
   int cuda_graph_warmup = 3;        // times a shape is seen before it is captured
   bool channels_last = true;        // NHWC weights and images on CUDA (cuDNN's Tensor-Core layout)
   bool cudnn_benchmark = false;     // cuDNN autotuning (off, as in the original; see cudnn_autotune below)
+  std::string cudnn_heuristic = "instant";  // instant | b: cuDNN's engine ranking without autotuning (core/cudnn.hpp)
   bool profile = false;
   int profile_warmup = 5;
   int profile_steps = 20;

@@ -37,13 +37,20 @@ LIBREYOLO_INLINE std::string without_parameter_list(std::string_view raw) {
 
 LIBREYOLO_INLINE std::string_view kernel_category(std::string_view raw_name) {
   const std::string n = detail::lowercase(without_parameter_list(raw_name));
-  if (detail::contains_any(n, {"copy", "transpose", "permute", "nchwtonhwc", "nhwctonchw", "cat_", "concat",
+  // Layout conversions whose names also hold a convolution or gemm token (cuDNN's tensor converters).
+  if (detail::contains_any(n, {"nchwtonhwc", "nhwctonchw", "converttensor", "nhwcslicec", "nchwslicec", "addpadding"}))
+    return kernel_categories[3];
+  // Convolution and gemm kernels before the generic layout words: a mangled CUTLASS convolution's template
+  // arguments hold words such as NoPermute, and Hopper's cuBLAS kernels are named nvjet_*.
+  if (detail::contains_any(n, {"implicitgemm", "implicit_gemm", "xmma", "cutlass", "wgrad", "dgrad", "fprop",
+                               "nvjet", "winograd", "convolve", "conv2d", "conv_depthwise"}))
+    return kernel_categories[0];
+  if (detail::contains_any(n, {"copy", "transpose", "permute", "cat_", "concat",
                                "im2col", "col2im", "gather", "scatter", "index_elementwise", "indexselect",
                                "index_select", "constant_pad", "reflection_pad", "upsample"}))
     return kernel_categories[3];
-  if (detail::contains_any(n, {"gemm", "conv", "cutlass", "xmma", "cublas", "wgrad", "dgrad", "fprop",
-                               "matmul", "winograd", "implicit", "hmma", "16816", "s1688", "tensorop",
-                               "wmma", "gmma"}))
+  if (detail::contains_any(n, {"gemm", "conv", "cublas", "matmul", "implicit", "hmma", "16816", "s1688", "tensorop",
+                               "wmma", "gmma", "fft"}))
     return kernel_categories[0];
   if (detail::contains_any(n, {"reduce", "norm", "bn_fw", "bn_bw", "softmax", "welford", "pool",
                                "cross_entropy", "nll_loss", "cumsum", "argmax", "topk", "sort"}))
@@ -53,6 +60,46 @@ LIBREYOLO_INLINE std::string_view kernel_category(std::string_view raw_name) {
                                "where", "activation", "triton_poi"}))
     return kernel_categories[1];
   return kernel_categories[4];
+}
+
+LIBREYOLO_INLINE ConvAlgorithm conv_algorithm(std::string_view raw_name) {
+  ConvAlgorithm a;
+  if (kernel_category(raw_name) != kernel_categories[0]) return a;
+  const std::string n = detail::lowercase(without_parameter_list(raw_name));
+  using detail::contains_any;
+  // Which pass: forward, backward data (dgrad) or backward filter (wgrad); the weight-gradient names first
+  // (CUTLASS's wgrad iterators are named after the output gradient too).
+  if (contains_any(n, {"wgrad", "grad_weight", "bwd_filter", "backward_weight"})) a.pass = "wgrad";
+  else if (contains_any(n, {"dgrad", "grad_input", "bwd_data", "backward_input"})) a.pass = "dgrad";
+  else if (contains_any(n, {"fprop", "convolve", "conv2d", "conv_depthwise", "winograd", "forward"}) &&
+           !contains_any(n, {"gemm_f32f32_tf32", "splitkreduce", "nvjet", "cublas"}))
+    a.pass = "fprop";
+  else if (contains_any(n, {"fft"})) a.pass = "?";  // cuDNN's FFT kernels serve every pass; the name does not say which
+  else return a;  // a gemm, not a convolution
+  if (contains_any(n, {"winograd"})) a.family = "winograd";
+  else if (contains_any(n, {"fft"})) a.family = "fft";
+  else if (contains_any(n, {"depthwise", "grouped_direct", "c1_k1"})) a.family = "direct (depthwise/grouped)";
+  else if (contains_any(n, {"image_first_layer"})) a.family = "first-layer special";
+  else if (contains_any(n, {"implicitgemm", "implicit_gemm", "s16816", "s1688", "_optimized_"}))
+    a.family = is_tensorcore_kernel(raw_name) || contains_any(n, {"_f16f16_", "tensor16x8", "warpgroup", "tensorop"})
+                   ? "implicit GEMM, Tensor Cores"
+                   : "implicit GEMM";
+  else if (contains_any(n, {"implicit_convolve_sgemm", "convolve_common_engine", "wgrad_alg", "dgrad_alg", "dgrad_engine",
+                            "wgrad2d", "dgrad2d"}))
+    a.family = "cuDNN legacy engine (no Tensor Cores)";
+  else a.family = "other convolution";
+  // The reduction over the GEMM's K dimension split across thread blocks: partial sums added in an order the
+  // launch decides (split-K / segment-K kernels, or a separate split-K reduction).
+  a.split_k = contains_any(n, {"split_k", "splitk", "segment_k_on", "reducesplitk"});
+  // The arithmetic as the name states it (cuDNN: <A><B>_<C><accumulator>; CUTLASS: s16816 = fp32 accumulation,
+  // h16816 = fp16); a name that gives the input type only says so.
+  if (contains_any(n, {"tf32", "tfloat32"})) a.math = "tf32";
+  else if (contains_any(n, {"f16f16_f16f16", "h16816", "h884", "h1688"})) a.math = "fp16 accumulate";
+  else if (contains_any(n, {"bf16"})) a.math = contains_any(n, {"bf16bf16_bf16f32", "s16816"}) ? "bf16 in, fp32 accumulate" : "bf16";
+  else if (contains_any(n, {"f16f16_f16f32", "f16f16_f32", "_s16816"})) a.math = "fp16 in, fp32 accumulate";
+  else if (contains_any(n, {"f16", "half"})) a.math = "fp16 (accumulator not named)";
+  else if (contains_any(n, {"f32", "float", "ffma", "sgemm"})) a.math = "fp32";
+  return a;
 }
 
 LIBREYOLO_INLINE std::string short_kernel_name(std::string_view raw) {

@@ -33,6 +33,18 @@ LIBREYOLO_INLINE std::string without_parameter_list(std::string_view raw);
 // kernels named like convolutions or elementwise templates; cuBLAS split-K "reduce" kernels are gemm.
 LIBREYOLO_INLINE std::string_view kernel_category(std::string_view raw_name);
 
+// A convolution kernel's algorithm as its name tells it (cuDNN, CUTLASS and ATen kernel names): the pass
+// ("fprop", "dgrad", "wgrad", "?" for an FFT kernel; empty for a kernel that is no convolution, e.g. a cuBLAS gemm), the
+// algorithm family (implicit GEMM on Tensor Cores or not, Winograd, FFT, direct depthwise/grouped, cuDNN's
+// legacy engines, the first-layer special), whether the GEMM's K reduction is split across thread blocks
+// (its partial sums are added in an order the launch decides), and the arithmetic the name states.
+struct ConvAlgorithm {
+  std::string pass, family, math;
+  bool split_k = false;
+  bool is_conv() const { return !pass.empty(); }
+};
+LIBREYOLO_INLINE ConvAlgorithm conv_algorithm(std::string_view raw_name);
+
 // "void at::native::foo<float, 4>(int, float*)" -> "at::native::foo": template arguments and the
 // parameter list removed, so kernels read like function names in reports.
 LIBREYOLO_INLINE std::string short_kernel_name(std::string_view raw);

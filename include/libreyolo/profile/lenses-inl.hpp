@@ -105,6 +105,95 @@ LIBREYOLO_INLINE std::string ops_text(const nlohmann::json& doc) {
   return o.str();
 }
 
+namespace detail {
+// Whether a kernel is one of cuDNN's NCHW <-> NHWC layout conversions.
+LIBREYOLO_INLINE bool is_layout_conversion(const std::string& raw) {
+  const std::string n = lowercase(raw);
+  return contains_any(n, {"nchwtonhwc", "nhwctonchw"});
+}
+}  // namespace detail
+
+LIBREYOLO_INLINE nlohmann::json convs_doc(const nlohmann::json& p) {
+  using nlohmann::json;
+  if (!p.value("trace_collected", false) || !p.contains("kernels") || !p.at("kernels").is_array())
+    throw DataError("profile convs: needs a kernel trace (a CUDA run); this profile has host timings only");
+  const double busy = p.contains("gpu_busy_ms_per_step") && p.at("gpu_busy_ms_per_step").is_number()
+                          ? p.at("gpu_busy_ms_per_step").get<double>()
+                          : 0.0;
+  struct Row {
+    std::string pass, family, math;
+    double ms = 0, kernels = 0, split_k_ms = 0;
+  };
+  std::vector<Row> rows;
+  std::vector<std::pair<std::string, double>> families;
+  double conv_ms = 0, conv_kernels = 0, split_ms = 0, layout_ms = 0, layout_kernels = 0;
+  for (const auto& k : p.at("kernels")) {
+    if (!k.is_object()) continue;
+    const std::string raw = k.value("raw_name", k.value("kernel", std::string()));
+    const double ms = k.value("ms_per_step", 0.0), count = k.value("count_per_step", 0.0);
+    if (detail::is_layout_conversion(raw)) layout_ms += ms, layout_kernels += count;
+    const ConvAlgorithm a = conv_algorithm(raw);
+    if (!a.is_conv()) continue;
+    conv_ms += ms, conv_kernels += count;
+    if (a.split_k) split_ms += ms;
+    auto r = std::find_if(rows.begin(), rows.end(), [&](const Row& x) { return x.pass == a.pass && x.family == a.family && x.math == a.math; });
+    if (r == rows.end()) r = rows.insert(rows.end(), Row{a.pass, a.family, a.math});
+    r->ms += ms, r->kernels += count;
+    if (a.split_k) r->split_k_ms += ms;
+    auto f = std::find_if(families.begin(), families.end(), [&](const auto& x) { return x.first == a.family; });
+    if (f == families.end()) families.emplace_back(a.family, ms);
+    else f->second += ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  std::sort(families.begin(), families.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  const auto pct = [](double part, double whole) { return whole > 0 ? json(100.0 * part / whole) : json(); };
+  json jr = json::array(), jf = json::array();
+  for (const auto& r : rows)
+    jr.push_back({{"pass", r.pass}, {"family", r.family}, {"math", r.math.empty() ? json() : json(r.math)}, {"ms", r.ms},
+                  {"pct_of_conv", pct(r.ms, conv_ms)}, {"kernels_per_step", r.kernels}, {"split_k_ms", r.split_k_ms}});
+  for (const auto& [name, ms] : families) jf.push_back({{"family", name}, {"ms", ms}, {"pct_of_conv", pct(ms, conv_ms)}});
+  const auto& cfg = p.value("config", json::object());
+  return {{"model", p.value("model", std::string())},
+          {"conv_ms", conv_ms},
+          {"conv_pct_of_busy", pct(conv_ms, busy)},
+          {"conv_kernels_per_step", conv_kernels},
+          {"split_k_ms", split_ms},
+          {"dominant", families.empty() ? json() : json(families.front().first)},
+          {"families", jf},
+          {"rows", jr},
+          {"layout_conversion_ms", layout_ms},
+          {"layout_conversion_kernels_per_step", layout_kernels},
+          {"channels_last", cfg.contains("channels_last") ? cfg.at("channels_last") : json()},
+          {"cudnn_benchmark", cfg.contains("cudnn_benchmark") ? cfg.at("cudnn_benchmark") : json()},
+          {"cudnn_heuristic", cfg.contains("cudnn_heuristic") ? cfg.at("cudnn_heuristic") : json()}};
+}
+
+LIBREYOLO_INLINE std::string convs_text(const nlohmann::json& d) {
+  std::ostringstream o;
+  o << "convolutions of " << d.value("model", std::string("?")) << ": " << detail::num(d["conv_ms"], 2) << " ms/step ("
+    << detail::num(d["conv_pct_of_busy"], 0) << "% of GPU busy), " << detail::num(d["conv_kernels_per_step"], 0)
+    << " kernels/step; split-K " << detail::num(d["split_k_ms"], 2) << " ms\n";
+  if (d["dominant"].is_null()) {
+    o << "no convolution kernels in this window\n";
+  } else {
+    o << "dominant algorithm: " << d["dominant"].get<std::string>() << "\n";
+    char line[220];
+    std::snprintf(line, sizeof line, "  %-6s %-38s %-30s %9s %7s %9s %9s\n", "pass", "algorithm", "arithmetic", "ms/step", "% conv",
+                  "kernels", "split-K");
+    o << line;
+    for (const auto& r : d["rows"]) {
+      std::snprintf(line, sizeof line, "  %-6s %-38s %-30s %9s %7s %9s %9s\n", r.value("pass", std::string()).c_str(),
+                    r.value("family", std::string()).c_str(), r["math"].is_null() ? "?" : r["math"].get<std::string>().c_str(),
+                    detail::num(r["ms"], 3).c_str(), detail::num(r["pct_of_conv"], 1).c_str(),
+                    detail::num(r["kernels_per_step"], 1).c_str(), detail::num(r["split_k_ms"], 3).c_str());
+      o << line;
+    }
+  }
+  o << "layout conversions (NCHW <-> NHWC): " << detail::num(d["layout_conversion_ms"], 2) << " ms/step, "
+    << detail::num(d["layout_conversion_kernels_per_step"], 0) << " kernels/step\n";
+  return o.str();
+}
+
 LIBREYOLO_INLINE nlohmann::json what_if_doc(const nlohmann::json& p) {
   using nlohmann::json;
   const auto num = [&](const char* k) { return p.contains(k) && p.at(k).is_number() ? p.at(k).get<double>() : -1.0; };
@@ -152,6 +241,43 @@ LIBREYOLO_INLINE nlohmann::json what_if_doc(const nlohmann::json& p) {
                              "workers=0 loads on the training thread; with workers the step approaches its compute time");
   else add("workers", "workers=" + std::to_string(workers * 2), true, step - load / 2,
            "dataload is " + detail::num(100 * frac, 0) + "% of the step; twice the workers halve it");
+  // channels-last and the convolution algorithm choice, from the kernels' names
+  if (!traced || !p.contains("kernels")) {
+    add("channels_last", "channels_last=true", false, -1, "needs a kernel trace (a CUDA run) to see the layout conversions");
+    add("cudnn", "cudnn_heuristic=b", false, -1, "needs a kernel trace (a CUDA run) to see the convolution kernels");
+  } else {
+    const json c = convs_doc(p);
+    const double kernels = std::max(1.0, p.value("kernels_per_step", 1.0));
+    const double gap = std::max(0.0, p.value("host_overhead_ms_per_step", 0.0));
+    const double kernel_sum = p.value("gpu_kernel_sum_ms_per_step", 0.0);
+    // Kernels taken away: their share of the busy time (the union shrinks in proportion) and of the launch
+    // gaps (one launch each), as `what-if --remove-category` computes it.
+    const auto without = [&](double ms, double count) {
+      const double b = kernel_sum > 0 ? busy * ms / kernel_sum : ms;
+      return std::max(step - b - (graphs ? 0.0 : gap * count / kernels), std::max(load, busy - b));
+    };
+    const double lay_ms = c["layout_conversion_ms"].get<double>(), lay_n = c["layout_conversion_kernels_per_step"].get<double>();
+    if (lay_ms <= 0)
+      add("channels_last", "channels_last=true", false, -1,
+          cfg.value("channels_last", json(false)) == json(true) ? "already on in this run (no NCHW <-> NHWC conversions)"
+                                                                : "no NCHW <-> NHWC conversions in this run");
+    else
+      add("channels_last", "channels_last=true", true, without(lay_ms, lay_n),
+          "cuDNN converted NCHW <-> NHWC around the convolutions: " + detail::num(lay_ms, 2) + " ms/step in " +
+              detail::num(lay_n, 0) + " kernels, which channels-last tensors avoid");
+    const double conv_ms = c["conv_ms"].get<double>();
+    const bool tuned = cfg.value("cudnn_benchmark", json(false)) == json(true);
+    if (conv_ms <= 0) add("cudnn", "cudnn_heuristic=b", false, -1, "no convolution kernels in this run");
+    else if (tuned) add("cudnn", "cudnn_benchmark=true", false, -1, "already autotuning in this run");
+    else {
+      const std::string setting = cfg.value("cudnn_heuristic", json("instant")) == json("b") ? "cudnn_benchmark=true" : "cudnn_heuristic=b";
+      add("cudnn", setting, true, without(conv_ms, c["conv_kernels_per_step"].get<double>()),
+          "a BOUND, not an estimate: another algorithm choice changes only the convolution kernels (" + detail::num(conv_ms, 2) +
+              " ms/step, dominant: " + c["dominant"].get<std::string>() +
+              "); the step cannot fall below this. Faster choices trained to a lower mAP in our measurements "
+              "(docs/performance.md): check accuracy too");
+    }
+  }
   return {{"model", p.value("model", std::string())}, {"estimate", true},
           {"note", "estimates from the measured window, not measurements: try the lever and profile again"},
           {"bound", p.value("bound", std::string("?"))}, {"step_ms", step}, {"levers", levers}};
@@ -337,6 +463,11 @@ LIBREYOLO_INLINE int run_ops(const std::filesystem::path& f, int top, const std:
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
   return detail::lens({f}, as_json, out, err, [&] { return what_if_doc(load_profile_file(f)); },
                       [&] { return what_if_text(what_if_doc(load_profile_file(f))); });
+}
+
+LIBREYOLO_INLINE int run_convs(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err) {
+  return detail::lens({f}, as_json, out, err, [&] { return convs_doc(load_profile_file(f)); },
+                      [&] { return convs_text(convs_doc(load_profile_file(f))); });
 }
 
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, const Removal& r, bool as_json, std::ostream& out,

@@ -31,12 +31,25 @@ LIBREYOLO_INLINE nlohmann::json compare_doc(const nlohmann::json& a, const nlohm
 LIBREYOLO_INLINE nlohmann::json ops_doc(const nlohmann::json& p, int top, const std::string& phase);
 LIBREYOLO_INLINE std::string ops_text(const nlohmann::json& doc);
 
+// ---- profile convs ---------------------------------------------------------------------------------
+// The convolutions of the measured window by algorithm (conv_algorithm over the kernels' raw names): their
+// GPU ms per step and share of the busy time, one row per (pass, algorithm family, arithmetic) with its
+// share of the convolution time and the split-K share, the families summed, the dominant one named; and
+// the layout conversions (NCHW <-> NHWC) cuDNN ran around them, which channels-last tensors avoid.
+// DataError without a kernel trace.
+LIBREYOLO_INLINE nlohmann::json convs_doc(const nlohmann::json& p);
+LIBREYOLO_INLINE std::string convs_text(const nlohmann::json& d);
+
 // ---- profile what-if -------------------------------------------------------------------------------
 // From the measured window: each lever's estimated step time. The models are simple and stated:
 //  cuda_graph  the step approaches max(GPU busy, dataload) (launch and host overhead disappear);
 //  amp         gemm/conv kernels run about 2x faster on Tensor Cores in fp16/bf16; the rest is unchanged;
 //  workers     dataloader-bound: twice the workers halve the loading time left on the step (workers=0:
 //              loading moves off the training thread and the step approaches its compute time).
+//  channels_last  the NCHW <-> NHWC conversions cuDNN ran (convs_doc) disappear, with their launch gaps.
+//  cudnn       another convolution algorithm choice (cudnn_heuristic=b, cudnn_benchmark=true) can only change
+//              the convolution kernels: the estimate is a bound, the step without them (and their gaps);
+//              the measured effect on accuracy is not in a profile (docs/performance.md).
 LIBREYOLO_INLINE nlohmann::json what_if_doc(const nlohmann::json& p);
 LIBREYOLO_INLINE std::string what_if_text(const nlohmann::json& d);
 
@@ -84,6 +97,7 @@ LIBREYOLO_INLINE int run_kernels(const std::filesystem::path& f, const KernelQue
 LIBREYOLO_INLINE int run_ops(const std::filesystem::path& f, int top, const std::string& phase, bool as_json, std::ostream& out,
                    std::ostream& err);
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
+LIBREYOLO_INLINE int run_convs(const std::filesystem::path& f, bool as_json, std::ostream& out, std::ostream& err);
 // With a removal (a category or the launch gaps): what_if_removal_doc / _text instead of the levers.
 LIBREYOLO_INLINE int run_what_if(const std::filesystem::path& f, const Removal& r, bool as_json, std::ostream& out,
                                  std::ostream& err);

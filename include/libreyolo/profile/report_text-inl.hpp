@@ -157,6 +157,25 @@ LIBREYOLO_INLINE std::string summary_text(const nlohmann::json& p) {
     o << "kernel mix:";
     for (const auto& cat : p.value("categories", nlohmann::json::array()))
       o << "  " << cat.value("name", std::string()) << " " << detail::num(cat.value("pct", nlohmann::json()), 0) << "%";
+    // The convolutions by algorithm family (`profile convs` has the whole table).
+    std::vector<std::pair<std::string, double>> fam;
+    double conv_ms = 0;
+    for (const auto& k : p.value("kernels", nlohmann::json::array())) {
+      if (!k.is_object()) continue;
+      const ConvAlgorithm a = conv_algorithm(k.value("raw_name", k.value("kernel", std::string())));
+      if (!a.is_conv()) continue;
+      const double ms = k.value("ms_per_step", 0.0);
+      conv_ms += ms;
+      auto f = std::find_if(fam.begin(), fam.end(), [&](const auto& x) { return x.first == a.family; });
+      if (f == fam.end()) fam.emplace_back(a.family, ms);
+      else f->second += ms;
+    }
+    if (conv_ms > 0) {
+      std::sort(fam.begin(), fam.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+      o << "\nconvolutions: " << detail::num(conv_ms, 2) << " ms/step; by algorithm:";
+      for (const auto& [name, ms] : fam) o << "  " << name << " " << detail::num(100.0 * ms / conv_ms, 0) << "%";
+      o << " (profile convs)";
+    }
     o << "\ntop kernels:\n";
     for (const auto& k : p.value("top_kernels", nlohmann::json::array()))
       o << "  " << detail::num(k.value("pct", nlohmann::json()), 1) << "%  " << detail::num(k.value("ms", nlohmann::json()), 3)

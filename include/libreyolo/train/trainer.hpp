@@ -18,6 +18,7 @@
 #include <libreyolo/core/device.hpp>
 #include <libreyolo/core/log.hpp>
 #include <libreyolo/core/progress.hpp>
+#include <libreyolo/core/cudnn.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/loader.hpp>
 #include <libreyolo/distributed/reducer.hpp>

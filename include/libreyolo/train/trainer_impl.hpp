@@ -120,6 +120,9 @@ void LIBREYOLO_TRAINER::setup() {
     at::globalContext().setBenchmarkCuDNN(cudnn_autotune(cfg_, &why));
     if (!why.empty()) log::notice_once("trainer.cudnn_multi_scale", why);
   }
+  if (device_.is_cuda())
+    if (const std::string why = set_cudnn_heuristic(cfg_.cudnn_heuristic); !why.empty())
+      log::notice_once("trainer.cudnn_heuristic", why);
   channels_last_ = cfg_.channels_last && device_.is_cuda();
   if (resume_ck_) {
     try {
