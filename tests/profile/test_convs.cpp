@@ -25,7 +25,8 @@ const char* silu = "void at::native::vectorized_elementwise_kernel<8, at::native
 const char* cutlass_wgrad =
     "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock22ImplicitGemmMultistageINS_4gemm9G"
     "emmShapeILi64ELi64ELi64EEENS4_52Conv2dWgradOutputGradientTileAccessIteratorOptimizedINS_11MatrixShapeILi64ELi64EEENS_6half"
-    "_tENS_9transform29PitchLinearWarpRakedThreadMapEfLb0ENSO_9NoPermuteELb0EEEEEvNT_6ParamsE";
+    "_tENS_9transform29PitchLinearWarpRakedThreadMapENS6_4warp11MmaTensorOpINS7_ILi32ELi32ELi64EEEEfLb0ENSO_9NoPermuteELb0EEEEEvNT_"
+    "6ParamsE";
 
 json kernel(const char* raw, double ms, double count) {
   return {{"kernel", short_kernel_name(raw)}, {"raw_name", raw}, {"category", std::string(kernel_category(raw))},
@@ -35,7 +36,7 @@ json kernel(const char* raw, double ms, double count) {
 json traced(const json& config) {
   json cfg = {{"amp", true}, {"workers", 4}, {"cuda_graph", false}, {"channels_last", false}, {"cudnn_benchmark", false},
               {"cudnn_heuristic", "instant"}};
-  cfg.update(config);
+  if (config.is_object()) cfg.update(config);
   return {{"schema", analysis_schema}, {"model", "yolo9t"}, {"step_ms", 20.0}, {"dataload_ms", 1.0},
           {"gpu_busy_ms_per_step", 12.0}, {"gpu_kernel_sum_ms_per_step", 12.0}, {"host_overhead_ms_per_step", 7.0},
           {"launches_per_step", 100.0}, {"kernels_per_step", 100.0}, {"trace_collected", true}, {"config", cfg},
