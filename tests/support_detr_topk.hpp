@@ -43,7 +43,7 @@ inline torch::Tensor load(const std::string& model, int64_t k = 300) {
 }
 
 // Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward
-// computes them: the projected maps flattened, invalid cells zeroed, enc_output, enc_score_head. For
+// computes them: the projected maps flattened, invalid cells zeroed, enc_output (where there is one), enc_score_head. For
 // the decoders here whose levels are the encoder's maps (no extra strided levels).
 template <class Decoder>
 torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc) {
@@ -55,7 +55,8 @@ torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc
   libreyolo::nn::detr::SpatialShapes shapes;
   auto memory = libreyolo::nn::detr::flatten_levels(proj, shapes);
   auto valid = d.valid_mask.defined() ? d.valid_mask : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
-  return std::get<0>(d.enc_score_head->forward(d.enc_output->forward(valid.to(memory.scalar_type()) * memory)).max(-1));
+  auto masked = valid.to(memory.scalar_type()) * memory;
+  return std::get<0>(d.enc_score_head->forward(d.enc_output ? d.enc_output->forward(masked) : masked).max(-1));  // EC: no enc_output
 }
 
 struct SelectionCheck {

@@ -66,7 +66,27 @@ struct DFineDecoderOptions {
   double eps = 1e-2;
   int64_t reg_max = 32;
   double reg_scale = 4.0;
+  // EC's decoder (the original's models/ec/decoder.py ECTransformer) differs from D-FINE's in these
+  // (ec_decoder_options() sets them): the memory itself scored and selected (no enc_output), a 3-layer
+  // query_pos_head of width hidden_dim (D-FINE: 2 layers, 2 hidden_dim wide) whose embedding of the
+  // initial reference boxes serves every layer (D-FINE: re-embedded from each layer's refined boxes), and
+  // the layers' last LayerNorm named norm2 (D-FINE: norm3).
+  bool enc_output = true;
+  int64_t query_pos_layers = 2;
+  int64_t query_pos_hidden = 0;  // 0: 2 hidden_dim
+  bool query_pos_per_layer = true;
+  const char* ffn_norm_name = "norm3";
 };
+
+// EC's differences from D-FINE (above) set on `o`.
+inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
+  o.enc_output = false;
+  o.query_pos_layers = 3;
+  o.query_pos_hidden = o.hidden_dim;
+  o.query_pos_per_layer = false;
+  o.ffn_norm_name = "norm2";
+  return o;
+}
 
 // Deformable cross-attention over the memory itself (the original's MSDeformableAttention, v2 style).
 class DFineDeformableAttentionImpl : public torch::nn::Cloneable<DFineDeformableAttentionImpl> {
@@ -146,7 +166,7 @@ class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl, DFi
     register_self_attention();
     cross_attn = register_module("cross_attn", DFineDeformableAttention(o_.hidden_dim, o_.nhead, o_.num_points));
     gateway = register_module("gateway", Gate(o_.hidden_dim));
-    register_ffn(/*xavier=*/true);
+    register_ffn(/*xavier=*/true, o_.ffn_norm_name);
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
@@ -232,7 +252,7 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     up = register_parameter("up", torch::full({1}, 0.5), /*requires_grad=*/false);
     reg_scale = register_parameter("reg_scale", torch::full({1}, o_.reg_scale), /*requires_grad=*/false);
     decoder = register_module("decoder", DFineDecoderStack(o_, up, reg_scale));
-    register_selection_heads(o_.mlp_act, /*named_enc_output=*/true);
+    register_selection_heads(o_.mlp_act, /*named_enc_output=*/true, o_.enc_output, o_.query_pos_hidden, o_.query_pos_layers);
     dec_score_head = register_module("dec_score_head", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) dec_score_head->push_back(torch::nn::Linear(d, o_.num_classes));
     pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
@@ -284,8 +304,9 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     torch::Tensor pre_boxes, pre_logits, ref_initial, output_detach, corners_undetach;
     auto ref_detach = torch::sigmoid(ref_unact);
     auto output = target;
+    torch::Tensor pos;
     for (int64_t i = 0; i < o_.num_layers; ++i) {
-      auto pos = query_pos_head->forward(ref_detach).clamp(-10, 10);
+      if (i == 0 || o_.query_pos_per_layer) pos = query_pos_head->forward(ref_detach).clamp(-10, 10);
       output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, sel.shapes, attn_mask, pos);
       if (i == 0) {
         pre_boxes = torch::sigmoid(pre_bbox_head->forward(output) + inverse_sigmoid(ref_detach));
