@@ -5,6 +5,8 @@
 // rounding picks other tokens; a test gives these indices to the decoder's forced_topk_indices hook
 // and compares the decoder's outputs per element. selection_scores / check_selection show that the
 // original's selection is a top-k of OUR scores up to rounding (only near-ties are decided differently).
+#include "support_fixture.hpp"
+
 #include <libreyolo/nn/detr/anchors.hpp>
 
 #include <doctest/doctest.h>
@@ -88,6 +90,32 @@ SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Ten
                 << sel.moved << " positions; sorted scores within " << sel.max_rel_score << " relative");
   d.forced_topk_indices = forced;
   return sel;
+}
+
+// In a test case, the DETR fixture tests' first part (tests/dfine_net, tests/ec): `net`'s parameters and
+// buffers are keys.tsv's (names, shapes, dtypes; kind "param" exactly our parameters), n_params and
+// n_trainable (config.json's values, written out in the test so that a changed fixture shows) are the
+// fixture's and ours. Returns whether the names matched (compare outputs only then).
+inline bool check_state(const fixture::Fixture& f, torch::nn::Module& net, int64_t n_params, int64_t n_trainable) {
+  const auto diffs = fixture::name_differences(f, net);
+  CHECK_MESSAGE(diffs.empty(), diffs.size() << " differences from keys.tsv:\n" << fixture::join_lines(diffs));
+  CHECK(f.n_params() == n_params);
+  CHECK(fixture::parameter_count(net) == n_params);
+  CHECK(net.named_parameters().size() + net.named_buffers().size() == f.keys.size());
+  const auto params = net.named_parameters();
+  size_t n_param_keys = 0;
+  for (const auto& k : f.keys) {
+    if (k.kind != "param") continue;
+    ++n_param_keys;
+    CHECK_MESSAGE(params.contains(k.name), k.name << " is a parameter in the original");
+  }
+  CHECK(n_param_keys == params.size());
+  if (!diffs.empty()) return false;
+  int64_t trainable = 0;
+  for (auto& p : net.parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+  CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
+  CHECK(trainable == n_trainable);
+  return true;
 }
 
 // In a test case, after the forced comparison: the hook cleared, the decoder's own selection gives the

@@ -38,30 +38,9 @@ void check(const std::string& model, const std::string& size, Variant v, int64_t
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
   DFine net(DFineOptions{size, 80, v, 640});
-  const auto diffs = fx::name_differences(f, *net);
-  CHECK_MESSAGE(diffs.empty(), model << ": " << diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
-  CHECK(f.n_params() == n_params);
-  CHECK(fx::parameter_count(*net) == n_params);
-  CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
-  // Parameters and buffers as the original's: keys.tsv's kind "param" exactly for our parameters (the
-  // l/x backbones' FrozenBatchNorm2d weight and bias are buffers there and here).
-  {
-    const auto params = net->named_parameters();
-    size_t n_param_keys = 0;
-    for (const auto& k : f.keys) {
-      if (k.kind != "param") continue;
-      ++n_param_keys;
-      CHECK_MESSAGE(params.contains(k.name), k.name << " is a parameter in the original");
-    }
-    CHECK(n_param_keys == params.size());
-  }
-  if (!diffs.empty()) return;
   // The trainable count: D-FINE and RT-DETRv4 freeze the backbone's stem (DEIM at l/x only); up and
-  // reg_scale never train.
-  int64_t trainable = 0;
-  for (auto& p : net->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
-  CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
-  CHECK(trainable == n_trainable);
+  // reg_scale never train. l/x: the backbone's FrozenBatchNorm2d weight and bias are buffers there and here.
+  if (!topk::check_state(f, *net, n_params, n_trainable)) return;
   // decoder.decoder.up / reg_scale are the decoder's up / reg_scale themselves (one tensor, two names).
   CHECK(net->decoder->decoder->up.is_same(net->decoder->up));
   CHECK(net->decoder->decoder->reg_scale.is_same(net->decoder->reg_scale));

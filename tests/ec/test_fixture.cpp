@@ -37,27 +37,8 @@ void check(const std::string& model, const std::string& size, int64_t n_params, 
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
   EC net(ECOptions{size, 80, 640, /*imagenet_norm=*/false});
-  const auto diffs = fx::name_differences(f, *net);
-  CHECK_MESSAGE(diffs.empty(), model << ": " << diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
-  CHECK(f.n_params() == n_params);
-  CHECK(fx::parameter_count(*net) == n_params);
-  CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
-  {
-    const auto params = net->named_parameters();
-    size_t n_param_keys = 0;
-    for (const auto& k : f.keys) {
-      if (k.kind != "param") continue;
-      ++n_param_keys;
-      CHECK_MESSAGE(params.contains(k.name), k.name << " is a parameter in the original");
-    }
-    CHECK(n_param_keys == params.size());
-  }
-  if (!diffs.empty()) return;
   // Trainable: everything but the decoder's up and reg_scale.
-  int64_t trainable = 0;
-  for (auto& p : net->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
-  CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
-  CHECK(trainable == n_trainable);
+  if (!topk::check_state(f, *net, n_params, n_trainable)) return;
   CHECK(net->decoder->decoder->up.is_same(net->decoder->up));
   CHECK(net->decoder->decoder->reg_scale.is_same(net->decoder->reg_scale));
 

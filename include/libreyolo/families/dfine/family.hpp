@@ -1,6 +1,7 @@
 #pragma once
 // The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deim{n,s,m,l,x}`, families/deim/) and RT-DETRv4
-// (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
+// (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template; EC (`ec-{s,m,l,x}`,
+// families/ec/) is a fourth, with its own network (the V's Network / make_network) and recipe. They share one network (families/dfine/
 // network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
 // one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,

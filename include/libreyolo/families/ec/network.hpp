@@ -233,16 +233,6 @@ class ECBackboneImpl : public torch::nn::Cloneable<ECBackboneImpl> {
 };
 TORCH_MODULE(ECBackbone);
 
-// The captured chain (backbone + encoder), owning no modules of its own (as the D-FINE line's).
-struct ECEncoderChainImpl : torch::nn::Module {
-  ECEncoderChainImpl(ECBackbone b, detr::ECEncoder e) {
-    backbone = register_module("backbone", std::move(b));
-    encoder = register_module("encoder", std::move(e));
-  }
-  ECBackbone backbone{nullptr};
-  detr::ECEncoder encoder{nullptr};
-};
-
 class ECImpl : public torch::nn::Cloneable<ECImpl> {
  public:
   explicit ECImpl(ECOptions o = {}) : o_(std::move(o)) {
@@ -277,7 +267,7 @@ class ECImpl : public torch::nn::Cloneable<ECImpl> {
     d.reg_max = 32;
     d.reg_scale = 4.0;
     decoder = register_module("decoder", detr::DFineDecoder(detr::ec_decoder_options(d)));
-    chain_ = std::make_shared<ECEncoderChainImpl>(backbone, hybrid_encoder);
+    chain_ = std::make_shared<Chain>(backbone, hybrid_encoder);
   }
 
   // [0, 1] RGB -> ImageNet-normalised (where imagenet_norm), in x's dtype.
@@ -291,14 +281,7 @@ class ECImpl : public torch::nn::Cloneable<ECImpl> {
 
   torch::nn::Module& encoder() { return *chain_; }
   std::vector<torch::Tensor> encode(const torch::Tensor& x) { return hybrid_encoder->forward(backbone->forward(normalize(x))); }
-  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) {
-    detr::DFineNetOutput out;
-    out.features = feats;
-    out.decoder = [d = decoder.ptr()](const std::vector<torch::Tensor>& f, const std::vector<detr::DetrTarget>* t) { return d->forward(f, t); };
-    out.input_hw = {feats.front().size(2) * 8, feats.front().size(3) * 8};
-    if (!is_training()) out.result = decoder->forward(feats, nullptr);
-    return out;
-  }
+  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) { return detr::dfine_decode(decoder, feats, 8); }
   detr::DFineNetOutput forward(const torch::Tensor& x) {
     auto out = decode(encode(x));
     out.input_hw = {x.size(2), x.size(3)};
@@ -312,7 +295,8 @@ class ECImpl : public torch::nn::Cloneable<ECImpl> {
 
  private:
   ECOptions o_;
-  std::shared_ptr<ECEncoderChainImpl> chain_;
+  using Chain = detr::EncoderChainImpl<ECBackbone, detr::ECEncoder>;
+  std::shared_ptr<Chain> chain_;
 };
 TORCH_MODULE(EC);
 

@@ -1,6 +1,7 @@
 #pragma once
 // The D-FINE decoder (the original's models/dfine/decoder.py DFINETransformer; DEIM's DEIMTransformer and
-// RT-DETRv4 are the same network, differing in activations only): RT-DETR's query selection (anchors per
+// RT-DETRv4 are the same network, differing in activations only; EC's ECTransformer is it with the options
+// ec_decoder_options() sets): RT-DETR's query selection (anchors per
 // cell, the top-num_queries encoder tokens by their best class score, contrastive denoising queries in
 // training) and decoder layers with D-FINE's changes:
 //   * cross-attention samples the encoder memory itself (no value/output projections), with a point
@@ -373,5 +374,30 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
   }
 };
 TORCH_MODULE(DFineDecoder);
+
+// The captured chain of a D-FINE-line network (backbone + encoder; families/dfine, families/ec), owning no
+// modules of its own: it registers the network's backbone and encoder again so that capture sees exactly
+// their parameters and buffers.
+template <class Backbone, class Encoder>
+struct EncoderChainImpl : torch::nn::Module {
+  EncoderChainImpl(Backbone b, Encoder e) {
+    backbone = register_module("backbone", std::move(b));
+    encoder = register_module("encoder", std::move(e));
+  }
+  Backbone backbone{nullptr};
+  Encoder encoder{nullptr};
+};
+
+// A D-FINE-line network's decode(feats): the features with the decoder to run (training: the family's
+// loss runs it with the batch's targets), or run at once (eval); input_hw from the first map's stride.
+inline DFineNetOutput dfine_decode(const DFineDecoder& decoder, const std::vector<torch::Tensor>& feats, int64_t first_stride) {
+  DFineNetOutput out;
+  out.features = feats;
+  const auto impl = decoder.ptr();
+  out.decoder = [impl](const std::vector<torch::Tensor>& f, const std::vector<DetrTarget>* t) { return impl->forward(f, t); };
+  out.input_hw = {feats.front().size(2) * first_stride, feats.front().size(3) * first_stride};
+  if (!impl->is_training()) out.result = impl->forward(feats, nullptr);
+  return out;
+}
 
 }  // namespace libreyolo::nn::detr
