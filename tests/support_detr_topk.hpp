@@ -19,6 +19,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lry_test::detr_topk {
@@ -127,6 +128,50 @@ void check_own_selection(Decoder& d, const std::vector<torch::Tensor>& enc, cons
   CHECK(own.pred_logits.sizes() == forced_out.pred_logits.sizes());
   CHECK(own.pred_boxes.sizes() == forced_out.pred_boxes.sizes());
   if (sel.moved == 0) CHECK(torch::equal(own.pred_logits, forced_out.pred_logits));
+}
+
+// In a test case, the D-FINE-line networks' fixture comparison (tests/dfine_net, tests/ec; `net` has
+// backbone, hybrid_encoder, decoder, encode, decode, forward; filled already): in eval mode, the backbone's
+// and the encoder's maps and, under the original's selection (forced), the decoder's logits and boxes and
+// the model's output, every one per element to 1e-4 relative; forward == decode(encode(x)) bit for bit;
+// then our own selection (check_own_selection).
+template <class Net>
+void check_dfine_line_outputs(const fixture::Fixture& f, Net& net, const std::string& model) {
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = f.input();
+  REQUIRE(fixture::compare(f, "input", x, 1e-6).ok);
+  const auto bb = net->backbone->forward(x);
+  const auto enc = net->hybrid_encoder->forward(bb);
+  // The original's selection (checked against ours: the same tokens up to near-ties), forced.
+  const auto sel = force_original_selection(*net->decoder, enc, model);
+  const auto dec = net->decoder->forward(enc);
+  CHECK_FALSE(dec.training);
+  CHECK(dec.aux_outputs.empty());
+  std::vector<std::pair<std::string, torch::Tensor>> ours;
+  for (size_t i = 0; i < bb.size(); ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
+  for (size_t i = 0; i < enc.size(); ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);
+  ours.emplace_back("child.decoder.pred_logits", dec.pred_logits);
+  ours.emplace_back("child.decoder.pred_boxes", dec.pred_boxes);
+  const auto full = net->forward(x);
+  REQUIRE_FALSE(full.pending());
+  ours.emplace_back("output.pred_logits", full.result->pred_logits);
+  ours.emplace_back("output.pred_boxes", full.result->pred_boxes);
+  CHECK(ours.size() + 1 == f.refs.size());
+  // Every output per element, in order (the first mismatch names the part that differs).
+  std::string report;
+  const auto result = fixture::compare_all(f, ours, &report);
+  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
+  MESSAGE(model << ": " << result.message << "\n" << report);
+  // forward == decode(encode(x)) (the capture boundary), bit for bit.
+  const auto split = net->decode(net->encode(x));
+  CHECK(torch::equal(split.result->pred_logits, dec.pred_logits));
+  CHECK(torch::equal(split.result->pred_boxes, dec.pred_boxes));
+  CHECK(torch::equal(full.result->pred_logits, dec.pred_logits));
+  CHECK(full.input_hw[0] == f.imgsz);
+  CHECK(split.input_hw[1] == f.imgsz);
+  // Without the hook, our own selection.
+  check_own_selection(*net->decoder, enc, dec, sel);
 }
 
 }  // namespace lry_test::detr_topk

@@ -46,41 +46,7 @@ void check(const std::string& model, const std::string& size, Variant v, int64_t
   CHECK(net->decoder->decoder->reg_scale.is_same(net->decoder->reg_scale));
 
   fx::fill(f, *net);
-  net->eval();
-  torch::NoGradGuard no_grad;
-  const auto x = f.input();
-  REQUIRE(fx::compare(f, "input", x, 1e-6).ok);
-  const auto bb = net->backbone->forward(x);
-  const auto enc = net->hybrid_encoder->forward(bb);
-  // The original's selection (checked against ours: the same tokens up to near-ties), forced.
-  const auto sel = topk::force_original_selection(*net->decoder, enc, model);
-  const auto dec = net->decoder->forward(enc);
-  CHECK_FALSE(dec.training);
-  CHECK(dec.aux_outputs.empty());
-  std::vector<std::pair<std::string, torch::Tensor>> ours;
-  for (size_t i = 0; i < bb.size(); ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
-  for (size_t i = 0; i < enc.size(); ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);
-  ours.emplace_back("child.decoder.pred_logits", dec.pred_logits);
-  ours.emplace_back("child.decoder.pred_boxes", dec.pred_boxes);
-  const auto full = net->forward(x);
-  REQUIRE_FALSE(full.pending());
-  ours.emplace_back("output.pred_logits", full.result->pred_logits);
-  ours.emplace_back("output.pred_boxes", full.result->pred_boxes);
-  CHECK(ours.size() + 1 == f.refs.size());
-  // Every output per element, in order (the first mismatch names the part that differs).
-  std::string report;
-  const auto result = fx::compare_all(f, ours, &report);
-  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
-  MESSAGE(model << ": " << result.message << "\n" << report);
-  // forward == decode(encode(x)) (the capture boundary), bit for bit.
-  const auto split = net->decode(net->encode(x));
-  CHECK(torch::equal(split.result->pred_logits, dec.pred_logits));
-  CHECK(torch::equal(split.result->pred_boxes, dec.pred_boxes));
-  CHECK(torch::equal(full.result->pred_logits, dec.pred_logits));
-  CHECK(full.input_hw[0] == f.imgsz);
-  CHECK(split.input_hw[1] == f.imgsz);
-  // Without the hook, our own selection.
-  topk::check_own_selection(*net->decoder, enc, dec, sel);
+  topk::check_dfine_line_outputs(f, net, model);
 }
 
 }  // namespace

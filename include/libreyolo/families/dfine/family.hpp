@@ -53,6 +53,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace libreyolo {
@@ -67,6 +68,7 @@ struct DFineLineV {
   static constexpr bool amp_default = false;
   static constexpr bool multi_scale_default = true;
   static constexpr double mal_gamma = 1.5;
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 0> original_config_not_run{};
 };
 
 // The three policies' differences.
@@ -158,6 +160,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
     static constexpr bool multi_scale_default = V::multi_scale_default;
     static constexpr auto overrides = V::overrides;
+    static constexpr auto original_config_not_run = V::original_config_not_run;
     static constexpr std::string_view fixture_prefix = V::fixture_prefix;
   };
   using Network = typename V::Network;

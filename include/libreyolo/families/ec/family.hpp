@@ -27,6 +27,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace libreyolo {
 
@@ -45,6 +46,10 @@ struct ECV {
   static constexpr std::array<std::string_view, 4> sizes{"s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason = "";  // amp on by default
   static double backbone_lr_mult(const std::string&) { return 0.05; }  // ECConfig.backbone_lr_mult
+  // ECConfig's values that ECTrainer never runs: DFINEPassThroughDataset drops mosaic / mixup, and
+  // DFINETrainTransform's photometric distortion has its own fixed p (0.5), reading no hsv_prob.
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 3> original_config_not_run{
+      {{"mosaic_prob", "0.75"}, {"mixup_prob", "0.75"}, {"hsv_prob", "0.5"}}};
   static constexpr std::array<std::string_view, 24> overrides{
       "optimizer=AdamW",    "lr0=0.0005",        "weight_decay=0.0001", "scheduler=flat_cosine", "warmup_epochs=2",
       "warmup_lr_start=0.000001", "min_lr_ratio=0.5", "no_aug_epochs=4", "ema_decay=0.9999", "ema_restart_decay=0.9999",
