@@ -5,6 +5,8 @@
 // rounding picks other tokens; a test gives these indices to the decoder's forced_topk_indices hook
 // and compares the decoder's outputs per element. selection_scores / check_selection show that the
 // original's selection is a top-k of OUR scores up to rounding (only near-ties are decided differently).
+#include "support_fixture.hpp"
+
 #include <libreyolo/nn/detr/anchors.hpp>
 
 #include <doctest/doctest.h>
@@ -17,6 +19,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lry_test::detr_topk {
@@ -43,7 +46,7 @@ inline torch::Tensor load(const std::string& model, int64_t k = 300) {
 }
 
 // Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward
-// computes them: the projected maps flattened, invalid cells zeroed, enc_output, enc_score_head. For
+// computes them: the projected maps flattened, invalid cells zeroed, enc_output (where there is one), enc_score_head. For
 // the decoders here whose levels are the encoder's maps (no extra strided levels).
 template <class Decoder>
 torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc) {
@@ -55,7 +58,8 @@ torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc
   libreyolo::nn::detr::SpatialShapes shapes;
   auto memory = libreyolo::nn::detr::flatten_levels(proj, shapes);
   auto valid = d.valid_mask.defined() ? d.valid_mask : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
-  return std::get<0>(d.enc_score_head->forward(d.enc_output->forward(valid.to(memory.scalar_type()) * memory)).max(-1));
+  auto masked = valid.to(memory.scalar_type()) * memory;
+  return std::get<0>(d.enc_score_head->forward(d.enc_output ? d.enc_output->forward(masked) : masked).max(-1));  // EC: no enc_output
 }
 
 struct SelectionCheck {
@@ -89,6 +93,32 @@ SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Ten
   return sel;
 }
 
+// In a test case, the DETR fixture tests' first part (tests/dfine_net, tests/ec): `net`'s parameters and
+// buffers are keys.tsv's (names, shapes, dtypes; kind "param" exactly our parameters), n_params and
+// n_trainable (config.json's values, written out in the test so that a changed fixture shows) are the
+// fixture's and ours. Returns whether the names matched (compare outputs only then).
+inline bool check_state(const fixture::Fixture& f, torch::nn::Module& net, int64_t n_params, int64_t n_trainable) {
+  const auto diffs = fixture::name_differences(f, net);
+  CHECK_MESSAGE(diffs.empty(), diffs.size() << " differences from keys.tsv:\n" << fixture::join_lines(diffs));
+  CHECK(f.n_params() == n_params);
+  CHECK(fixture::parameter_count(net) == n_params);
+  CHECK(net.named_parameters().size() + net.named_buffers().size() == f.keys.size());
+  const auto params = net.named_parameters();
+  size_t n_param_keys = 0;
+  for (const auto& k : f.keys) {
+    if (k.kind != "param") continue;
+    ++n_param_keys;
+    CHECK_MESSAGE(params.contains(k.name), k.name << " is a parameter in the original");
+  }
+  CHECK(n_param_keys == params.size());
+  if (!diffs.empty()) return false;
+  int64_t trainable = 0;
+  for (auto& p : net.parameters()) trainable += p.requires_grad() ? p.numel() : 0;
+  CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
+  CHECK(trainable == n_trainable);
+  return true;
+}
+
 // In a test case, after the forced comparison: the hook cleared, the decoder's own selection gives the
 // same shapes, and the same outputs as `forced_out` where it is the same selection.
 template <class Decoder, class Output>
@@ -98,6 +128,50 @@ void check_own_selection(Decoder& d, const std::vector<torch::Tensor>& enc, cons
   CHECK(own.pred_logits.sizes() == forced_out.pred_logits.sizes());
   CHECK(own.pred_boxes.sizes() == forced_out.pred_boxes.sizes());
   if (sel.moved == 0) CHECK(torch::equal(own.pred_logits, forced_out.pred_logits));
+}
+
+// In a test case, the D-FINE-line networks' fixture comparison (tests/dfine_net, tests/ec; `net` has
+// backbone, hybrid_encoder, decoder, encode, decode, forward; filled already): in eval mode, the backbone's
+// and the encoder's maps and, under the original's selection (forced), the decoder's logits and boxes and
+// the model's output, every one per element to 1e-4 relative; forward == decode(encode(x)) bit for bit;
+// then our own selection (check_own_selection).
+template <class Net>
+void check_dfine_line_outputs(const fixture::Fixture& f, Net& net, const std::string& model) {
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = f.input();
+  REQUIRE(fixture::compare(f, "input", x, 1e-6).ok);
+  const auto bb = net->backbone->forward(x);
+  const auto enc = net->hybrid_encoder->forward(bb);
+  // The original's selection (checked against ours: the same tokens up to near-ties), forced.
+  const auto sel = force_original_selection(*net->decoder, enc, model);
+  const auto dec = net->decoder->forward(enc);
+  CHECK_FALSE(dec.training);
+  CHECK(dec.aux_outputs.empty());
+  std::vector<std::pair<std::string, torch::Tensor>> ours;
+  for (size_t i = 0; i < bb.size(); ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
+  for (size_t i = 0; i < enc.size(); ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);
+  ours.emplace_back("child.decoder.pred_logits", dec.pred_logits);
+  ours.emplace_back("child.decoder.pred_boxes", dec.pred_boxes);
+  const auto full = net->forward(x);
+  REQUIRE_FALSE(full.pending());
+  ours.emplace_back("output.pred_logits", full.result->pred_logits);
+  ours.emplace_back("output.pred_boxes", full.result->pred_boxes);
+  CHECK(ours.size() + 1 == f.refs.size());
+  // Every output per element, in order (the first mismatch names the part that differs).
+  std::string report;
+  const auto result = fixture::compare_all(f, ours, &report);
+  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
+  MESSAGE(model << ": " << result.message << "\n" << report);
+  // forward == decode(encode(x)) (the capture boundary), bit for bit.
+  const auto split = net->decode(net->encode(x));
+  CHECK(torch::equal(split.result->pred_logits, dec.pred_logits));
+  CHECK(torch::equal(split.result->pred_boxes, dec.pred_boxes));
+  CHECK(torch::equal(full.result->pred_logits, dec.pred_logits));
+  CHECK(full.input_hw[0] == f.imgsz);
+  CHECK(split.input_hw[1] == f.imgsz);
+  // Without the hook, our own selection.
+  check_own_selection(*net->decoder, enc, dec, sel);
 }
 
 }  // namespace lry_test::detr_topk

@@ -79,6 +79,27 @@ _SIZES = {
 for _size, _kw in _SIZES.items():
     for _name, (_module, _cls, _base) in [("rtdetr-", MODELS["rtdetr-r18"]), ("rtdetrv2-", MODELS["rtdetrv2-r18"])]:
         MODELS[_name + _size] = (_module, _cls, dict(_base, **_kw))
+# EC s/m/l/x (models/ec/nn.py LibreECModel; its fixtures were made with PyTorch 2.11, the ViT's attention
+# runs through scaled_dot_product_attention, given below where this PyTorch lacks it).
+for _sz in "smlx":
+    MODELS["ec-" + _sz] = ("libreyolo.models.ec.nn", "LibreECModel",
+                           dict(config=_sz, nb_classes=80, eval_spatial_size=(640, 640)))
+
+
+def install_sdpa():
+    """PyTorch 1.13 has no F.scaled_dot_product_attention (EC's ViT calls it, without mask or dropout in
+    eval): softmax(q k^T / sqrt(d)) v, its definition."""
+    import torch.nn.functional as F
+    if hasattr(F, "scaled_dot_product_attention"):
+        return
+
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+        if attn_mask is not None or is_causal or dropout_p:
+            raise NotImplementedError("the stand-in scaled_dot_product_attention covers EC's eval use only")
+        s = scale if scale is not None else q.shape[-1] ** -0.5
+        return torch.softmax(q @ k.transpose(-2, -1) * s, -1) @ v
+
+    F.scaled_dot_product_attention = sdpa
 
 
 def install_original(src):
@@ -90,7 +111,7 @@ def install_original(src):
             sys.modules[n] = types.ModuleType(n)
         sys.modules["torchvision.ops.boxes"].box_area = lambda b: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
     pkgs = [("libreyolo", ""), ("libreyolo.models", "models")]
-    pkgs += [("libreyolo.models." + f, os.path.join("models", f)) for f in ["dfine", "deim", "rtdetr", "rtdetrv2"]]
+    pkgs += [("libreyolo.models." + f, os.path.join("models", f)) for f in ["dfine", "deim", "rtdetr", "rtdetrv2", "ec"]]
     for name, sub in pkgs:
         m = types.ModuleType(name)
         m.__path__ = [os.path.join(src, sub)]
@@ -202,7 +223,7 @@ def recover(name, model, enc, scores, refs, extra=400, rounds=12, row_tol=1e-4):
     return torch.tensor([pick], dtype=torch.int64)
 
 
-def run(name, fixtures, out_dir, tol):
+def run(name, fixtures, out_dir, tol, extra=400):
     module, cls, kwargs = MODELS[name]
     fdir = os.path.join(fixtures, name)
     ref = json.load(open(os.path.join(fdir, "ref.json")))
@@ -226,7 +247,7 @@ def run(name, fixtures, out_dir, tol):
         # fixture's selection by matching the decoder's output rows, then prove it by a forced run.
         print("%-14s this run's own selection does not reproduce the fixture (%s); recovering it" % (name, bad))
         enc = [ours["child.encoder.%d" % i] for i in range(sum(k.startswith("child.encoder.") for k in ours))]
-        ind = recover(name, model, enc, scores, refs)
+        ind = recover(name, model, enc, scores, refs, extra=extra)
         ours, _ = forward_all(model, x, forced=ind)
         worst, bad = compare(name, ours, ref, refs, tol, verbose=True)
         if bad:
@@ -248,11 +269,13 @@ def main():
     ap.add_argument("--fixtures", required=True, help="shared/fixtures/libreyolo")
     ap.add_argument("--out", required=True, help="where <model>.bin goes")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--extra", type=int, default=400, help="recovery candidates beyond the best 300 (EC: 3000)")
     ap.add_argument("models", nargs="*", default=list(MODELS))
     a = ap.parse_args()
     install_original(os.path.abspath(a.original))
+    install_sdpa()
     for m in a.models:
-        run(m, a.fixtures, a.out, a.tol)
+        run(m, a.fixtures, a.out, a.tol, a.extra)
 
 
 if __name__ == "__main__":

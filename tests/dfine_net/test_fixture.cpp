@@ -38,70 +38,15 @@ void check(const std::string& model, const std::string& size, Variant v, int64_t
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
   DFine net(DFineOptions{size, 80, v, 640});
-  const auto diffs = fx::name_differences(f, *net);
-  CHECK_MESSAGE(diffs.empty(), model << ": " << diffs.size() << " differences from keys.tsv:\n" << fx::join_lines(diffs));
-  CHECK(f.n_params() == n_params);
-  CHECK(fx::parameter_count(*net) == n_params);
-  CHECK(net->named_parameters().size() + net->named_buffers().size() == f.keys.size());
-  // Parameters and buffers as the original's: keys.tsv's kind "param" exactly for our parameters (the
-  // l/x backbones' FrozenBatchNorm2d weight and bias are buffers there and here).
-  {
-    const auto params = net->named_parameters();
-    size_t n_param_keys = 0;
-    for (const auto& k : f.keys) {
-      if (k.kind != "param") continue;
-      ++n_param_keys;
-      CHECK_MESSAGE(params.contains(k.name), k.name << " is a parameter in the original");
-    }
-    CHECK(n_param_keys == params.size());
-  }
-  if (!diffs.empty()) return;
   // The trainable count: D-FINE and RT-DETRv4 freeze the backbone's stem (DEIM at l/x only); up and
-  // reg_scale never train.
-  int64_t trainable = 0;
-  for (auto& p : net->parameters()) trainable += p.requires_grad() ? p.numel() : 0;
-  CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
-  CHECK(trainable == n_trainable);
+  // reg_scale never train. l/x: the backbone's FrozenBatchNorm2d weight and bias are buffers there and here.
+  if (!topk::check_state(f, *net, n_params, n_trainable)) return;
   // decoder.decoder.up / reg_scale are the decoder's up / reg_scale themselves (one tensor, two names).
   CHECK(net->decoder->decoder->up.is_same(net->decoder->up));
   CHECK(net->decoder->decoder->reg_scale.is_same(net->decoder->reg_scale));
 
   fx::fill(f, *net);
-  net->eval();
-  torch::NoGradGuard no_grad;
-  const auto x = f.input();
-  REQUIRE(fx::compare(f, "input", x, 1e-6).ok);
-  const auto bb = net->backbone->forward(x);
-  const auto enc = net->hybrid_encoder->forward(bb);
-  // The original's selection (checked against ours: the same tokens up to near-ties), forced.
-  const auto sel = topk::force_original_selection(*net->decoder, enc, model);
-  const auto dec = net->decoder->forward(enc);
-  CHECK_FALSE(dec.training);
-  CHECK(dec.aux_outputs.empty());
-  std::vector<std::pair<std::string, torch::Tensor>> ours;
-  for (size_t i = 0; i < bb.size(); ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
-  for (size_t i = 0; i < enc.size(); ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);
-  ours.emplace_back("child.decoder.pred_logits", dec.pred_logits);
-  ours.emplace_back("child.decoder.pred_boxes", dec.pred_boxes);
-  const auto full = net->forward(x);
-  REQUIRE_FALSE(full.pending());
-  ours.emplace_back("output.pred_logits", full.result->pred_logits);
-  ours.emplace_back("output.pred_boxes", full.result->pred_boxes);
-  CHECK(ours.size() + 1 == f.refs.size());
-  // Every output per element, in order (the first mismatch names the part that differs).
-  std::string report;
-  const auto result = fx::compare_all(f, ours, &report);
-  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
-  MESSAGE(model << ": " << result.message << "\n" << report);
-  // forward == decode(encode(x)) (the capture boundary), bit for bit.
-  const auto split = net->decode(net->encode(x));
-  CHECK(torch::equal(split.result->pred_logits, dec.pred_logits));
-  CHECK(torch::equal(split.result->pred_boxes, dec.pred_boxes));
-  CHECK(torch::equal(full.result->pred_logits, dec.pred_logits));
-  CHECK(full.input_hw[0] == f.imgsz);
-  CHECK(split.input_hw[1] == f.imgsz);
-  // Without the hook, our own selection.
-  topk::check_own_selection(*net->decoder, enc, dec, sel);
+  topk::check_dfine_line_outputs(f, net, model);
 }
 
 }  // namespace

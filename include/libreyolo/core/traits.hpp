@@ -68,8 +68,9 @@ struct family_defaults {
   static constexpr bool multi_scale_default = false;
   // The recipe: hyperparameter overrides of SPEC §3 as key=value, applied to keys the user did not set.
   static constexpr std::array<std::string_view, 0> overrides{};
-  // Values of the original's trainer configuration that its trainer does not run ({key, its config value}):
-  // the override above then holds what it runs, and the fixture check (tests/kit) accepts the difference.
+  // Values of the original's trainer configuration that its trainer does not run ({key, its config value};
+  // a number as JSON writes it, e.g. "0.75"): the override above then holds what it runs, and the fixture
+  // check (tests/kit) accepts the difference.
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 0> original_config_not_run{};
   // The original's architecture fixture folder under shared/fixtures/libreyolo/ for a size, as
   // "<prefix><size><suffix>" (e.g. "yolox-" + "s" + ""); empty prefix = the family has none.

@@ -25,7 +25,8 @@
   LIBREYOLO_FAMILY(lingbot, LingBotFamily)         \
   LIBREYOLO_FAMILY(dfine, DFineFamily)             \
   LIBREYOLO_FAMILY(deim, DEIMFamily)               \
-  LIBREYOLO_FAMILY(rtdetrv4, RTDETRv4Family)
+  LIBREYOLO_FAMILY(rtdetrv4, RTDETRv4Family)       \
+  LIBREYOLO_FAMILY(ec, ECFamily)
 
 #if defined(LIBREYOLO_FAMILY_SELECTION)
 #include <libreyolo_family_selection.hpp>

@@ -1,6 +1,7 @@
 #pragma once
 // The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deim{n,s,m,l,x}`, families/deim/) and RT-DETRv4
-// (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template. They share one network (families/dfine/
+// (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template; EC (`ec-{s,m,l,x}`,
+// families/ec/) is a fourth, with its own network (the V's Network / make_network) and recipe. They share one network (families/dfine/
 // network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
 // one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,
@@ -52,14 +53,26 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace libreyolo {
 
 namespace families::dfine {
 
+// What the policies share unless they say otherwise: the D-FINE network, float32, multi_scale on, MAL's
+// gamma 1.5 (DEIM's). EC (families/ec/family.hpp) brings its own network and recipe: its V defines
+// Network and make_network(size, num_classes).
+struct DFineLineV {
+  using Network = DFine;
+  static constexpr bool amp_default = false;
+  static constexpr bool multi_scale_default = true;
+  static constexpr double mal_gamma = 1.5;
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 0> original_config_not_run{};
+};
+
 // The three policies' differences.
-struct DFineV {
+struct DFineV : DFineLineV {
   static constexpr std::string_view name = "dfine";
   static constexpr double aug_stop_epoch_ratio = 0.85;  // DFINEConfig.aug_stop_epoch_ratio
   static constexpr std::string_view fixture_prefix = "dfine-";
@@ -85,7 +98,7 @@ inline double deim_backbone_lr_mult(const std::string& size) {
   return 0.5;  // n, s
 }
 
-struct DEIMV {
+struct DEIMV : DFineLineV {
   static constexpr std::string_view name = "deim";
   static constexpr double aug_stop_epoch_ratio = 0.91;  // DEIMConfig.aug_stop_epoch_ratio
   static constexpr std::string_view fixture_prefix = "deim-";
@@ -103,7 +116,7 @@ struct DEIMV {
       "shear=0",            "affine=false",      "multi_scale=true",    "imgsz=640"};
 };
 
-struct RTDETRv4V {
+struct RTDETRv4V : DFineLineV {
   static constexpr std::string_view name = "rtdetrv4";
   static constexpr double aug_stop_epoch_ratio = 0.91;  // RTDETRv4Config(DEIMConfig).aug_stop_epoch_ratio
   static constexpr std::string_view fixture_prefix = "rtdetrv4-";
@@ -141,21 +154,27 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   static constexpr auto sizes = V::sizes;
   struct traits : family_defaults {
     using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
-    static constexpr bool amp_default = false;
+    static constexpr bool amp_default = V::amp_default;
     static constexpr std::string_view fp32_reason = V::fp32_reason;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
-    static constexpr bool multi_scale_default = true;
+    static constexpr bool multi_scale_default = V::multi_scale_default;
     static constexpr auto overrides = V::overrides;
+    static constexpr auto original_config_not_run = V::original_config_not_run;
     static constexpr std::string_view fixture_prefix = V::fixture_prefix;
   };
-  using Network = DFine;
+  using Network = typename V::Network;
 
   explicit DFineFamilyT(std::string size = std::string(V::sizes[0])) : Base(std::move(size)) {
     families::require_size<DFineFamilyT>(this->size_);
   }
 
-  Network make_network() const { return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640}); }
+  Network make_network() const {
+    if constexpr (requires { V::make_network(this->size_, this->num_classes()); })
+      return V::make_network(this->size_, this->num_classes());
+    else
+      return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640});
+  }
 
   // The originals' multi-scale sizes (models/dfine/transforms.py _generate_scales at c41461e): multiples of
   // 32 from int(0.75 base / 32) x 32 up to base (exclusive), base `repeat` times, then from
@@ -193,7 +212,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
       co.num_classes = this->num_classes();
       if constexpr (V::mal) {
         co.class_loss = nn::detr::DFineClassLoss::mal;
-        co.gamma = 1.5;
+        co.gamma = V::mal_gamma;
       }
       criterion_ = std::make_unique<nn::detr::DFineCriterion>(co);
     }

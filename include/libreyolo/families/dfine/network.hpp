@@ -72,17 +72,6 @@ inline const DFineSizeConfig* dfine_size(const std::string& size) {
   return nullptr;
 }
 
-// The captured chain (backbone + encoder), owning no modules of its own: it registers the network's
-// backbone and encoder again so that capture sees exactly their parameters and buffers.
-struct DFineEncoderChainImpl : torch::nn::Module {
-  DFineEncoderChainImpl(detr::HGNetv2 b, detr::DFineEncoder e) {
-    backbone = register_module("backbone", std::move(b));
-    encoder = register_module("encoder", std::move(e));
-  }
-  detr::HGNetv2 backbone{nullptr};
-  detr::DFineEncoder encoder{nullptr};
-};
-
 class DFineImpl : public torch::nn::Cloneable<DFineImpl> {
  public:
   explicit DFineImpl(DFineOptions o = {}) : o_(std::move(o)) {
@@ -124,20 +113,13 @@ class DFineImpl : public torch::nn::Cloneable<DFineImpl> {
     d.reg_scale = c.reg_scale;
     decoder = register_module("decoder", detr::DFineDecoder(d));
     first_stride_ = eo.feat_strides.front();
-    chain_ = std::make_shared<DFineEncoderChainImpl>(backbone, hybrid_encoder);
+    chain_ = std::make_shared<Chain>(backbone, hybrid_encoder);
   }
 
   // The encoder boundary: encoder() owns the captured parameters and buffers (backbone + encoder).
   torch::nn::Module& encoder() { return *chain_; }
   std::vector<torch::Tensor> encode(const torch::Tensor& x) { return hybrid_encoder->forward(backbone->forward(x)); }
-  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) {
-    detr::DFineNetOutput out;
-    out.features = feats;
-    out.decoder = [d = decoder.ptr()](const std::vector<torch::Tensor>& f, const std::vector<detr::DetrTarget>* t) { return d->forward(f, t); };
-    out.input_hw = {feats.front().size(2) * first_stride_, feats.front().size(3) * first_stride_};
-    if (!is_training()) out.result = decoder->forward(feats, nullptr);
-    return out;
-  }
+  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) { return detr::dfine_decode(decoder, feats, first_stride_); }
   detr::DFineNetOutput forward(const torch::Tensor& x) {
     auto out = decode(encode(x));
     out.input_hw = {x.size(2), x.size(3)};
@@ -152,7 +134,8 @@ class DFineImpl : public torch::nn::Cloneable<DFineImpl> {
  private:
   DFineOptions o_;
   int64_t first_stride_ = 16;
-  std::shared_ptr<DFineEncoderChainImpl> chain_;
+  using Chain = detr::EncoderChainImpl<detr::HGNetv2, detr::DFineEncoder>;
+  std::shared_ptr<Chain> chain_;
 };
 TORCH_MODULE(DFine);
 

@@ -9,6 +9,7 @@
 // (backbone.blocks.0.attn.qkv.weight, backbone.rope_embed.periods, predict.weight, ...).
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/nn/vit.hpp>
 
 #include <torch/torch.h>
 
@@ -16,14 +17,22 @@
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace libreyolo::lingbot {
 
+// The ViT pieces LingBot shares with EC (nn/vit.hpp).
+using nn::vit::Mlp;
+using nn::vit::MlpImpl;
+using nn::vit::RopePositionEmbedding;
+using nn::vit::RopePositionEmbeddingImpl;
+using nn::vit::rope_apply;
+using nn::vit::rope_rotate_half;
+
 inline constexpr int64_t kPatch = 16;
 inline constexpr int64_t kStorageTokens = 4;
 inline constexpr double kLayerScaleInit = 1e-5;
-inline constexpr double kRopeBase = 100.0;
 inline constexpr double kLayerNormEps = 1e-5;
 
 struct SizeConfig {
@@ -69,21 +78,6 @@ class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
 };
 TORCH_MODULE(PatchEmbed);
 
-class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
- public:
-  MlpImpl(int64_t in, int64_t hidden, bool bias) : in_(in), hidden_(hidden), bias_(bias) { reset(); }
-  void reset() override {
-    fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(in_, hidden_).bias(bias_)));
-    fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(hidden_, in_).bias(bias_)));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::gelu(fc1->forward(x))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-
- private:
-  int64_t in_, hidden_;
-  bool bias_;
-};
-TORCH_MODULE(Mlp);
 
 class SwiGLUFFNImpl : public torch::nn::Cloneable<SwiGLUFFNImpl> {
  public:
@@ -104,42 +98,6 @@ class SwiGLUFFNImpl : public torch::nn::Cloneable<SwiGLUFFNImpl> {
 };
 TORCH_MODULE(SwiGLUFFN);
 
-// Axial RoPE tables for an h x w grid: sin, cos [h*w, d_head], fp32.
-class RopePositionEmbeddingImpl : public torch::nn::Cloneable<RopePositionEmbeddingImpl> {
- public:
-  RopePositionEmbeddingImpl(int64_t dim, int64_t heads) : dim_(dim), heads_(heads) { reset(); }
-  void reset() override {
-    if (dim_ % (4 * heads_) != 0)
-      throw ConfigError("LingBot-Vision RoPE: embed_dim " + std::to_string(dim_) + " must be divisible by 4 * num_heads = " +
-                        std::to_string(4 * heads_));
-    const int64_t d_head = dim_ / heads_;
-    auto periods = torch::pow(kRopeBase, 2 * torch::arange(d_head / 4, torch::kFloat32) / double(d_head / 2));
-    this->periods = register_buffer("periods", periods);
-  }
-  std::pair<torch::Tensor, torch::Tensor> forward(int64_t H, int64_t W) {
-    const auto o = torch::TensorOptions().dtype(torch::kFloat32).device(periods.device());
-    auto ch = torch::arange(0.5, double(H), 1.0, o) / double(H);
-    auto cw = torch::arange(0.5, double(W), 1.0, o) / double(W);
-    auto grid = torch::meshgrid({ch, cw}, "ij");
-    auto coords = torch::stack({grid[0], grid[1]}, -1).flatten(0, 1) * 2.0 - 1.0;                 // [HW, 2]
-    auto angles = coords.unsqueeze(-1) * (2 * std::numbers::pi) / periods.to(torch::kFloat32).view({1, 1, -1});  // [HW, 2, D/4]
-    angles = angles.flatten(1, 2).tile({2});                                                           // [HW, D]
-    return {torch::sin(angles), torch::cos(angles)};
-  }
-  torch::Tensor periods;
-
- private:
-  int64_t dim_, heads_;
-};
-TORCH_MODULE(RopePositionEmbedding);
-
-inline torch::Tensor rope_rotate_half(const torch::Tensor& x) {
-  auto c = x.chunk(2, -1);
-  return torch::cat({-c[1], c[0]}, -1);
-}
-inline torch::Tensor rope_apply(const torch::Tensor& x, const torch::Tensor& sin, const torch::Tensor& cos) {
-  return x * cos + rope_rotate_half(x) * sin;
-}
 
 // The fused QKV projection whose bias is multiplied by bias_mask (the K third zeroed).
 class LinearKMaskedBiasImpl : public torch::nn::Cloneable<LinearKMaskedBiasImpl> {
@@ -179,13 +137,7 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
     const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
     auto t = qkv->forward(x).reshape({B, N, 3, heads_, C / heads_});
     auto q = t.select(2, 0).transpose(1, 2), k = t.select(2, 1).transpose(1, 2), v = t.select(2, 2).transpose(1, 2);
-    if (sin.defined()) {
-      const int64_t prefix = N - sin.size(-2);
-      const auto in_dtype = q.scalar_type();
-      q = q.to(sin.scalar_type()), k = k.to(sin.scalar_type());
-      q = torch::cat({q.narrow(2, 0, prefix), rope_apply(q.narrow(2, prefix, N - prefix), sin, cos)}, 2).to(in_dtype);
-      k = torch::cat({k.narrow(2, 0, prefix), rope_apply(k.narrow(2, prefix, N - prefix), sin, cos)}, 2).to(in_dtype);
-    }
+    if (sin.defined()) std::tie(q, k) = nn::vit::rope_patch_tokens(q, k, sin, cos);
     auto o = compat::scaled_dot_product_attention(q, k, v);
     return proj->forward(o.transpose(1, 2).reshape({B, N, C}));
   }

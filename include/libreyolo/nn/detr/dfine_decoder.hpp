@@ -1,6 +1,7 @@
 #pragma once
 // The D-FINE decoder (the original's models/dfine/decoder.py DFINETransformer; DEIM's DEIMTransformer and
-// RT-DETRv4 are the same network, differing in activations only): RT-DETR's query selection (anchors per
+// RT-DETRv4 are the same network, differing in activations only; EC's ECTransformer is it with the options
+// ec_decoder_options() sets): RT-DETR's query selection (anchors per
 // cell, the top-num_queries encoder tokens by their best class score, contrastive denoising queries in
 // training) and decoder layers with D-FINE's changes:
 //   * cross-attention samples the encoder memory itself (no value/output projections), with a point
@@ -66,7 +67,27 @@ struct DFineDecoderOptions {
   double eps = 1e-2;
   int64_t reg_max = 32;
   double reg_scale = 4.0;
+  // EC's decoder (the original's models/ec/decoder.py ECTransformer) differs from D-FINE's in these
+  // (ec_decoder_options() sets them): the memory itself scored and selected (no enc_output), a 3-layer
+  // query_pos_head of width hidden_dim (D-FINE: 2 layers, 2 hidden_dim wide) whose embedding of the
+  // initial reference boxes serves every layer (D-FINE: re-embedded from each layer's refined boxes), and
+  // the layers' last LayerNorm named norm2 (D-FINE: norm3).
+  bool enc_output = true;
+  int64_t query_pos_layers = 2;
+  int64_t query_pos_hidden = 0;  // 0: 2 hidden_dim
+  bool query_pos_per_layer = true;
+  const char* ffn_norm_name = "norm3";
 };
+
+// EC's differences from D-FINE (above) set on `o`.
+inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
+  o.enc_output = false;
+  o.query_pos_layers = 3;
+  o.query_pos_hidden = o.hidden_dim;
+  o.query_pos_per_layer = false;
+  o.ffn_norm_name = "norm2";
+  return o;
+}
 
 // Deformable cross-attention over the memory itself (the original's MSDeformableAttention, v2 style).
 class DFineDeformableAttentionImpl : public torch::nn::Cloneable<DFineDeformableAttentionImpl> {
@@ -146,7 +167,7 @@ class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl, DFi
     register_self_attention();
     cross_attn = register_module("cross_attn", DFineDeformableAttention(o_.hidden_dim, o_.nhead, o_.num_points));
     gateway = register_module("gateway", Gate(o_.hidden_dim));
-    register_ffn(/*xavier=*/true);
+    register_ffn(/*xavier=*/true, o_.ffn_norm_name);
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
@@ -232,7 +253,7 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     up = register_parameter("up", torch::full({1}, 0.5), /*requires_grad=*/false);
     reg_scale = register_parameter("reg_scale", torch::full({1}, o_.reg_scale), /*requires_grad=*/false);
     decoder = register_module("decoder", DFineDecoderStack(o_, up, reg_scale));
-    register_selection_heads(o_.mlp_act, /*named_enc_output=*/true);
+    register_selection_heads(o_.mlp_act, /*named_enc_output=*/true, o_.enc_output, o_.query_pos_hidden, o_.query_pos_layers);
     dec_score_head = register_module("dec_score_head", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) dec_score_head->push_back(torch::nn::Linear(d, o_.num_classes));
     pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
@@ -284,8 +305,9 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     torch::Tensor pre_boxes, pre_logits, ref_initial, output_detach, corners_undetach;
     auto ref_detach = torch::sigmoid(ref_unact);
     auto output = target;
+    torch::Tensor pos;
     for (int64_t i = 0; i < o_.num_layers; ++i) {
-      auto pos = query_pos_head->forward(ref_detach).clamp(-10, 10);
+      if (i == 0 || o_.query_pos_per_layer) pos = query_pos_head->forward(ref_detach).clamp(-10, 10);
       output = decoder->layer(i).forward(output, ref_detach.unsqueeze(2), value, sel.shapes, attn_mask, pos);
       if (i == 0) {
         pre_boxes = torch::sigmoid(pre_bbox_head->forward(output) + inverse_sigmoid(ref_detach));
@@ -352,5 +374,30 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
   }
 };
 TORCH_MODULE(DFineDecoder);
+
+// The captured chain of a D-FINE-line network (backbone + encoder; families/dfine, families/ec), owning no
+// modules of its own: it registers the network's backbone and encoder again so that capture sees exactly
+// their parameters and buffers.
+template <class Backbone, class Encoder>
+struct EncoderChainImpl : torch::nn::Module {
+  EncoderChainImpl(Backbone b, Encoder e) {
+    backbone = register_module("backbone", std::move(b));
+    encoder = register_module("encoder", std::move(e));
+  }
+  Backbone backbone{nullptr};
+  Encoder encoder{nullptr};
+};
+
+// A D-FINE-line network's decode(feats): the features with the decoder to run (training: the family's
+// loss runs it with the batch's targets), or run at once (eval); input_hw from the first map's stride.
+inline DFineNetOutput dfine_decode(const DFineDecoder& decoder, const std::vector<torch::Tensor>& feats, int64_t first_stride) {
+  DFineNetOutput out;
+  out.features = feats;
+  const auto impl = decoder.ptr();
+  out.decoder = [impl](const std::vector<torch::Tensor>& f, const std::vector<DetrTarget>* t) { return impl->forward(f, t); };
+  out.input_hw = {feats.front().size(2) * first_stride, feats.front().size(3) * first_stride};
+  if (!impl->is_training()) out.result = impl->forward(feats, nullptr);
+  return out;
+}
 
 }  // namespace libreyolo::nn::detr

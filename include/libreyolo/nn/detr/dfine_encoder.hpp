@@ -34,19 +34,48 @@ class SCDownImpl : public torch::nn::Cloneable<SCDownImpl> {
 };
 TORCH_MODULE(SCDown);
 
+// CSPLayer2 (EC's csp_type "csp2", RepC3-like): conv1 1x1 in -> 2 hidden split in halves a, b;
+// conv3(a + bottlenecks(b)) (conv3 a 1x1 ConvNorm where hidden != out, else absent); hidden = out.
+class CSPLayer2Impl : public torch::nn::Cloneable<CSPLayer2Impl> {
+ public:
+  CSPLayer2Impl(int64_t in, int64_t out, int64_t blocks, Act act) : in_(in), out_(out), n_(blocks), act_(act) { reset(); }
+  void reset() override {
+    conv1 = register_module("conv1", ConvNorm(in_, 2 * out_, 1, 1, act_));
+    bottlenecks = register_module("bottlenecks", torch::nn::Sequential());
+    for (int64_t i = 0; i < n_; ++i) bottlenecks->push_back(RepVggBlock(out_, out_, act_));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = conv1->forward(x).chunk(2, 1);
+    return y[0] + bottlenecks->forward(y[1]);
+  }
+  ConvNorm conv1{nullptr};
+  torch::nn::Sequential bottlenecks{nullptr};
+
+ private:
+  int64_t in_, out_, n_;
+  Act act_;
+};
+TORCH_MODULE(CSPLayer2);
+
 // RepNCSPELAN4(c1, c2, c3, c4, n): cv1 1x1 c1 -> c3, split into two c3/2 halves a, b;
 // cv2 = CSP(c3/2 -> c4, n RepVgg blocks) + 3x3 ConvNorm, on b; cv3 = CSP(c4 -> c4, n) + 3x3 ConvNorm, on
 // cv2's output; cv4 1x1 (c3 + 2 c4) -> c2 over [a, b, cv2, cv3]. Every conv SiLU-activated.
+// csp2 (EC's csp_type "csp2"): cv2 = CSPLayer2(c3/2 -> c4, n), cv3 = CSPLayer2(c4 -> c4, n), no 3x3 convs.
 class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
  public:
-  RepNCSPELAN4Impl(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t n, Act act = Act::silu)
-      : c1_(c1), c2_(c2), c3_(c3), c4_(c4), n_(n), act_(act) {
+  RepNCSPELAN4Impl(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t n, Act act = Act::silu, bool csp2 = false)
+      : c1_(c1), c2_(c2), c3_(c3), c4_(c4), n_(n), act_(act), csp2_(csp2) {
     reset();
   }
   void reset() override {
     cv1 = register_module("cv1", ConvNorm(c1_, c3_, 1, 1, act_));
-    cv2 = register_module("cv2", torch::nn::Sequential(CSPRepLayer(c3_ / 2, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
-    cv3 = register_module("cv3", torch::nn::Sequential(CSPRepLayer(c4_, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
+    if (csp2_) {
+      cv2 = register_module("cv2", torch::nn::Sequential(CSPLayer2(c3_ / 2, c4_, n_, act_)));
+      cv3 = register_module("cv3", torch::nn::Sequential(CSPLayer2(c4_, c4_, n_, act_)));
+    } else {
+      cv2 = register_module("cv2", torch::nn::Sequential(CSPRepLayer(c3_ / 2, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
+      cv3 = register_module("cv3", torch::nn::Sequential(CSPRepLayer(c4_, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
+    }
     cv4 = register_module("cv4", ConvNorm(c3_ + 2 * c4_, c2_, 1, 1, act_));
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -61,6 +90,7 @@ class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
  private:
   int64_t c1_, c2_, c3_, c4_, n_;
   Act act_;
+  bool csp2_;
 };
 TORCH_MODULE(RepNCSPELAN4);
 
@@ -83,6 +113,7 @@ struct DFineEncoderOptions : HybridEncoderOptions {
 struct DFineEncoderBlocks {
   using Options = DFineEncoderOptions;
   static constexpr const char* name = "DFineEncoder";
+  static constexpr bool input_projection = true, fuse_sum = false;
   static torch::nn::Sequential input_proj(int64_t c, int64_t d) {
     torch::nn::Sequential s;
     s->push_back("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, 1).bias(false)));
@@ -91,17 +122,30 @@ struct DFineEncoderBlocks {
   }
   static constexpr Act lateral_act = Act::none;
   using Fusion = RepNCSPELAN4Impl;
-  static RepNCSPELAN4 fusion(const Options& o) {
-    const int64_t d = o.hidden_dim;
-    const auto c4 = static_cast<int64_t>(std::nearbyint(std::floor(o.expansion * static_cast<double>(d) / 2.0)));
-    const auto n = static_cast<int64_t>(std::nearbyint(3.0 * o.depth_mult));
-    return RepNCSPELAN4(2 * d, d, 2 * d, c4, n);
-  }
+  static RepNCSPELAN4 fusion(const Options& o) { return RepNCSPELAN4(2 * o.hidden_dim, o.hidden_dim, 2 * o.hidden_dim, c4(o), n(o)); }
   using Down = torch::nn::SequentialImpl;
   static torch::nn::Sequential downsample(int64_t d) { return torch::nn::Sequential(SCDown(d, d, 3, 2)); }
+  static int64_t c4(const Options& o) {
+    return static_cast<int64_t>(std::nearbyint(std::floor(o.expansion * static_cast<double>(o.hidden_dim) / 2.0)));
+  }
+  static int64_t n(const Options& o) { return static_cast<int64_t>(std::nearbyint(3.0 * o.depth_mult)); }
 };
 
 using DFineEncoderImpl = HybridEncoderTImpl<DFineEncoderBlocks>;
 TORCH_MODULE(DFineEncoder);
+
+// EC's encoder (the original's models/ec/encoder.py HybridEncoder): D-FINE's with no input projections
+// (the backbone's projector gives hidden_dim channels), an AIFI layer with SiLU, the FPN / PAN inputs
+// summed (fuse_op "sum": the fusion blocks take hidden_dim channels) and csp2 fusion blocks.
+struct ECEncoderBlocks : DFineEncoderBlocks {
+  static constexpr const char* name = "ECEncoder";
+  static constexpr bool input_projection = false, fuse_sum = true;
+  static RepNCSPELAN4 fusion(const Options& o) {
+    return RepNCSPELAN4(o.hidden_dim, o.hidden_dim, 2 * o.hidden_dim, c4(o), n(o), Act::silu, /*csp2=*/true);
+  }
+};
+
+using ECEncoderImpl = HybridEncoderTImpl<ECEncoderBlocks>;
+TORCH_MODULE(ECEncoder);
 
 }  // namespace libreyolo::nn::detr

@@ -128,6 +128,7 @@ struct HybridEncoderOptions {
   double pe_temperature = 10000;
   double expansion = 0.5;
   double depth_mult = 1.0;
+  Act enc_act = Act::gelu;  // the AIFI layer's FFN activation (EC: silu)
 };
 
 // The hybrid encoder's layout: 1x1 conv + BN input projections to hidden_dim, AIFI on the
@@ -136,7 +137,10 @@ struct HybridEncoderOptions {
 // RT-DETR's encoder from D-FINE's (nn/detr/dfine_encoder.hpp) is `Blocks`:
 //   Blocks::Options                  the options (HybridEncoderOptions' fields, the family's defaults)
 //   Blocks::name                     the encoder's name in errors
-//   Blocks::input_proj(c, d)         one level's projection: Sequential(conv, BN), the original's child names
+//   Blocks::input_projection         whether the levels are projected (EC's encoder has none: its backbone
+//                                    projects); Blocks::input_proj(c, d) one level's projection: Sequential(conv,
+//                                    BN), the original's child names
+//   Blocks::fuse_sum                 FPN / PAN inputs summed (EC's fuse_op "sum") instead of concatenated
 //   Blocks::lateral_act              the lateral ConvNorm's activation
 //   Blocks::Fusion, fusion(o)        the FPN / PAN fusion block (its Impl type) and a new one
 //   Blocks::Down, downsample(d)      the PAN's downsampling block (its Impl type) and a new one
@@ -149,11 +153,16 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
   void reset() override {
     const int64_t d = o_.hidden_dim;
     const auto nlev = static_cast<int64_t>(o_.in_channels.size());
-    input_proj = this->register_module("input_proj", torch::nn::ModuleList());
-    for (auto c : o_.in_channels) input_proj->push_back(Blocks::input_proj(c, d));
+    if constexpr (Blocks::input_projection) {
+      input_proj = this->register_module("input_proj", torch::nn::ModuleList());
+      for (auto c : o_.in_channels) input_proj->push_back(Blocks::input_proj(c, d));
+    } else {
+      for (auto c : o_.in_channels)
+        TORCH_CHECK(c == d, Blocks::name, ": without input projections every level needs hidden_dim (", d, ") channels, got ", c);
+    }
     encoder = this->register_module("encoder", torch::nn::ModuleList());
     for (size_t i = 0; i < o_.use_encoder_idx.size(); ++i)
-      encoder->push_back(TransformerEncoder(o_.num_encoder_layers, d, o_.nhead, o_.dim_feedforward, Act::gelu));
+      encoder->push_back(TransformerEncoder(o_.num_encoder_layers, d, o_.nhead, o_.dim_feedforward, o_.enc_act));
     lateral_convs = this->register_module("lateral_convs", torch::nn::ModuleList());
     fpn_blocks = this->register_module("fpn_blocks", torch::nn::ModuleList());
     for (int64_t i = nlev - 1; i > 0; --i) {
@@ -174,7 +183,10 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
     const auto nlev = static_cast<int64_t>(o_.in_channels.size());
     TORCH_CHECK(static_cast<int64_t>(feats.size()) == nlev, Blocks::name, ": expected ", nlev, " feature maps, got ", feats.size());
     std::vector<torch::Tensor> proj;
-    for (int64_t i = 0; i < nlev; ++i) proj.push_back(input_proj[i]->as<torch::nn::Sequential>()->forward(feats[i]));
+    for (int64_t i = 0; i < nlev; ++i) {
+      if constexpr (Blocks::input_projection) proj.push_back(input_proj[i]->as<torch::nn::Sequential>()->forward(feats[i]));
+      else proj.push_back(feats[i]);
+    }
     for (size_t i = 0; i < o_.use_encoder_idx.size(); ++i) {
       const auto idx = o_.use_encoder_idx[i];
       const int64_t h = proj[idx].size(2), w = proj[idx].size(3);
@@ -189,13 +201,13 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
       auto high = lateral_convs[j]->as<ConvNormImpl>()->forward(inner.front());
       inner.front() = high;
       auto up = torch::upsample_nearest2d(high, {high.size(2) * 2, high.size(3) * 2});
-      inner.insert(inner.begin(), fpn_blocks[j]->as<Fusion>()->forward(torch::cat({up, proj[idx - 1]}, 1)));
+      inner.insert(inner.begin(), fpn_blocks[j]->as<Fusion>()->forward(fuse(up, proj[idx - 1])));
     }
     // Bottom-up PAN.
     std::vector<torch::Tensor> outs{inner.front()};
     for (int64_t idx = 0; idx < nlev - 1; ++idx) {
       auto down = downsample_convs[idx]->as<Down>()->forward(outs.back());
-      outs.push_back(pan_blocks[idx]->as<Fusion>()->forward(torch::cat({down, inner[idx + 1]}, 1)));
+      outs.push_back(pan_blocks[idx]->as<Fusion>()->forward(fuse(down, inner[idx + 1])));
     }
     return outs;
   }
@@ -205,6 +217,10 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
       downsample_convs{nullptr}, pan_blocks{nullptr};
 
  private:
+  static torch::Tensor fuse(const torch::Tensor& a, const torch::Tensor& b) {
+    if constexpr (Blocks::fuse_sum) return a + b;
+    else return torch::cat({a, b}, 1);
+  }
   // The position embedding of a w x h map, made once per size and device (on the device, so a CUDA
   // graph capture of the encoder needs no host copy).
   torch::Tensor pos_embed(int64_t w, int64_t h, torch::Device dev) {
@@ -225,6 +241,7 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
 struct RTDETREncoderBlocks {
   using Options = HybridEncoderOptions;
   static constexpr const char* name = "HybridEncoder";
+  static constexpr bool input_projection = true, fuse_sum = false;
   static torch::nn::Sequential input_proj(int64_t c, int64_t d) {
     torch::nn::Sequential s;
     s->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, 1).bias(false)));
