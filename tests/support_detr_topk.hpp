@@ -43,7 +43,7 @@ inline torch::Tensor load(const std::string& model, int64_t k = 300) {
 }
 
 // Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward
-// computes them: the projected maps flattened, invalid cells zeroed, enc_output, enc_score_head. For
+// computes them: the projected maps flattened, invalid cells zeroed, enc_output (if any), enc_score_head. For
 // the decoders here whose levels are the encoder's maps (no extra strided levels).
 template <class Decoder>
 torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc) {
@@ -55,7 +55,8 @@ torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc
   libreyolo::nn::detr::SpatialShapes shapes;
   auto memory = libreyolo::nn::detr::flatten_levels(proj, shapes);
   auto valid = d.valid_mask.defined() ? d.valid_mask : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
-  return std::get<0>(d.enc_score_head->forward(d.enc_output->forward(valid.to(memory.scalar_type()) * memory)).max(-1));
+  auto m = valid.to(memory.scalar_type()) * memory;
+  return std::get<0>(d.enc_score_head->forward(d.enc_output ? d.enc_output->forward(m) : m).max(-1));  // DEIMv2: no enc_output
 }
 
 struct SelectionCheck {
@@ -79,8 +80,8 @@ inline SelectionCheck check_selection(const torch::Tensor& scores, const torch::
 // In a test case: `model`'s recorded selection, checked against our own top-k of the decoder's scores
 // on the encoder maps `enc` (sorted scores within 1e-5 relative) and given to the decoder's hook.
 template <class Decoder>
-SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model) {
-  const auto forced = load(model);
+SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model, int64_t k = 300) {
+  const auto forced = load(model, k);
   const auto sel = check_selection(selection_scores(d, enc), forced);
   CHECK(sel.max_rel_score <= 1e-5);
   MESSAGE(model << ": the original's selection vs our own top-" << forced.size(1) << ": " << sel.differing << " tokens differ, "

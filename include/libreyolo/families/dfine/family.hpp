@@ -52,6 +52,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 namespace libreyolo {
@@ -131,17 +133,34 @@ inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& 
   });
 }
 
-template <class V>
-class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
-  using Base = tasks::DetectTask<DFineFamilyT<V>>;
+// V: the policy's differences (above). Net: the network (DFine, or another with its interface: encode /
+// decode / forward to DFineNetOutput, encoder(), a `decoder` DFineDecoder; V::make_network(size,
+// num_classes) builds it), e.g. DEIMv2's (families/deimv2/). Optional in V: `members` (the trainer members,
+// when V adds some), `amp_default`, `aug_stop_epoch_ratio_of(size)`, `size_overrides(size)`,
+// `criterion_options(size, DFineCriterionOptions&)`.
+template <class V, class Net = DFine>
+class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V, Net>> {
+  using Base = tasks::DetectTask<DFineFamilyT<V, Net>>;
+  static constexpr auto default_members() {
+    if constexpr (requires { typename V::members; }) return typename V::members{};
+    else return member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>{};
+  }
+  static constexpr bool default_amp() {
+    if constexpr (requires { V::amp_default; }) return V::amp_default;
+    else return false;
+  }
+  static double aug_stop_ratio(const std::string& size) {
+    if constexpr (requires { V::aug_stop_epoch_ratio_of(size); }) return V::aug_stop_epoch_ratio_of(size);
+    else return V::aug_stop_epoch_ratio;
+  }
 
  public:
   using Batch = typename Base::Batch;
   static constexpr std::string_view name = V::name;
   static constexpr auto sizes = V::sizes;
   struct traits : family_defaults {
-    using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
-    static constexpr bool amp_default = false;
+    using members = decltype(default_members());
+    static constexpr bool amp_default = default_amp();
     static constexpr std::string_view fp32_reason = V::fp32_reason;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
@@ -149,13 +168,22 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     static constexpr auto overrides = V::overrides;
     static constexpr std::string_view fixture_prefix = V::fixture_prefix;
   };
-  using Network = DFine;
+  using Network = Net;
 
   explicit DFineFamilyT(std::string size = std::string(V::sizes[0])) : Base(std::move(size)) {
     families::require_size<DFineFamilyT>(this->size_);
   }
 
-  Network make_network() const { return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640}); }
+  Network make_network() const {
+    if constexpr (std::is_same_v<Net, DFine>) return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640});
+    else return V::make_network(this->size_, this->num_classes());
+  }
+  // The size's own recipe keys (where V has them).
+  std::vector<std::string> size_overrides() const
+    requires requires { V::size_overrides(std::string{}); }
+  {
+    return V::size_overrides(this->size_);
+  }
 
   // The originals' multi-scale sizes (models/dfine/transforms.py _generate_scales at c41461e): multiples of
   // 32 from int(0.75 base / 32) x 32 up to base (exclusive), base `repeat` times, then from
@@ -175,7 +203,9 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // augmentations until the same epoch.
   static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
     a.multi_scale_sizes = original_scales(a.imgsz);
-    a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * V::aug_stop_epoch_ratio);
+    // The size: the model name less the family's (cfg.model "" = the first size).
+    const std::string size = cfg.model.size() > V::name.size() ? cfg.model.substr(V::name.size()) : std::string(V::sizes[0]);
+    a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * aug_stop_ratio(size));
     use_strong_aug_pipeline(a, a.multi_scale_stop_epoch);
   }
 
@@ -195,10 +225,12 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
         co.class_loss = nn::detr::DFineClassLoss::mal;
         co.gamma = 1.5;
       }
+      if constexpr (requires { V::criterion_options(this->size_, co); }) V::criterion_options(this->size_, co);
       criterion_ = std::make_unique<nn::detr::DFineCriterion>(co);
     }
     const auto dev = out.features.front().device();
     const auto targets = dfine_targets(b, dev);
+    criterion_->set_epoch(epoch_);
     const auto& res = out.run(&targets);
     auto l = (*criterion_)(res, targets);
     return {l.total, l.items};
@@ -222,8 +254,9 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
                                      {"norm_bias", {}, 0.0, 0, 1.0},
                                      {"backbone", {}, weight_decay, 0, bb},
                                      {"backbone_norm_bias", {}, 0.0, 0, bb}};
+    std::unordered_set<const void*> seen;  // a tensor under several names (DEIMv2's shared box head): once
     for (const auto& p : net.named_parameters()) {
-      if (!p.value().requires_grad()) continue;
+      if (!p.value().requires_grad() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
       const std::string& k = p.key();
       const bool no_wd = k.find("norm") != std::string::npos || k.find(".bn.") != std::string::npos ||
                          k.find("bias") != std::string::npos || k.find("lab.scale") != std::string::npos;
@@ -241,6 +274,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // from the first no-aug epoch on, decided by the epoch alone, so a resumed run gets it too.
   template <class Capture>
   void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, train::EpochContext<Capture>& ctx) {
+    epoch_ = info.epoch;  // the criterion's (DEIMv2's matcher change)
     const double d = cfg.ema_restart_decay;
     if (!ctx.ema || d <= 0 || cfg.no_aug_epochs <= 0 || info.epoch < cfg.epochs - cfg.no_aug_epochs ||
         ctx.ema->constant_decay() == d)
@@ -254,6 +288,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
 
  private:
   std::unique_ptr<nn::detr::DFineCriterion> criterion_;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace families::dfine

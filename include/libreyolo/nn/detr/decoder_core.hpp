@@ -94,7 +94,7 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     SpatialShapes shapes;
     torch::Tensor memory;         // [B, N, hidden] the projected maps, flattened
     torch::Tensor anchors;        // [1, N, 4] the cells' anchors (inverse-sigmoid space), memory's dtype
-    torch::Tensor output_memory;  // [B, N, hidden] enc_output of the memory with invalid cells zeroed
+    torch::Tensor output_memory;  // [B, N, hidden] enc_output (DEIMv2: none) of the memory with invalid cells zeroed
     torch::Tensor enc_logits;     // [B, N, C] enc_score_head of output_memory
     torch::Tensor topk_ind;       // [B, k] the selected tokens, best first
     int64_t k = 0;                // min(num_queries, N)
@@ -120,11 +120,20 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
 
   // denoising_class_embed (when num_denoising > 0), query_pos_head, enc_output (Linear + LayerNorm, the
   // children named proj / norm where named_enc_output, else 0 / 1), enc_score_head, enc_bbox_head.
-  void register_selection_heads(Act mlp_act, bool named_enc_output) {
+  // deimv2: DEIMv2's heads instead: no enc_output (the selection reads the memory itself) and a 3-layer
+  // query_pos_head of width hidden_dim (the others': 2 layers of width 2 x hidden_dim), registered after
+  // the two encoder heads, in the original's order.
+  void register_selection_heads(Act mlp_act, bool named_enc_output, bool deimv2 = false) {
     const int64_t d = o_.hidden_dim;
     if (o_.num_denoising > 0)
       denoising_class_embed = this->register_module(
           "denoising_class_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o_.num_classes + 1, d).padding_idx(o_.num_classes)));
+    if (deimv2) {
+      enc_score_head = this->register_module("enc_score_head", torch::nn::Linear(d, o_.num_classes));
+      enc_bbox_head = this->register_module("enc_bbox_head", MLP(d, d, 4, 3, mlp_act));
+      query_pos_head = this->register_module("query_pos_head", MLP(4, d, d, 3, mlp_act));
+      return;
+    }
     query_pos_head = this->register_module("query_pos_head", MLP(4, 2 * d, d, 2, mlp_act));
     enc_output = this->register_module("enc_output", torch::nn::Sequential());
     if (named_enc_output) {
@@ -151,7 +160,7 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
 
   // The initialisation both decoders give the selection heads and the per-layer heads (class biases at
   // prior 0.01, the box heads' last layers zero), then, drawing from the generator in this order, xavier
-  // on enc_output's Linear and query_pos_head's two layers and N(0, 1) on the denoising embedding (its
+  // on enc_output's Linear (where there is one) and query_pos_head's layers and N(0, 1) on the denoising embedding (its
   // padding row zero, nn.Embedding's init).
   void init_selection_heads() {
     torch::NoGradGuard ng;
@@ -164,9 +173,9 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
       torch::nn::init::zeros_(bbox_head(i)->layer(2)->weight);
       torch::nn::init::zeros_(bbox_head(i)->layer(2)->bias);
     }
-    torch::nn::init::xavier_uniform_(enc_output[0]->template as<torch::nn::LinearImpl>()->weight);
-    torch::nn::init::xavier_uniform_(query_pos_head->layer(0)->weight);
-    torch::nn::init::xavier_uniform_(query_pos_head->layer(1)->weight);
+    if (enc_output) torch::nn::init::xavier_uniform_(enc_output[0]->template as<torch::nn::LinearImpl>()->weight);
+    for (size_t i = 0; i < query_pos_head->layers->size(); ++i)  // 0, 1 (and DEIMv2's last)
+      torch::nn::init::xavier_uniform_(query_pos_head->layer(static_cast<int64_t>(i))->weight);
     if (denoising_class_embed) {
       torch::nn::init::normal_(denoising_class_embed->weight);
       denoising_class_embed->weight[o_.num_classes].zero_();
@@ -188,7 +197,8 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
                                          o_.label_noise_ratio, o_.box_noise_scale);
     auto [anc, valid] = anchors_for(s.shapes, s.memory.device());
     s.anchors = anc.to(s.memory.scalar_type());
-    s.output_memory = enc_output->forward(valid.to(s.memory.scalar_type()) * s.memory);
+    s.output_memory = valid.to(s.memory.scalar_type()) * s.memory;
+    if (enc_output) s.output_memory = enc_output->forward(s.output_memory);
     s.enc_logits = enc_score_head->forward(s.output_memory);
     s.k = std::min<int64_t>(o_.num_queries, s.memory.size(1));  // the original needs >= num_queries tokens
     s.topk_ind = forced_topk_indices.defined() ? forced_selection(forced_topk_indices, s.memory, s.k)

@@ -34,19 +34,55 @@ class SCDownImpl : public torch::nn::Cloneable<SCDownImpl> {
 };
 TORCH_MODULE(SCDown);
 
-// RepNCSPELAN4(c1, c2, c3, c4, n): cv1 1x1 c1 -> c3, split into two c3/2 halves a, b;
-// cv2 = CSP(c3/2 -> c4, n RepVgg blocks) + 3x3 ConvNorm, on b; cv3 = CSP(c4 -> c4, n) + 3x3 ConvNorm, on
-// cv2's output; cv4 1x1 (c3 + 2 c4) -> c2 over [a, b, cv2, cv3]. Every conv SiLU-activated.
-class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
+// CSPLayer2 (DEIMv2's csp_type "csp2", RepC3-like): conv1 1x1 in -> 2 hidden split in halves a, b;
+// conv3(a + bottlenecks(b)), conv3 only where hidden != out (hidden = out x expansion).
+class CSPRepLayer2Impl : public torch::nn::Cloneable<CSPRepLayer2Impl> {
  public:
-  RepNCSPELAN4Impl(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t n, Act act = Act::silu)
-      : c1_(c1), c2_(c2), c3_(c3), c4_(c4), n_(n), act_(act) {
+  CSPRepLayer2Impl(int64_t in, int64_t out, int64_t blocks, double expansion, Act act)
+      : in_(in), out_(out), n_(blocks), hidden_(static_cast<int64_t>(out * expansion)), act_(act) {
     reset();
   }
   void reset() override {
+    conv1 = register_module("conv1", ConvNorm(in_, 2 * hidden_, 1, 1, act_));
+    bottlenecks = register_module("bottlenecks", torch::nn::Sequential());
+    for (int64_t i = 0; i < n_; ++i) bottlenecks->push_back(RepVggBlock(hidden_, hidden_, act_));
+    if (hidden_ != out_) conv3 = register_module("conv3", ConvNorm(hidden_, out_, 1, 1, act_));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = conv1->forward(x).chunk(2, 1);
+    auto z = y[0] + bottlenecks->forward(y[1]);
+    return conv3 ? conv3->forward(z) : z;
+  }
+  ConvNorm conv1{nullptr}, conv3{nullptr};
+  torch::nn::Sequential bottlenecks{nullptr};
+
+ private:
+  int64_t in_, out_, n_, hidden_;
+  Act act_;
+};
+TORCH_MODULE(CSPRepLayer2);
+
+// RepNCSPELAN4(c1, c2, c3, c4, n): cv1 1x1 c1 -> c3, split into two c3/2 halves a, b;
+// cv2 = CSP(c3/2 -> c4, n RepVgg blocks) + 3x3 ConvNorm, on b; cv3 = CSP(c4 -> c4, n) + 3x3 ConvNorm, on
+// cv2's output; cv4 1x1 (c3 + 2 c4) -> c2 over [a, b, cv2, cv3]. Every conv SiLU-activated. csp2: the
+// CSP layers are CSPLayer2 (DEIMv2).
+class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
+ public:
+  RepNCSPELAN4Impl(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t n, Act act = Act::silu, bool csp2 = false)
+      : c1_(c1), c2_(c2), c3_(c3), c4_(c4), n_(n), act_(act), csp2_(csp2) {
+    reset();
+  }
+  void reset() override {
+    auto branch = [&](int64_t in) {
+      torch::nn::Sequential s;
+      if (csp2_) s->push_back(CSPRepLayer2(in, c4_, n_, 1.0, act_));
+      else s->push_back(CSPRepLayer(in, c4_, n_, 1.0, act_));
+      s->push_back(ConvNorm(c4_, c4_, 3, 1, act_));
+      return s;
+    };
     cv1 = register_module("cv1", ConvNorm(c1_, c3_, 1, 1, act_));
-    cv2 = register_module("cv2", torch::nn::Sequential(CSPRepLayer(c3_ / 2, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
-    cv3 = register_module("cv3", torch::nn::Sequential(CSPRepLayer(c4_, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
+    cv2 = register_module("cv2", branch(c3_ / 2));
+    cv3 = register_module("cv3", branch(c4_));
     cv4 = register_module("cv4", ConvNorm(c3_ + 2 * c4_, c2_, 1, 1, act_));
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -61,6 +97,7 @@ class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
  private:
   int64_t c1_, c2_, c3_, c4_, n_;
   Act act_;
+  bool csp2_;
 };
 TORCH_MODULE(RepNCSPELAN4);
 
@@ -75,6 +112,7 @@ struct DFineEncoderOptions : HybridEncoderOptions {
     expansion = 0.34;
     depth_mult = 0.5;
   }
+  bool csp2 = false;  // the fusion blocks' CSP layers are CSPLayer2 (DEIMv2's csp_type "csp2")
 };
 
 // D-FINE's blocks: projection children named conv / norm, lateral convs without activation,
@@ -95,7 +133,7 @@ struct DFineEncoderBlocks {
     const int64_t d = o.hidden_dim;
     const auto c4 = static_cast<int64_t>(std::nearbyint(std::floor(o.expansion * static_cast<double>(d) / 2.0)));
     const auto n = static_cast<int64_t>(std::nearbyint(3.0 * o.depth_mult));
-    return RepNCSPELAN4(2 * d, d, 2 * d, c4, n);
+    return RepNCSPELAN4(o.fuse_sum ? d : 2 * d, d, 2 * d, c4, n, Act::silu, o.csp2);
   }
   using Down = torch::nn::SequentialImpl;
   static torch::nn::Sequential downsample(int64_t d) { return torch::nn::Sequential(SCDown(d, d, 3, 2)); }

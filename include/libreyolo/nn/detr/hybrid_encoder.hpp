@@ -128,11 +128,14 @@ struct HybridEncoderOptions {
   double pe_temperature = 10000;
   double expansion = 0.5;
   double depth_mult = 1.0;
+  // The FPN / PAN fusion input: false, the two maps concatenated (2 x hidden_dim channels); true, summed
+  // (hidden_dim channels: DEIMv2's fuse_op "sum").
+  bool fuse_sum = false;
 };
 
 // The hybrid encoder's layout: 1x1 conv + BN input projections to hidden_dim, AIFI on the
 // use_encoder_idx maps, then CCFM: a top-down FPN (lateral 1x1 ConvNorm, nearest 2x upsampling, a fusion
-// block over the concatenation) and a bottom-up PAN (a downsampling block, a fusion block). What tells
+// block over the concatenation, or the sum with fuse_sum) and a bottom-up PAN (a downsampling block, a fusion block). What tells
 // RT-DETR's encoder from D-FINE's (nn/detr/dfine_encoder.hpp) is `Blocks`:
 //   Blocks::Options                  the options (HybridEncoderOptions' fields, the family's defaults)
 //   Blocks::name                     the encoder's name in errors
@@ -189,13 +192,13 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
       auto high = lateral_convs[j]->as<ConvNormImpl>()->forward(inner.front());
       inner.front() = high;
       auto up = torch::upsample_nearest2d(high, {high.size(2) * 2, high.size(3) * 2});
-      inner.insert(inner.begin(), fpn_blocks[j]->as<Fusion>()->forward(torch::cat({up, proj[idx - 1]}, 1)));
+      inner.insert(inner.begin(), fpn_blocks[j]->as<Fusion>()->forward(fuse(up, proj[idx - 1])));
     }
     // Bottom-up PAN.
     std::vector<torch::Tensor> outs{inner.front()};
     for (int64_t idx = 0; idx < nlev - 1; ++idx) {
       auto down = downsample_convs[idx]->as<Down>()->forward(outs.back());
-      outs.push_back(pan_blocks[idx]->as<Fusion>()->forward(torch::cat({down, inner[idx + 1]}, 1)));
+      outs.push_back(pan_blocks[idx]->as<Fusion>()->forward(fuse(down, inner[idx + 1])));
     }
     return outs;
   }
@@ -216,6 +219,7 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
     pos_cache_.emplace(key, pe);
     return pe;
   }
+  torch::Tensor fuse(const torch::Tensor& a, const torch::Tensor& b) const { return o_.fuse_sum ? a + b : torch::cat({a, b}, 1); }
   Options o_;
   std::map<std::tuple<int64_t, int64_t, int, int>, torch::Tensor> pos_cache_;
 };
