@@ -5,7 +5,8 @@
 // then the D-FINE decoder with DEIMv2's changes (nn/detr/dfine_decoder.hpp `deimv2`: RMSNorm, SwiGLU FFN,
 // no enc_output, a 3-layer query_pos_head; atto..pico: no gateway and one box head shared by the layers).
 // Every size: the backbone trains whole (freeze_at -1, no frozen norms), use_lab, SiLU decoder, two
-// decoder levels (strides 16 / 32), 3 layers, reg_max 32, reg_scale 4; the decoder's anchors are buffers
+// decoder levels (strides 16 / 32), 3 layers, reg_max 32, reg_scale 4 (n: int64, as the original's); the
+// decoder's anchors are buffers
 // for the size's eval size (atto 320, femto 416, the others 640: SIZE_CONFIGS' input_size).
 // The s..x sizes (DINOv3-style ViT backbones with the spatial-tuning adapter) are not here yet.
 // Module names equal the original's state dict (backbone., encoder., decoder.).
@@ -123,6 +124,7 @@ class DEIMv2Impl : public torch::nn::Cloneable<DEIMv2Impl> {
     dd.deimv2 = true;
     dd.use_gateway = !c.share_bbox_head_no_gateway;
     dd.share_bbox_head = c.share_bbox_head_no_gateway;
+    dd.integer_reg_scale = !c.lite;  // n: SIZE_CONFIGS' reg_scale 4 (an int); atto..pico: the default 4.0
     decoder = register_module("decoder", detr::DFineDecoder(dd));
     chain_ = std::make_shared<DEIMv2EncoderChainImpl>(backbone, enc);
   }

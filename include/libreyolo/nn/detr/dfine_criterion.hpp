@@ -262,14 +262,14 @@ class DFineCriterion {
       specs_.push_back({Head::of(in_.pre_outputs), false, "_pre", false});
       for (size_t i = 0; i < in_.enc_aux_outputs.size(); ++i)
         specs_.push_back({Head::of(in_.enc_aux_outputs[i]), in_.class_agnostic, "_enc_" + std::to_string(i), false});
-      if (!o_.local_losses)
-        for (auto& sp : specs_) sp.h.corners = sp.h.ref_points = sp.h.teacher_corners = sp.h.teacher_logits = torch::Tensor();
       const size_t n_match = specs_.size();
       const bool has_dn = in_.dn_meta && !in_.dn_outputs.empty() && in_.dn_meta->num_group > 0;
       if (has_dn) {
         for (size_t i = 0; i < in_.dn_outputs.size(); ++i) specs_.push_back({Head::of(in_.dn_outputs[i]), false, "_dn_" + std::to_string(i), true});
         if (in_.dn_pre_outputs.defined()) specs_.push_back({Head::of(in_.dn_pre_outputs), false, "_dn_pre", true});
       }
+      if (!o_.local_losses)  // the box terms only (DEIMv2's losses ("mal", "boxes"))
+        for (auto& sp : specs_) sp.h.corners = sp.h.ref_points = sp.h.teacher_corners = sp.h.teacher_logits = torch::Tensor();
 
       // One matching call (one device-to-host copy); the original matches the encoder outputs against
       // the unchanged targets too. The stacks serve the loss as well.

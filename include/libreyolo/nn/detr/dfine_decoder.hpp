@@ -72,6 +72,9 @@ struct DFineDecoderOptions {
   bool deimv2 = false;
   bool use_gateway = true;        // false (DEIMv2 atto..pico): residual + norm2 after cross-attention
   bool share_bbox_head = false;   // true (DEIMv2 atto..pico): one dec_bbox_head module for every layer
+  // reg_scale held as int64 (DEIMv2 n: its SIZE_CONFIGS give the integer 4, so the original's
+  // torch.tensor([reg_scale]) is int64); the box math reads it as a float either way (fdr.hpp).
+  bool integer_reg_scale = false;
 };
 
 // RMSNorm (DEIMv2): x * rsqrt(mean(x^2, -1) + eps) computed in float32, back in x's dtype, times `scale`.
@@ -303,7 +306,9 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     const int64_t d = o_.hidden_dim;
     register_input_proj(/*identity_at_hidden=*/true);
     up = register_parameter("up", torch::full({1}, 0.5), /*requires_grad=*/false);
-    reg_scale = register_parameter("reg_scale", torch::full({1}, o_.reg_scale), /*requires_grad=*/false);
+    reg_scale = register_parameter("reg_scale", o_.integer_reg_scale ? torch::full({1}, static_cast<int64_t>(o_.reg_scale), torch::kInt64)
+                                                                    : torch::full({1}, o_.reg_scale),
+                                   /*requires_grad=*/false);
     decoder = register_module("decoder", DFineDecoderStack(o_, up, reg_scale));
     register_selection_heads(o_.mlp_act, /*named_enc_output=*/true, o_.deimv2);
     if (o_.deimv2) pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
