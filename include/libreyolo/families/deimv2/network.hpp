@@ -137,14 +137,7 @@ class DEIMv2Impl : public torch::nn::Cloneable<DEIMv2Impl> {
     auto f = backbone->forward(x);
     return lite_encoder ? lite_encoder->forward(f) : hybrid_encoder->forward(f);
   }
-  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) {
-    detr::DFineNetOutput out;
-    out.features = feats;
-    out.decoder = [d = decoder.ptr()](const std::vector<torch::Tensor>& f, const std::vector<detr::DetrTarget>* t) { return d->forward(f, t); };
-    out.input_hw = {feats.front().size(2) * 16, feats.front().size(3) * 16};
-    if (!is_training()) out.result = decoder->forward(feats, nullptr);
-    return out;
-  }
+  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) { return detr::decode_features(decoder, feats, 16); }
   detr::DFineNetOutput forward(const torch::Tensor& x) {
     auto out = decode(encode(x));
     out.input_hw = {x.size(2), x.size(3)};

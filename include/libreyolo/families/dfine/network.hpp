@@ -130,14 +130,7 @@ class DFineImpl : public torch::nn::Cloneable<DFineImpl> {
   // The encoder boundary: encoder() owns the captured parameters and buffers (backbone + encoder).
   torch::nn::Module& encoder() { return *chain_; }
   std::vector<torch::Tensor> encode(const torch::Tensor& x) { return hybrid_encoder->forward(backbone->forward(x)); }
-  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) {
-    detr::DFineNetOutput out;
-    out.features = feats;
-    out.decoder = [d = decoder.ptr()](const std::vector<torch::Tensor>& f, const std::vector<detr::DetrTarget>* t) { return d->forward(f, t); };
-    out.input_hw = {feats.front().size(2) * first_stride_, feats.front().size(3) * first_stride_};
-    if (!is_training()) out.result = decoder->forward(feats, nullptr);
-    return out;
-  }
+  detr::DFineNetOutput decode(const std::vector<torch::Tensor>& feats) { return detr::decode_features(decoder, feats, first_stride_); }
   detr::DFineNetOutput forward(const torch::Tensor& x) {
     auto out = decode(encode(x));
     out.input_hw = {x.size(2), x.size(3)};

@@ -436,4 +436,16 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
 };
 TORCH_MODULE(DFineDecoder);
 
+// The D-FINE-line networks' decode() (families/dfine/network.hpp, families/deimv2/network.hpp): the encoder
+// maps and the decoder to run on them, the input size from the first map's stride; in eval mode the
+// decoder run at once, in training left to the family's loss (it needs the batch's targets).
+inline DFineNetOutput decode_features(DFineDecoder decoder, const std::vector<torch::Tensor>& feats, int64_t first_stride) {
+  DFineNetOutput out;
+  out.features = feats;
+  out.decoder = [d = decoder.ptr()](const std::vector<torch::Tensor>& f, const std::vector<DetrTarget>* t) { return d->forward(f, t); };
+  out.input_hw = {feats.front().size(2) * first_stride, feats.front().size(3) * first_stride};
+  if (!decoder->is_training()) out.result = decoder->forward(feats, nullptr);
+  return out;
+}
+
 }  // namespace libreyolo::nn::detr
