@@ -130,7 +130,9 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     if (o_.num_denoising > 0)
       denoising_class_embed = this->register_module(
           "denoising_class_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o_.num_classes + 1, d).padding_idx(o_.num_classes)));
-    auto pos_head = [&] { query_pos_head = this->register_module("query_pos_head", MLP(4, pos_hidden > 0 ? pos_hidden : 2 * d, d, pos_layers, mlp_act)); };
+    auto pos_head = [&] {
+      query_pos_head = this->register_module("query_pos_head", MLP(4, pos_hidden > 0 ? pos_hidden : 2 * d, d, pos_layers, mlp_act));
+    };
     if (with_enc_output) {
       pos_head();
       enc_output = this->register_module("enc_output", torch::nn::Sequential());
