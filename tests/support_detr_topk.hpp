@@ -17,8 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -59,7 +61,7 @@ torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc
   auto memory = libreyolo::nn::detr::flatten_levels(proj, shapes);
   auto valid = d.valid_mask.defined() ? d.valid_mask : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
   auto masked = valid.to(memory.scalar_type()) * memory;
-  return std::get<0>(d.enc_score_head->forward(d.enc_output ? d.enc_output->forward(masked) : masked).max(-1));  // EC: no enc_output
+  return std::get<0>(d.enc_score_head->forward(d.enc_output ? d.enc_output->forward(masked) : masked).max(-1));  // EC, DEIMv2: none
 }
 
 struct SelectionCheck {
@@ -83,8 +85,8 @@ inline SelectionCheck check_selection(const torch::Tensor& scores, const torch::
 // In a test case: `model`'s recorded selection, checked against our own top-k of the decoder's scores
 // on the encoder maps `enc` (sorted scores within 1e-5 relative) and given to the decoder's hook.
 template <class Decoder>
-SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model) {
-  const auto forced = load(model);
+SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model, int64_t k = 300) {
+  const auto forced = load(model, k);
   const auto sel = check_selection(selection_scores(d, enc), forced);
   CHECK(sel.max_rel_score <= 1e-5);
   MESSAGE(model << ": the original's selection vs our own top-" << forced.size(1) << ": " << sel.differing << " tokens differ, "
@@ -93,29 +95,43 @@ SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Ten
   return sel;
 }
 
-// In a test case, the DETR fixture tests' first part (tests/dfine_net, tests/ec): `net`'s parameters and
-// buffers are keys.tsv's (names, shapes, dtypes; kind "param" exactly our parameters), n_params and
-// n_trainable (config.json's values, written out in the test so that a changed fixture shows) are the
-// fixture's and ours. Returns whether the names matched (compare outputs only then).
+// A module's parameter count with each tensor once (DEIMv2's shared box head is one tensor under several
+// names), of every parameter or of the trainable ones.
+inline int64_t unique_parameter_count(torch::nn::Module& m, bool trainable_only = false) {
+  std::unordered_set<const void*> seen;
+  int64_t n = 0;
+  for (auto& p : m.parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second && (!trainable_only || p.requires_grad())) n += p.numel();
+  return n;
+}
+
+// In a test case, the DETR fixture tests' first part (tests/dfine_net, tests/ec, tests/deimv2): `net`'s
+// parameters and buffers are keys.tsv's (names, shapes, dtypes; kind "param" exactly the first name of
+// each of our parameter tensors: keys.tsv lists a shared tensor's other names as buffers, our aliases),
+// n_params and n_trainable (config.json's values, written out in the test so that a changed fixture
+// shows) are the fixture's and ours, each tensor counted once. Returns whether the names matched
+// (compare outputs only then).
 inline bool check_state(const fixture::Fixture& f, torch::nn::Module& net, int64_t n_params, int64_t n_trainable) {
   const auto diffs = fixture::name_differences(f, net);
   CHECK_MESSAGE(diffs.empty(), diffs.size() << " differences from keys.tsv:\n" << fixture::join_lines(diffs));
   CHECK(f.n_params() == n_params);
-  CHECK(fixture::parameter_count(net) == n_params);
+  CHECK(unique_parameter_count(net) == n_params);
   CHECK(net.named_parameters().size() + net.named_buffers().size() == f.keys.size());
   const auto params = net.named_parameters();
+  std::unordered_set<const void*> seen;
+  std::map<std::string, bool> first;
+  for (const auto& p : params) first[p.key()] = seen.insert(p.value().unsafeGetTensorImpl()).second;
   size_t n_param_keys = 0;
   for (const auto& k : f.keys) {
     if (k.kind != "param") continue;
     ++n_param_keys;
     CHECK_MESSAGE(params.contains(k.name), k.name << " is a parameter in the original");
+    CHECK_MESSAGE(first[k.name], k.name << " is the first name of its tensor");
   }
-  CHECK(n_param_keys == params.size());
+  CHECK(n_param_keys == seen.size());
   if (!diffs.empty()) return false;
-  int64_t trainable = 0;
-  for (auto& p : net.parameters()) trainable += p.requires_grad() ? p.numel() : 0;
   CHECK(f.config.at("n_trainable").get<int64_t>() == n_trainable);
-  CHECK(trainable == n_trainable);
+  CHECK(unique_parameter_count(net, /*trainable_only=*/true) == n_trainable);
   return true;
 }
 
@@ -130,24 +146,26 @@ void check_own_selection(Decoder& d, const std::vector<torch::Tensor>& enc, cons
   if (sel.moved == 0) CHECK(torch::equal(own.pred_logits, forced_out.pred_logits));
 }
 
-// In a test case, the D-FINE-line networks' fixture comparison (tests/dfine_net, tests/ec; `net` has
-// backbone, hybrid_encoder, decoder, encode, decode, forward; filled already): in eval mode, the backbone's
-// and the encoder's maps and, under the original's selection (forced), the decoder's logits and boxes and
-// the model's output, every one per element to 1e-4 relative; forward == decode(encode(x)) bit for bit;
-// then our own selection (check_own_selection).
+// In a test case, the D-FINE-line networks' fixture comparison (tests/dfine_net, tests/ec, tests/deimv2;
+// `net` has backbone, decoder, encode, decode, forward; filled already; k its query count): in eval mode,
+// the backbone's and the encoder's maps and, under the original's selection (forced), the decoder's logits
+// and boxes and the model's output, every one per element to 1e-4 relative; forward == decode(encode(x))
+// bit for bit; then our own selection (check_own_selection).
 template <class Net>
-void check_dfine_line_outputs(const fixture::Fixture& f, Net& net, const std::string& model) {
+void check_dfine_line_outputs(const fixture::Fixture& f, Net& net, const std::string& model, int64_t k = 300) {
   net->eval();
   torch::NoGradGuard no_grad;
   const auto x = f.input();
   REQUIRE(fixture::compare(f, "input", x, 1e-6).ok);
   const auto bb = net->backbone->forward(x);
-  const auto enc = net->hybrid_encoder->forward(bb);
+  const auto enc = net->encode(x);
   // The original's selection (checked against ours: the same tokens up to near-ties), forced.
-  const auto sel = force_original_selection(*net->decoder, enc, model);
+  const auto sel = force_original_selection(*net->decoder, enc, model, k);
   const auto dec = net->decoder->forward(enc);
   CHECK_FALSE(dec.training);
   CHECK(dec.aux_outputs.empty());
+  CHECK(dec.pred_logits.size(1) == k);
+  CHECK(dec.pred_boxes.sizes() == torch::IntArrayRef({1, k, 4}));
   std::vector<std::pair<std::string, torch::Tensor>> ours;
   for (size_t i = 0; i < bb.size(); ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
   for (size_t i = 0; i < enc.size(); ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);

@@ -70,6 +70,10 @@ MODELS.update({
                           decoder_hidden_dim=256, decoder_dim_feedforward=1024, num_decoder_layers=3, eval_idx=-1,
                           eval_spatial_size=(640, 640))),
 })
+# DEIMv2's HGNetv2 sizes (models/deimv2/nn.py LibreDEIMv2Model: SIZE_CONFIGS fixes each size's eval size,
+# atto 320, femto 416, pico / n 640, and its query count, 100 / 150 / 200 / 300).
+for _sz in ["atto", "femto", "pico", "n"]:
+    MODELS["deimv2-" + _sz] = ("libreyolo.models.deimv2.nn", "LibreDEIMv2Model", dict(config=_sz, nb_classes=80))
 # RT-DETR v1 / v2 r34 and r50 (RTDETR_CONFIGS["r34"], ["r50"]): r34 PResNet-34 and four decoder layers;
 # r50 PResNet-50 with frozen norms, encoder expansion 1.0 and six decoder layers. Pretrained off.
 _SIZES = {
@@ -111,11 +115,17 @@ def install_original(src):
             sys.modules[n] = types.ModuleType(n)
         sys.modules["torchvision.ops.boxes"].box_area = lambda b: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
     pkgs = [("libreyolo", ""), ("libreyolo.models", "models")]
-    pkgs += [("libreyolo.models." + f, os.path.join("models", f)) for f in ["dfine", "deim", "rtdetr", "rtdetrv2", "ec"]]
+    pkgs += [("libreyolo.models." + f, os.path.join("models", f)) for f in ["dfine", "deim", "rtdetr", "rtdetrv2", "ec", "deimv2"]]
     for name, sub in pkgs:
         m = types.ModuleType(name)
         m.__path__ = [os.path.join(src, sub)]
         sys.modules[name] = m
+    # DEIMv2's DINOv3 backbone (sizes s..x) imports torch 2.x's torch._dynamo at import time; the HGNetv2
+    # sizes (atto..n) never build it, so under PyTorch 1.13 its module is a stub.
+    if not hasattr(torch, "_dynamo"):
+        stub = types.ModuleType("libreyolo.models.deimv2.engine.backbone.dinov3_adapter")
+        stub.DINOv3STAs = None
+        sys.modules[stub.__name__] = stub
 
 
 def read_keys(path):
@@ -191,25 +201,26 @@ def recover(name, model, enc, scores, refs, extra=400, rounds=12, row_tol=1e-4):
     (to `row_tol`) and rematches the others among the remaining candidates, whose rows are recomputed in
     probe runs: the current selection with the mismatched rows' slots given to the probed tokens (so the
     self-attention sees nearly the fixture's set). Ends when the forced run reproduces every row."""
-    target = torch.cat([refs["child.decoder.pred_logits"].view(300, -1),
-                        refs["child.decoder.pred_boxes"].view(300, 4)], -1)
+    K = refs["child.decoder.pred_boxes"].numel() // 4  # the query count (300; DEIMv2 atto..pico fewer)
+    target = torch.cat([refs["child.decoder.pred_logits"].view(K, -1),
+                        refs["child.decoder.pred_boxes"].view(K, 4)], -1)
     mean = target.abs().mean()
     order = scores[0].sort(descending=True, stable=True).indices
-    cands = order[: min(order.numel(), 300 + extra)].tolist()
+    cands = order[: min(order.numel(), K + extra)].tolist()
     rows_of = dict(zip(cands, decoder_rows(model, enc, torch.tensor([cands]))))
-    pick = [None] * 300
-    for r, t in match(target, rows_of, cands, list(range(300))).items():
+    pick = [None] * K
+    for r, t in match(target, rows_of, cands, list(range(K))).items():
         pick[r] = t
     for it in range(rounds):
         got = decoder_rows(model, enc, torch.tensor([pick]))
         err = ((got - target).abs() / mean).amax(-1)
-        bad = [r for r in range(300) if err[r] > row_tol]
+        bad = [r for r in range(K) if err[r] > row_tol]
         print("%-14s recovery round %d: %d rows differ, max|diff|/mean|ref| = %.3g"
               % (name, it, len(bad), err.max().item()))
         if not bad:
             break
-        rows_of.update({pick[r]: got[r] for r in range(300) if r not in bad})
-        keep = {pick[r] for r in range(300) if r not in bad}
+        rows_of.update({pick[r]: got[r] for r in range(K) if r not in bad})
+        keep = {pick[r] for r in range(K) if r not in bad}
         pool = [t for t in cands if t not in keep]
         for start in range(0, len(pool), len(bad)):  # probe runs: the pool, len(bad) tokens at a time
             chunk = pool[start: start + len(bad)]
@@ -238,7 +249,8 @@ def run(name, fixtures, out_dir, tol, extra=400):
     x = fixture_format.deterministic_input(S)
 
     ours, sel = forward_all(model, x)
-    scores, natural = sel.only(name)
+    k = ref["tensors"]["child.decoder.pred_boxes"]["shape"][1]
+    scores, natural = sel.only(name, k)
     refs = {n: stored(refbin, r) for n, r in ref["tensors"].items()}
     worst, bad = compare(name, ours, ref, refs, tol, verbose=True)
     ind = natural
@@ -252,10 +264,10 @@ def run(name, fixtures, out_dir, tol, extra=400):
         worst, bad = compare(name, ours, ref, refs, tol, verbose=True)
         if bad:
             raise SystemExit("%s: the recovered selection does not reproduce the fixture (%s)" % (name, bad))
-    differ = 300 - len(set(ind.view(-1).tolist()) & set(natural.view(-1).tolist()))
+    differ = k - len(set(ind.view(-1).tolist()) & set(natural.view(-1).tolist()))
     moved = int((ind != natural).sum())
-    print("%-14s the fixture's selection vs this run's own: %d of 300 tokens differ, %d positions differ"
-          % (name, differ, moved))
+    print("%-14s the fixture's selection vs this run's own: %d of %d tokens differ, %d positions differ"
+          % (name, differ, k, moved))
     path = os.path.join(out_dir, name + ".bin")
     with open(path, "wb") as f:
         f.write(struct.pack("<%dq" % ind.numel(), *ind.reshape(-1).tolist()))
@@ -269,7 +281,7 @@ def main():
     ap.add_argument("--fixtures", required=True, help="shared/fixtures/libreyolo")
     ap.add_argument("--out", required=True, help="where <model>.bin goes")
     ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--extra", type=int, default=400, help="recovery candidates beyond the best 300 (EC: 3000)")
+    ap.add_argument("--extra", type=int, default=400, help="recovery: candidates beyond the query count (EC: 3000)")
     ap.add_argument("models", nargs="*", default=list(MODELS))
     a = ap.parse_args()
     install_original(os.path.abspath(a.original))

@@ -25,6 +25,7 @@
   LIBREYOLO_FAMILY(lingbot, LingBotFamily)         \
   LIBREYOLO_FAMILY(dfine, DFineFamily)             \
   LIBREYOLO_FAMILY(deim, DEIMFamily)               \
+  LIBREYOLO_FAMILY(deimv2, DEIMv2Family)           \
   LIBREYOLO_FAMILY(rtdetrv4, RTDETRv4Family)       \
   LIBREYOLO_FAMILY(ec, ECFamily)
 

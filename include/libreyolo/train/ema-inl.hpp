@@ -2,6 +2,8 @@
 // Definitions of ema.hpp (core/api.hpp): included by ema.hpp when header-only, compiled once otherwise.
 #include <libreyolo/train/ema.hpp>
 
+#include <unordered_set>
+
 namespace libreyolo::train {
 
 LIBREYOLO_INLINE ModelEMA::ModelEMA(std::shared_ptr<torch::nn::Module> ema_copy, const torch::nn::Module& model, double decay,
@@ -121,6 +123,7 @@ LIBREYOLO_INLINE void ModelEMA::load(const Checkpoint& ck, const std::string& pr
 
 LIBREYOLO_INLINE std::vector<std::pair<torch::Tensor, torch::Tensor>> ModelEMA::matched(const torch::nn::Module& model) const {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> out;
+  std::unordered_set<const void*> seen;
   auto pair_up = [&](const auto& ema_items, const auto& model_items, const char* what) {
     if (ema_items.size() != model_items.size())
       throw SetupError(std::string("ModelEMA: the EMA copy has ") + std::to_string(ema_items.size()) + " " +
@@ -129,6 +132,9 @@ LIBREYOLO_INLINE std::vector<std::pair<torch::Tensor, torch::Tensor>> ModelEMA::
       const torch::Tensor* e = ema_items.find(item.key());
       if (!e) throw SetupError(std::string("ModelEMA: the EMA copy lacks ") + what + " '" + item.key() + "'");
       if (!e->defined() || !item.value().defined()) continue;
+      // A tensor under several names (a module shared by several parents, e.g. DEIMv2's one box head for
+      // every decoder layer): averaged once.
+      if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
       if (e->sizes() != item.value().sizes())
         throw SetupError("ModelEMA: '" + item.key() + "' has shape " + detail::shape_str(*e) +
                          " in the EMA copy but " + detail::shape_str(item.value()) + " in the model");

@@ -3,6 +3,8 @@
 // stop_after_epoch, finish): progress lines, validation, results files, checkpoints, stop/resume.
 #include <libreyolo/train/trainer_impl.hpp>
 
+#include <unordered_set>
+
 namespace libreyolo {
 
 // The family's epoch hook (member::epoch_hook, checked in train/members.hpp): its recipe step at an
@@ -235,7 +237,9 @@ nlohmann::json LIBREYOLO_TRAINER::run_summary() const {
 LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::log_header() const {
   int64_t params = 0;
-  for (auto& p : net_->parameters()) params += p.numel();
+  std::unordered_set<const void*> seen;  // each tensor once (a module shared by several parents: DEIMv2's box head)
+  for (auto& p : net_->parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second) params += p.numel();
   auto u = precision_.used();
   log::info("libreyolo train: ", cfg_.model, " (", params, " parameters) on ", device_name(device_), ", ",
             family_.train_set()->size(), " train / ", family_.val_set()->size(), " val images, batch ", cfg_.batch,

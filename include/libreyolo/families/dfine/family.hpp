@@ -1,8 +1,9 @@
 #pragma once
 // The D-FINE line: D-FINE (`dfine{n,s,m,l,x}`), DEIM (`deim{n,s,m,l,x}`, families/deim/) and RT-DETRv4
 // (`rtdetrv4{s,m,l,x}`, families/rtdetrv4/) as three policies of one template; EC (`ec-{s,m,l,x}`,
-// families/ec/) is a fourth, with its own network (the V's Network / make_network) and recipe. They share one network (families/dfine/
-// network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
+// families/ec/) and DEIMv2 (`deimv2{atto,femto,pico,n}`, families/deimv2/) are two more, each with its
+// own network (the V's Network / make_network) and recipe. The first three share one network
+// (families/dfine/network.hpp: HGNetv2 backbone + D-FINE hybrid encoder, captured under cuda_graph=true as the
 // backbone_encoder region, + the D-FINE decoder with fine-grained distribution refinement, eager) and
 // one set loss (nn/detr/dfine_criterion.hpp: Hungarian matching, GO-LSD's union of matches, L1 + GIoU,
 // FGL, DDF), with VFL classification (D-FINE) or DEIM's MAL (DEIM, RT-DETRv4: the original's
@@ -53,6 +54,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -60,15 +62,21 @@ namespace libreyolo {
 
 namespace families::dfine {
 
-// What the policies share unless they say otherwise: the D-FINE network, float32, multi_scale on, MAL's
-// gamma 1.5 (DEIM's). EC (families/ec/family.hpp) brings its own network and recipe: its V defines
-// Network and make_network(size, num_classes).
+// What the policies share unless they say otherwise: the D-FINE network, the trainer members, float32,
+// multi_scale on, MAL's gamma 1.5 (DEIM's), no original config values left unrun, the criterion's
+// options as the family sets them (criterion_options: a size's changes). EC (families/ec/family.hpp)
+// and DEIMv2 (families/deimv2/family.hpp) bring their own network and recipe: their V defines Network
+// and make_network(size, num_classes). Optional in a V, besides: aug_stop_epoch_ratio_of(size) (the
+// ratio by size; else aug_stop_epoch_ratio), size_overrides(size) (the size's own recipe keys; its
+// members then list member::size_overrides).
 struct DFineLineV {
   using Network = DFine;
+  using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
   static constexpr bool amp_default = false;
   static constexpr bool multi_scale_default = true;
   static constexpr double mal_gamma = 1.5;
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 0> original_config_not_run{};
+  static void criterion_options(const std::string& /*size*/, nn::detr::DFineCriterionOptions& /*o*/) {}
 };
 
 // The three policies' differences.
@@ -144,16 +152,21 @@ inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& 
   });
 }
 
+// V: the policy's differences (above, on DFineLineV's defaults).
 template <class V>
 class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   using Base = tasks::DetectTask<DFineFamilyT<V>>;
+  static double aug_stop_ratio(const std::string& size) {
+    if constexpr (requires { V::aug_stop_epoch_ratio_of(size); }) return V::aug_stop_epoch_ratio_of(size);
+    else return V::aug_stop_epoch_ratio;
+  }
 
  public:
   using Batch = typename Base::Batch;
   static constexpr std::string_view name = V::name;
   static constexpr auto sizes = V::sizes;
   struct traits : family_defaults {
-    using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
+    using members = typename V::members;
     static constexpr bool amp_default = V::amp_default;
     static constexpr std::string_view fp32_reason = V::fp32_reason;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
@@ -175,6 +188,12 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     else
       return Network(DFineOptions{this->size_, this->num_classes(), V::variant, 640});
   }
+  // The size's own recipe keys (where V has them).
+  std::vector<std::string> size_overrides() const
+    requires requires { V::size_overrides(std::string{}); }
+  {
+    return V::size_overrides(this->size_);
+  }
 
   // The originals' multi-scale sizes (models/dfine/transforms.py _generate_scales at c41461e): multiples of
   // 32 from int(0.75 base / 32) x 32 up to base (exclusive), base `repeat` times, then from
@@ -194,7 +213,9 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // augmentations until the same epoch.
   static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
     a.multi_scale_sizes = original_scales(a.imgsz);
-    a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * V::aug_stop_epoch_ratio);
+    // The size: the model name less the family's (cfg.model "" = the first size).
+    const std::string size = cfg.model.size() > V::name.size() ? cfg.model.substr(V::name.size()) : std::string(V::sizes[0]);
+    a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * aug_stop_ratio(size));
     use_strong_aug_pipeline(a, a.multi_scale_stop_epoch);
   }
 
@@ -214,10 +235,12 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
         co.class_loss = nn::detr::DFineClassLoss::mal;
         co.gamma = V::mal_gamma;
       }
+      V::criterion_options(this->size_, co);
       criterion_ = std::make_unique<nn::detr::DFineCriterion>(co);
     }
     const auto dev = out.features.front().device();
     const auto targets = dfine_targets(b, dev);
+    criterion_->set_epoch(epoch_);
     const auto& res = out.run(&targets);
     auto l = (*criterion_)(res, targets);
     return {l.total, l.items};
@@ -241,8 +264,9 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
                                      {"norm_bias", {}, 0.0, 0, 1.0},
                                      {"backbone", {}, weight_decay, 0, bb},
                                      {"backbone_norm_bias", {}, 0.0, 0, bb}};
+    std::unordered_set<const void*> seen;  // a tensor under several names (DEIMv2's shared box head): once
     for (const auto& p : net.named_parameters()) {
-      if (!p.value().requires_grad()) continue;
+      if (!p.value().requires_grad() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
       const std::string& k = p.key();
       const bool no_wd = k.find("norm") != std::string::npos || k.find(".bn.") != std::string::npos ||
                          k.find("bias") != std::string::npos || k.find("lab.scale") != std::string::npos;
@@ -260,6 +284,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // from the first no-aug epoch on, decided by the epoch alone, so a resumed run gets it too.
   template <class Capture>
   void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, train::EpochContext<Capture>& ctx) {
+    epoch_ = info.epoch;  // the criterion's (DEIMv2's matcher change)
     const double d = cfg.ema_restart_decay;
     if (!ctx.ema || d <= 0 || cfg.no_aug_epochs <= 0 || info.epoch < cfg.epochs - cfg.no_aug_epochs ||
         ctx.ema->constant_decay() == d)
@@ -273,6 +298,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
 
  private:
   std::unique_ptr<nn::detr::DFineCriterion> criterion_;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace families::dfine

@@ -33,7 +33,7 @@ namespace libreyolo {
 
 namespace families::ec {
 
-struct ECV {
+struct ECV : dfine::DFineLineV {
   using Network = EC;
   static Network make_network(const std::string& size, int64_t num_classes) { return EC(ECOptions{size, num_classes, 640, true}); }
   static constexpr std::string_view name = "ec-";

@@ -8,8 +8,9 @@
 //     W/16 grid and resampled bilinearly to strides 8, 16 and 32; a projector of 1x1 ConvNorms (no
 //     activation): one per level to proj_dim (l, x: 256), or, without proj_dim (s, m), one on the
 //     stride-32 level only, keeping the embed dim;
-//   * encoder: D-FINE's hybrid encoder with EC's changes (nn/detr/dfine_encoder.hpp ECEncoder: no input
-//     projections, SiLU AIFI, summed FPN / PAN inputs, csp2 fusion blocks);
+//   * encoder: D-FINE's hybrid encoder with EC's changes (nn/detr/dfine_encoder.hpp ECEncoder and
+//     ec_encoder_options: no input projections, SiLU AIFI, summed FPN / PAN inputs, csp2 fusion blocks
+//     without 3x3 convs);
 //   * decoder: D-FINE's (nn/detr/dfine_decoder.hpp) with EC's differences (ec_decoder_options): 4
 //     layers, points 3/6/3, SiLU everywhere, reg_max 32, reg_scale 4, eval size 640.
 // Module names equal the original's state dict (backbone.backbone.blocks.0.attn.qkv.weight,
@@ -250,8 +251,7 @@ class ECImpl : public torch::nn::Cloneable<ECImpl> {
     eo.expansion = c.enc_expansion;
     eo.depth_mult = c.enc_depth_mult;
     eo.use_encoder_idx = {2};
-    eo.enc_act = detr::Act::silu;
-    hybrid_encoder = register_module("encoder", detr::ECEncoder(eo));
+    hybrid_encoder = register_module("encoder", detr::ECEncoder(detr::ec_encoder_options(eo)));
     detr::DFineDecoderOptions d;
     d.num_classes = o_.num_classes;
     d.hidden_dim = c.dec_hidden;

@@ -121,16 +121,20 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
 
   // denoising_class_embed (when num_denoising > 0), query_pos_head (MLP 4 -> pos_hidden -> hidden_dim in
   // pos_layers layers; pos_hidden 0: 2 hidden_dim), enc_output (Linear + LayerNorm, the children named
-  // proj / norm where named_enc_output, else 0 / 1; none where !with_enc_output: EC scores the memory
-  // itself), enc_score_head, enc_bbox_head.
+  // proj / norm where named_enc_output, else 0 / 1; none where !with_enc_output: EC and DEIMv2 score the
+  // memory itself), enc_score_head, enc_bbox_head. Without enc_output query_pos_head comes after the two
+  // encoder heads, in EC's and DEIMv2's order.
   void register_selection_heads(Act mlp_act, bool named_enc_output, bool with_enc_output = true, int64_t pos_hidden = 0,
                                 int64_t pos_layers = 2) {
     const int64_t d = o_.hidden_dim;
     if (o_.num_denoising > 0)
       denoising_class_embed = this->register_module(
           "denoising_class_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o_.num_classes + 1, d).padding_idx(o_.num_classes)));
-    query_pos_head = this->register_module("query_pos_head", MLP(4, pos_hidden > 0 ? pos_hidden : 2 * d, d, pos_layers, mlp_act));
+    auto pos_head = [&] {
+      query_pos_head = this->register_module("query_pos_head", MLP(4, pos_hidden > 0 ? pos_hidden : 2 * d, d, pos_layers, mlp_act));
+    };
     if (with_enc_output) {
+      pos_head();
       enc_output = this->register_module("enc_output", torch::nn::Sequential());
       if (named_enc_output) {
         enc_output->push_back("proj", torch::nn::Linear(d, d));
@@ -142,6 +146,7 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     }
     enc_score_head = this->register_module("enc_score_head", torch::nn::Linear(d, o_.num_classes));
     enc_bbox_head = this->register_module("enc_bbox_head", MLP(d, d, 4, 3, mlp_act));
+    if (!with_enc_output) pos_head();
   }
 
   // The anchors of the fixed eval size as buffers `anchors` / `valid_mask`. The stored copy holds a large

@@ -66,6 +66,14 @@ struct DFineCriterionOptions {
   double w_class = 1, w_bbox = 5, w_giou = 2, w_fgl = 0.15, w_ddf = 1.5;
   int64_t reg_max = 32;
   double ddf_temperature = 5;
+  // DEIMv2Criterion's controls (models/deimv2/loss.py, matcher.py): local_losses false = its losses
+  // ("mal", "boxes"), no FGL / DDF; uni_set false = every output's box terms on its own match, normalised by
+  // the batch's box count, not on GO-LSD's union (needs local_losses false: FGL / DDF read the union);
+  // matcher_change_epoch >= 0 = from that epoch (set_epoch) the matching cost is -p x IoU^iou_order_alpha.
+  bool local_losses = true;
+  bool uni_set = true;
+  int64_t matcher_change_epoch = -1;
+  double iou_order_alpha = 1.0;
 };
 
 struct DFineLoss {
@@ -113,7 +121,12 @@ inline torch::Tensor paired_giou(const torch::Tensor& a, const torch::Tensor& b)
 
 class DFineCriterion {
  public:
-  explicit DFineCriterion(DFineCriterionOptions o = {}) : o_(std::move(o)) {}
+  explicit DFineCriterion(DFineCriterionOptions o = {}) : o_(std::move(o)) {
+    if (!o_.uni_set && o_.local_losses)
+      throw std::invalid_argument("DFineCriterion: uni_set = false needs local_losses = false (FGL / DDF read the union)");
+  }
+  // The training epoch (0-based), for matcher_change_epoch.
+  void set_epoch(int64_t e) { epoch_ = e; }
 
   // The matching cost [B, Q, T] of one output against the batch's concatenated targets.
   torch::Tensor cost_matrix(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& tgt_ids,
@@ -121,6 +134,15 @@ class DFineCriterion {
     torch::NoGradGuard ng;
     const int64_t B = logits.size(0), Q = logits.size(1);
     auto prob = torch::sigmoid(logits.flatten(0, 1)).index_select(1, tgt_ids);
+    if (o_.matcher_change_epoch >= 0 && epoch_ >= o_.matcher_change_epoch) {  // DEIMv2: -score x IoU^alpha
+      auto a = dfine_detail::cxcywh_to_xyxy(boxes.flatten(0, 1)), b = dfine_detail::cxcywh_to_xyxy(tgt_boxes);
+      auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
+      auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
+      auto wh = (rb - lt).clamp_min(0);
+      auto inter = wh.select(2, 0) * wh.select(2, 1);
+      auto iou = inter / (dfine_detail::area(a).unsqueeze(1) + dfine_detail::area(b) - inter);
+      return torch::nan_to_num(-prob * iou.pow(o_.iou_order_alpha), 1.0).view({B, Q, -1});
+    }
     auto neg = (1 - o_.match_alpha) * prob.pow(o_.match_gamma) * (-(1 - prob + 1e-8).log());
     auto pos = o_.match_alpha * (1 - prob).pow(o_.match_gamma) * (-(prob + 1e-8).log());
     auto out_bbox = boxes.flatten(0, 1);
@@ -246,6 +268,8 @@ class DFineCriterion {
         for (size_t i = 0; i < in_.dn_outputs.size(); ++i) specs_.push_back({Head::of(in_.dn_outputs[i]), false, "_dn_" + std::to_string(i), true});
         if (in_.dn_pre_outputs.defined()) specs_.push_back({Head::of(in_.dn_pre_outputs), false, "_dn_pre", true});
       }
+      if (!o_.local_losses)  // the box terms only (DEIMv2's losses ("mal", "boxes"))
+        for (auto& sp : specs_) sp.h.corners = sp.h.ref_points = sp.h.teacher_corners = sp.h.teacher_logits = torch::Tensor();
 
       // One matching call (one device-to-host copy); the original matches the encoder outputs against
       // the unchanged targets too. The stacks serve the loss as well.
@@ -327,7 +351,7 @@ class DFineCriterion {
       const HostMatch* box_idx = dn ? &dn_idx_ : &go_;
       for (size_t k = 0; k < O; ++k) {
         own.push_back(dn ? &dn_idx_ : &own_[g.st.members[k]]);
-        box.push_back(box_idx);
+        box.push_back(o_.uni_set ? box_idx : own.back());
         slots.push_back(static_cast<int64_t>(k));
         if (spec(g, k).h.corners.defined()) {
           if (g.n_corner != static_cast<int64_t>(k))
@@ -382,7 +406,7 @@ class DFineCriterion {
       const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
       std::vector<int64_t> all(static_cast<size_t>(O));
       for (int64_t k = 0; k < O; ++k) all[static_cast<size_t>(k)] = k;
-      const double nb_class = g.dn ? dn_boxes_ : num_boxes_, nb_box = g.dn ? dn_boxes_ : num_go_;
+      const double nb_class = g.dn ? dn_boxes_ : num_boxes_, nb_box = g.dn ? dn_boxes_ : o_.uni_set ? num_go_ : num_boxes_;
       const auto flat_boxes = boxes.reshape({-1, 4});
 
       // Class loss, each output on its own match.
@@ -427,7 +451,8 @@ class DFineCriterion {
         put(g, 0, l.mean(2).sum({1, 2}) * (static_cast<double>(Q) / nb_class) * o_.w_class, all);
       }
 
-      // Boxes on the union (denoising: their own match), the same pairs for every output.
+      // Boxes on the union, the same pairs for every output (denoising, or uni_set false: each output's own
+      // match, as many pairs for each: one per target).
       const auto& bs = idx_[g.box_seg];
       const int64_t N = bs.n / O;
       auto src = flat_boxes.index_select(0, bs.flat);  // [O * N, 4]
@@ -520,6 +545,7 @@ class DFineCriterion {
     std::vector<std::pair<int, torch::Tensor>> vectors_;  // (kind, per-member values)
   };
   DFineCriterionOptions o_;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace libreyolo::nn::detr

@@ -77,6 +77,17 @@ struct DFineDecoderOptions {
   int64_t query_pos_hidden = 0;  // 0: 2 hidden_dim
   bool query_pos_per_layer = true;
   const char* ffn_norm_name = "norm3";
+  // DEIMv2's decoder (models/deimv2/engine/deim/deim_decoder.py; deimv2_decoder_options() sets these and
+  // EC's enc_output / query_pos_layers / query_pos_hidden above): RMSNorm in place of every LayerNorm of
+  // the layers (norm1, norm2 / the gateway's, norm3), a SwiGLU FFN (`swish_ffn`: w12 to dim_feedforward,
+  // halves silu(a) * b, w3 back) in place of linear1 / linear2, pre_bbox_head registered before the
+  // per-layer heads (the original's order).
+  bool deimv2 = false;
+  bool use_gateway = true;        // false (DEIMv2 atto..pico): residual + norm2 after cross-attention
+  bool share_bbox_head = false;   // true (DEIMv2 atto..pico): one dec_bbox_head module for every layer
+  // reg_scale held as int64 (DEIMv2 n: its SIZE_CONFIGS give the integer 4, so the original's
+  // torch.tensor([reg_scale]) is int64); the box math reads it as a float either way (fdr.hpp).
+  bool integer_reg_scale = false;
 };
 
 // EC's differences from D-FINE (above) set on `o`.
@@ -88,6 +99,58 @@ inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
   o.ffn_norm_name = "norm2";
   return o;
 }
+
+// DEIMv2's differences from D-FINE (above) set on `o`: its layers and heads, no enc_output and the
+// 3-layer query_pos_head of width hidden_dim as EC's (re-embedded at every layer, as D-FINE's).
+inline DFineDecoderOptions deimv2_decoder_options(DFineDecoderOptions o) {
+  o.deimv2 = true;
+  o.enc_output = false;
+  o.query_pos_layers = 3;
+  o.query_pos_hidden = o.hidden_dim;
+  return o;
+}
+
+// RMSNorm (DEIMv2): x * rsqrt(mean(x^2, -1) + eps) computed in float32, back in x's dtype, times `scale`.
+class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl> {
+ public:
+  explicit RMSNormImpl(int64_t d, double eps = 1e-6) : d_(d), eps_(eps) { reset(); }
+  void reset() override { scale = register_parameter("scale", torch::ones({d_})); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto xf = x.to(torch::kFloat32);
+    auto y = (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_)).to(x.scalar_type());
+    return y * scale;
+  }
+  torch::Tensor scale;
+
+ private:
+  int64_t d_;
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// SwiGLU FFN (DEIMv2's `swish_ffn`): w3(silu(a) * b), [a, b] = w12(x) in halves of `hidden` each.
+class SwiGLUFFNImpl : public torch::nn::Cloneable<SwiGLUFFNImpl> {
+ public:
+  SwiGLUFFNImpl(int64_t in, int64_t hidden, int64_t out) : in_(in), hidden_(hidden), out_(out) { reset(); }
+  void reset() override {
+    w12 = register_module("w12", torch::nn::Linear(in_, 2 * hidden_));
+    w3 = register_module("w3", torch::nn::Linear(hidden_, out_));
+    torch::NoGradGuard ng;
+    torch::nn::init::xavier_uniform_(w12->weight);
+    torch::nn::init::zeros_(w12->bias);
+    torch::nn::init::xavier_uniform_(w3->weight);
+    torch::nn::init::zeros_(w3->bias);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = linear(w12, x).chunk(2, -1);
+    return linear(w3, torch::silu(h[0]) * h[1]);
+  }
+  torch::nn::Linear w12{nullptr}, w3{nullptr};
+
+ private:
+  int64_t in_, hidden_, out_;
+};
+TORCH_MODULE(SwiGLUFFN);
 
 // Deformable cross-attention over the memory itself (the original's MSDeformableAttention, v2 style).
 class DFineDeformableAttentionImpl : public torch::nn::Cloneable<DFineDeformableAttentionImpl> {
@@ -137,26 +200,31 @@ class DFineDeformableAttentionImpl : public torch::nn::Cloneable<DFineDeformable
 };
 TORCH_MODULE(DFineDeformableAttention);
 
-// Gate: sigmoid(Linear([x1, x2])) split in two gates g1, g2; LayerNorm(g1 * x1 + g2 * x2).
+// Gate: sigmoid(Linear([x1, x2])) split in two gates g1, g2; LayerNorm (rms: RMSNorm, DEIMv2) of
+// g1 * x1 + g2 * x2.
 class GateImpl : public torch::nn::Cloneable<GateImpl> {
  public:
-  explicit GateImpl(int64_t d) : d_(d) { reset(); }
+  explicit GateImpl(int64_t d, bool rms = false) : d_(d), rms_(rms) { reset(); }
   void reset() override {
     gate = register_module("gate", torch::nn::Linear(2 * d_, 2 * d_));
-    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_})));
+    if (rms_) rms_norm = register_module("norm", RMSNorm(d_));
+    else norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_})));
     torch::NoGradGuard ng;
     gate->bias.fill_(bias_init_with_prob(0.5));
     torch::nn::init::zeros_(gate->weight);
   }
   torch::Tensor forward(const torch::Tensor& x1, const torch::Tensor& x2) {
     auto g = torch::sigmoid(linear(gate, torch::cat({x1, x2}, -1))).chunk(2, -1);
-    return norm->forward(g[0] * x1 + g[1] * x2);
+    auto y = g[0] * x1 + g[1] * x2;
+    return rms_norm ? rms_norm->forward(y) : norm->forward(y);
   }
   torch::nn::Linear gate{nullptr};
   torch::nn::LayerNorm norm{nullptr};
+  RMSNorm rms_norm{nullptr};  // registered as "norm" (rms)
 
  private:
   int64_t d_;
+  bool rms_;
 };
 TORCH_MODULE(Gate);
 
@@ -164,6 +232,17 @@ class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl, DFi
  public:
   explicit DFineDecoderLayerImpl(const DFineDecoderOptions& o) : DecoderLayerCore(o) { reset(); }
   void reset() override {
+    if (o_.deimv2) {  // the original's order: self_attn, norm1, cross_attn, gateway | norm2, swish_ffn, norm3
+      const int64_t d = o_.hidden_dim;
+      self_attn = register_module("self_attn", MultiheadAttention(d, o_.nhead));
+      rms1 = register_module("norm1", RMSNorm(d));
+      cross_attn = register_module("cross_attn", DFineDeformableAttention(d, o_.nhead, o_.num_points));
+      if (o_.use_gateway) gateway = register_module("gateway", Gate(d, /*rms=*/true));
+      else rms2 = register_module("norm2", RMSNorm(d));
+      swish_ffn = register_module("swish_ffn", SwiGLUFFN(d, o_.dim_feedforward / 2, d));
+      rms3 = register_module("norm3", RMSNorm(d));
+      return;
+    }
     register_self_attention();
     cross_attn = register_module("cross_attn", DFineDeformableAttention(o_.hidden_dim, o_.nhead, o_.num_points));
     gateway = register_module("gateway", Gate(o_.hidden_dim));
@@ -171,12 +250,21 @@ class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl, DFi
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
+    if (o_.deimv2) {
+      auto q = tgt + pos;
+      tgt = rms1->forward(tgt + self_attn->forward(q, q, tgt, attn_mask));
+      auto cross = cross_attn->forward(tgt + pos, ref, value, shapes);
+      tgt = gateway ? gateway->forward(tgt, cross) : rms2->forward(tgt + cross);
+      return rms3->forward((tgt + swish_ffn->forward(tgt)).clamp(-65504, 65504));
+    }
     tgt = self_attention(tgt, pos, attn_mask);
     tgt = gateway->forward(tgt, cross_attn->forward(tgt + pos, ref, value, shapes));
     return ffn(tgt, o_.activation, /*clamp=*/true);
   }
   DFineDeformableAttention cross_attn{nullptr};
   Gate gateway{nullptr};
+  RMSNorm rms1{nullptr}, rms2{nullptr}, rms3{nullptr};  // DEIMv2: registered as norm1, norm2, norm3
+  SwiGLUFFN swish_ffn{nullptr};                          // DEIMv2
 };
 TORCH_MODULE(DFineDecoderLayer);
 
@@ -251,14 +339,21 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     const int64_t d = o_.hidden_dim;
     register_input_proj(/*identity_at_hidden=*/true);
     up = register_parameter("up", torch::full({1}, 0.5), /*requires_grad=*/false);
-    reg_scale = register_parameter("reg_scale", torch::full({1}, o_.reg_scale), /*requires_grad=*/false);
+    reg_scale = register_parameter("reg_scale", o_.integer_reg_scale ? torch::full({1}, static_cast<int64_t>(o_.reg_scale), torch::kInt64)
+                                                                    : torch::full({1}, o_.reg_scale),
+                                   /*requires_grad=*/false);
     decoder = register_module("decoder", DFineDecoderStack(o_, up, reg_scale));
     register_selection_heads(o_.mlp_act, /*named_enc_output=*/true, o_.enc_output, o_.query_pos_hidden, o_.query_pos_layers);
+    if (o_.deimv2) pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
     dec_score_head = register_module("dec_score_head", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) dec_score_head->push_back(torch::nn::Linear(d, o_.num_classes));
-    pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
+    if (!o_.deimv2) pre_bbox_head = register_module("pre_bbox_head", MLP(d, d, 4, 3, o_.mlp_act));
     dec_bbox_head = register_module("dec_bbox_head", torch::nn::ModuleList());
-    for (int64_t i = 0; i < o_.num_layers; ++i) dec_bbox_head->push_back(MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act));
+    // share_bbox_head: the layers up to eval_idx hold one module (the original's state dict lists it
+    // under every index, one tensor each: a count of parameters counts it once).
+    MLP shared = o_.share_bbox_head ? MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act) : MLP(nullptr);
+    for (int64_t i = 0; i < o_.num_layers; ++i)
+      dec_bbox_head->push_back(shared && i <= eval_index() ? shared : MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act));
     if (o_.eval_spatial_size > 0) register_eval_anchors();
     reset_parameters();
   }
@@ -375,7 +470,8 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
 };
 TORCH_MODULE(DFineDecoder);
 
-// The captured chain of a D-FINE-line network (backbone + encoder; families/dfine, families/ec), owning no
+// The captured chain of a D-FINE-line network (backbone + encoder; families/dfine, families/ec,
+// families/deimv2 with its encoder type-erased), owning no
 // modules of its own: it registers the network's backbone and encoder again so that capture sees exactly
 // their parameters and buffers.
 template <class Backbone, class Encoder>

@@ -34,25 +34,30 @@ class SCDownImpl : public torch::nn::Cloneable<SCDownImpl> {
 };
 TORCH_MODULE(SCDown);
 
-// CSPLayer2 (EC's csp_type "csp2", RepC3-like): conv1 1x1 in -> 2 hidden split in halves a, b;
-// conv3(a + bottlenecks(b)) (conv3 a 1x1 ConvNorm where hidden != out, else absent); hidden = out.
+// CSPLayer2 (EC's and DEIMv2's csp_type "csp2", RepC3-like): conv1 1x1 in -> 2 hidden split in halves
+// a, b; conv3(a + bottlenecks(b)), conv3 a 1x1 ConvNorm only where hidden != out (hidden = out x expansion).
 class CSPLayer2Impl : public torch::nn::Cloneable<CSPLayer2Impl> {
  public:
-  CSPLayer2Impl(int64_t in, int64_t out, int64_t blocks, Act act) : in_(in), out_(out), n_(blocks), act_(act) { reset(); }
+  CSPLayer2Impl(int64_t in, int64_t out, int64_t blocks, double expansion, Act act)
+      : in_(in), out_(out), n_(blocks), hidden_(static_cast<int64_t>(out * expansion)), act_(act) {
+    reset();
+  }
   void reset() override {
-    conv1 = register_module("conv1", ConvNorm(in_, 2 * out_, 1, 1, act_));
+    conv1 = register_module("conv1", ConvNorm(in_, 2 * hidden_, 1, 1, act_));
     bottlenecks = register_module("bottlenecks", torch::nn::Sequential());
-    for (int64_t i = 0; i < n_; ++i) bottlenecks->push_back(RepVggBlock(out_, out_, act_));
+    for (int64_t i = 0; i < n_; ++i) bottlenecks->push_back(RepVggBlock(hidden_, hidden_, act_));
+    if (hidden_ != out_) conv3 = register_module("conv3", ConvNorm(hidden_, out_, 1, 1, act_));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = conv1->forward(x).chunk(2, 1);
-    return y[0] + bottlenecks->forward(y[1]);
+    auto z = y[0] + bottlenecks->forward(y[1]);
+    return conv3 ? conv3->forward(z) : z;
   }
-  ConvNorm conv1{nullptr};
+  ConvNorm conv1{nullptr}, conv3{nullptr};
   torch::nn::Sequential bottlenecks{nullptr};
 
  private:
-  int64_t in_, out_, n_;
+  int64_t in_, out_, n_, hidden_;
   Act act_;
 };
 TORCH_MODULE(CSPLayer2);
@@ -60,22 +65,25 @@ TORCH_MODULE(CSPLayer2);
 // RepNCSPELAN4(c1, c2, c3, c4, n): cv1 1x1 c1 -> c3, split into two c3/2 halves a, b;
 // cv2 = CSP(c3/2 -> c4, n RepVgg blocks) + 3x3 ConvNorm, on b; cv3 = CSP(c4 -> c4, n) + 3x3 ConvNorm, on
 // cv2's output; cv4 1x1 (c3 + 2 c4) -> c2 over [a, b, cv2, cv3]. Every conv SiLU-activated.
-// csp2 (EC's csp_type "csp2"): cv2 = CSPLayer2(c3/2 -> c4, n), cv3 = CSPLayer2(c4 -> c4, n), no 3x3 convs.
+// csp2: the CSP layers are CSPLayer2 (EC, DEIMv2); conv3x3 false: no 3x3 ConvNorm after them (EC's).
 class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
  public:
-  RepNCSPELAN4Impl(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t n, Act act = Act::silu, bool csp2 = false)
-      : c1_(c1), c2_(c2), c3_(c3), c4_(c4), n_(n), act_(act), csp2_(csp2) {
+  RepNCSPELAN4Impl(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t n, Act act = Act::silu, bool csp2 = false,
+                   bool conv3x3 = true)
+      : c1_(c1), c2_(c2), c3_(c3), c4_(c4), n_(n), act_(act), csp2_(csp2), conv3x3_(conv3x3) {
     reset();
   }
   void reset() override {
+    auto branch = [&](int64_t in) {
+      torch::nn::Sequential s;
+      if (csp2_) s->push_back(CSPLayer2(in, c4_, n_, 1.0, act_));
+      else s->push_back(CSPRepLayer(in, c4_, n_, 1.0, act_));
+      if (conv3x3_) s->push_back(ConvNorm(c4_, c4_, 3, 1, act_));
+      return s;
+    };
     cv1 = register_module("cv1", ConvNorm(c1_, c3_, 1, 1, act_));
-    if (csp2_) {
-      cv2 = register_module("cv2", torch::nn::Sequential(CSPLayer2(c3_ / 2, c4_, n_, act_)));
-      cv3 = register_module("cv3", torch::nn::Sequential(CSPLayer2(c4_, c4_, n_, act_)));
-    } else {
-      cv2 = register_module("cv2", torch::nn::Sequential(CSPRepLayer(c3_ / 2, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
-      cv3 = register_module("cv3", torch::nn::Sequential(CSPRepLayer(c4_, c4_, n_, 1.0, act_), ConvNorm(c4_, c4_, 3, 1, act_)));
-    }
+    cv2 = register_module("cv2", branch(c3_ / 2));
+    cv3 = register_module("cv3", branch(c4_));
     cv4 = register_module("cv4", ConvNorm(c3_ + 2 * c4_, c2_, 1, 1, act_));
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -90,7 +98,7 @@ class RepNCSPELAN4Impl : public torch::nn::Cloneable<RepNCSPELAN4Impl> {
  private:
   int64_t c1_, c2_, c3_, c4_, n_;
   Act act_;
-  bool csp2_;
+  bool csp2_, conv3x3_;
 };
 TORCH_MODULE(RepNCSPELAN4);
 
@@ -105,6 +113,8 @@ struct DFineEncoderOptions : HybridEncoderOptions {
     expansion = 0.34;
     depth_mult = 0.5;
   }
+  bool csp2 = false;          // the fusion blocks' CSP layers are CSPLayer2 (EC's, DEIMv2's csp_type "csp2")
+  bool fusion_conv3x3 = true;  // the 3x3 ConvNorm after each of them (EC: none)
 };
 
 // D-FINE's blocks: projection children named conv / norm, lateral convs without activation,
@@ -113,7 +123,7 @@ struct DFineEncoderOptions : HybridEncoderOptions {
 struct DFineEncoderBlocks {
   using Options = DFineEncoderOptions;
   static constexpr const char* name = "DFineEncoder";
-  static constexpr bool input_projection = true, fuse_sum = false;
+  static constexpr bool input_projection = true;
   static torch::nn::Sequential input_proj(int64_t c, int64_t d) {
     torch::nn::Sequential s;
     s->push_back("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, 1).bias(false)));
@@ -122,7 +132,10 @@ struct DFineEncoderBlocks {
   }
   static constexpr Act lateral_act = Act::none;
   using Fusion = RepNCSPELAN4Impl;
-  static RepNCSPELAN4 fusion(const Options& o) { return RepNCSPELAN4(2 * o.hidden_dim, o.hidden_dim, 2 * o.hidden_dim, c4(o), n(o)); }
+  static RepNCSPELAN4 fusion(const Options& o) {
+    const int64_t d = o.hidden_dim;
+    return RepNCSPELAN4(o.fuse_sum ? d : 2 * d, d, 2 * d, c4(o), n(o), Act::silu, o.csp2, o.fusion_conv3x3);
+  }
   using Down = torch::nn::SequentialImpl;
   static torch::nn::Sequential downsample(int64_t d) { return torch::nn::Sequential(SCDown(d, d, 3, 2)); }
   static int64_t c4(const Options& o) {
@@ -136,14 +149,20 @@ TORCH_MODULE(DFineEncoder);
 
 // EC's encoder (the original's models/ec/encoder.py HybridEncoder): D-FINE's with no input projections
 // (the backbone's projector gives hidden_dim channels), an AIFI layer with SiLU, the FPN / PAN inputs
-// summed (fuse_op "sum": the fusion blocks take hidden_dim channels) and csp2 fusion blocks.
+// summed (fuse_op "sum": the fusion blocks take hidden_dim channels) and csp2 fusion blocks without the
+// 3x3 convs. The type holds the first (no input projections); ec_encoder_options sets the others.
 struct ECEncoderBlocks : DFineEncoderBlocks {
   static constexpr const char* name = "ECEncoder";
-  static constexpr bool input_projection = false, fuse_sum = true;
-  static RepNCSPELAN4 fusion(const Options& o) {
-    return RepNCSPELAN4(o.hidden_dim, o.hidden_dim, 2 * o.hidden_dim, c4(o), n(o), Act::silu, /*csp2=*/true);
-  }
+  static constexpr bool input_projection = false;
 };
+
+inline DFineEncoderOptions ec_encoder_options(DFineEncoderOptions o) {
+  o.enc_act = Act::silu;
+  o.fuse_sum = true;
+  o.csp2 = true;
+  o.fusion_conv3x3 = false;
+  return o;
+}
 
 using ECEncoderImpl = HybridEncoderTImpl<ECEncoderBlocks>;
 TORCH_MODULE(ECEncoder);

@@ -1,5 +1,6 @@
 #pragma once
-// HGNetv2 (the original's models/dfine/backbone.py, shared by D-FINE, DEIM and RT-DETRv4): a stem
+// HGNetv2 (the original's models/dfine/backbone.py, shared by D-FINE, DEIM, RT-DETRv4 and DEIMv2; DEIMv2's
+// Atto / Femto / Pico are the models/deim/backbone.py variants with three stages): a stem
 // (stem1 3x3/2, the 2x2 stem2a/stem2b branch beside a 2x2 max-pool, stem3 3x3/2, stem4 1x1) and four
 // HG stages; each stage an optional depthwise 3x3/2 downsample and HG blocks: `layer_num` convs (plain
 // 3x3, or "light" = 1x1 + depthwise kxk) whose outputs are concatenated with the input and aggregated by
@@ -188,7 +189,7 @@ class HGStageImpl : public torch::nn::Cloneable<HGStageImpl> {
 TORCH_MODULE(HGStage);
 
 struct HGNetv2Options {
-  std::string name = "B0";                // B0 .. B5 (the original's arch_configs)
+  std::string name = "B0";                // Atto, Femto, Pico (three stages), B0 .. B5 (the original's arch_configs)
   bool use_lab = true;
   std::vector<int64_t> return_idx{2, 3};  // stages returned (strides 4, 8, 16, 32 for 0..3)
   bool freeze_stem = true;                // the original's freeze_at >= 0 with freeze_stem_only: stem frozen
@@ -202,7 +203,12 @@ class HGNetv2Impl : public torch::nn::Cloneable<HGNetv2Impl> {
   void reset() override {
     std::array<int64_t, 3> stem_ch{};
     std::vector<HGStageConfig> st;
-    if (o_.name == "B0") {
+    if (o_.name == "Atto" || o_.name == "Femto" || o_.name == "Pico") {  // DEIMv2's three-stage variants (B0's first stages)
+      stem_ch = {3, 16, 16};
+      st = {{16, 16, 64, 1, false, false, 3, 3}, {64, 32, 256, 1, true, false, 3, 3}};
+      if (o_.name == "Atto") st.push_back({256, 64, 256, 1, true, true, 3, 3});
+      else st.push_back({256, 64, 512, o_.name == "Pico" ? 2 : 1, true, true, 5, 3});
+    } else if (o_.name == "B0") {
       stem_ch = {3, 16, 16};
       st = {{16, 16, 64, 1, false, false, 3, 3}, {64, 32, 256, 1, true, false, 3, 3}, {256, 64, 512, 2, true, true, 5, 3}, {512, 128, 1024, 1, true, true, 5, 3}};
     } else if (o_.name == "B1") {
@@ -218,7 +224,7 @@ class HGNetv2Impl : public torch::nn::Cloneable<HGNetv2Impl> {
       stem_ch = {3, 32, 64};
       st = {{64, 64, 128, 1, false, false, 3, 6}, {128, 128, 512, 2, true, false, 3, 6}, {512, 256, 1024, 5, true, true, 5, 6}, {1024, 512, 2048, 2, true, true, 5, 6}};
     } else {
-      throw ConfigError("HGNetv2 '" + o_.name + "': unknown; allowed: B0, B1, B2, B4, B5");
+      throw ConfigError("HGNetv2 '" + o_.name + "': unknown; allowed: Atto, Femto, Pico, B0, B1, B2, B4, B5");
     }
     out_channels_.clear();
     for (auto& c : st) out_channels_.push_back(c.out);

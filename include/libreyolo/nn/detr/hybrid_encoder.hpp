@@ -129,18 +129,20 @@ struct HybridEncoderOptions {
   double expansion = 0.5;
   double depth_mult = 1.0;
   Act enc_act = Act::gelu;  // the AIFI layer's FFN activation (EC: silu)
+  // The FPN / PAN fusion input: false, the two maps concatenated (2 x hidden_dim channels); true, summed
+  // (hidden_dim channels: EC's and DEIMv2's fuse_op "sum").
+  bool fuse_sum = false;
 };
 
 // The hybrid encoder's layout: 1x1 conv + BN input projections to hidden_dim, AIFI on the
 // use_encoder_idx maps, then CCFM: a top-down FPN (lateral 1x1 ConvNorm, nearest 2x upsampling, a fusion
-// block over the concatenation) and a bottom-up PAN (a downsampling block, a fusion block). What tells
+// block over the concatenation, or the sum with fuse_sum) and a bottom-up PAN (a downsampling block, a fusion block). What tells
 // RT-DETR's encoder from D-FINE's (nn/detr/dfine_encoder.hpp) is `Blocks`:
 //   Blocks::Options                  the options (HybridEncoderOptions' fields, the family's defaults)
 //   Blocks::name                     the encoder's name in errors
 //   Blocks::input_projection         whether the levels are projected (EC's encoder has none: its backbone
 //                                    projects); Blocks::input_proj(c, d) one level's projection: Sequential(conv,
 //                                    BN), the original's child names
-//   Blocks::fuse_sum                 FPN / PAN inputs summed (EC's fuse_op "sum") instead of concatenated
 //   Blocks::lateral_act              the lateral ConvNorm's activation
 //   Blocks::Fusion, fusion(o)        the FPN / PAN fusion block (its Impl type) and a new one
 //   Blocks::Down, downsample(d)      the PAN's downsampling block (its Impl type) and a new one
@@ -217,10 +219,6 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
       downsample_convs{nullptr}, pan_blocks{nullptr};
 
  private:
-  static torch::Tensor fuse(const torch::Tensor& a, const torch::Tensor& b) {
-    if constexpr (Blocks::fuse_sum) return a + b;
-    else return torch::cat({a, b}, 1);
-  }
   // The position embedding of a w x h map, made once per size and device (on the device, so a CUDA
   // graph capture of the encoder needs no host copy).
   torch::Tensor pos_embed(int64_t w, int64_t h, torch::Device dev) {
@@ -232,6 +230,7 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
     pos_cache_.emplace(key, pe);
     return pe;
   }
+  torch::Tensor fuse(const torch::Tensor& a, const torch::Tensor& b) const { return o_.fuse_sum ? a + b : torch::cat({a, b}, 1); }
   Options o_;
   std::map<std::tuple<int64_t, int64_t, int, int>, torch::Tensor> pos_cache_;
 };
@@ -241,7 +240,7 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
 struct RTDETREncoderBlocks {
   using Options = HybridEncoderOptions;
   static constexpr const char* name = "HybridEncoder";
-  static constexpr bool input_projection = true, fuse_sum = false;
+  static constexpr bool input_projection = true;
   static torch::nn::Sequential input_proj(int64_t c, int64_t d) {
     torch::nn::Sequential s;
     s->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, 1).bias(false)));

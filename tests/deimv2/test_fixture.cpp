@@ -1,0 +1,88 @@
+// DEIMv2 atto / femto / pico / n (families/deimv2/network.hpp) against the Python original's architecture
+// fixtures (shared/fixtures/libreyolo/deimv2-<size>, at the size's eval size: atto 320, femto 416, pico and
+// n 640): the same parameter and buffer names, shapes and dtypes, the same parameter and trainable counts
+// (each tensor once: atto..pico share one box head among the decoder layers, listed under every index as in
+// the original's state dict), and under the deterministic fill the same outputs of the backbone, the
+// encoder and the decoder in eval mode, per element to 1e-4 relative; forward == decode(encode(x)).
+//
+// The decoder is compared with the original's query selection forced (tests/detr_topk/deimv2-<size>.bin,
+// as tests/dfine_net/test_fixture.cpp: the near-ties of the fixture README's "Decoders and near-ties";
+// the shared checks of tests/support_detr_topk.hpp), and that selection is checked to be a top-k of our
+// own scores up to rounding.
+#include "support_detr_topk.hpp"
+#include "support_fixture.hpp"
+#include "support_prereq.hpp"
+
+#include <libreyolo/families/deimv2/network.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using libreyolo::families::deimv2::DEIMv2;
+using libreyolo::families::deimv2::DEIMv2Options;
+namespace fx = lry_test::fixture;
+namespace topk = lry_test::detr_topk;
+
+namespace {
+
+void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t n_params, int64_t n_trainable) {
+  const std::string model = "deimv2-" + size;
+  LRY_OPEN_FIXTURE(f, model);
+  CAPTURE(model);
+  DEIMv2 net(DEIMv2Options{size, 80, 0});
+  CHECK(net->eval_size() == imgsz);
+  CHECK(f.imgsz == imgsz);
+  // up / reg_scale never train; the stem does (freeze_at -1).
+  if (!topk::check_state(f, *net, n_params, n_trainable)) return;
+  CHECK(net->decoder->decoder->up.is_same(net->decoder->up));
+  // atto..pico: dec_bbox_head.0/1/2 are one module (share_bbox_head); n: three.
+  const auto heads = net->decoder->named_parameters();
+  const bool shared = heads["dec_bbox_head.0.layers.0.weight"].is_same(heads["dec_bbox_head.2.layers.0.weight"]);
+  CHECK(shared == (size != "n"));
+  fx::fill(f, *net);
+  topk::check_dfine_line_outputs(f, net, model, num_queries);
+}
+
+}  // namespace
+
+#define LRY_DEIMV2_FIXTURE_CASE(SIZE, IMGSZ, QUERIES, N_PARAMS, N_TRAINABLE)                                              \
+  TEST_CASE("deimv2-" SIZE " matches the original parameter for parameter and output for output" *                       \
+            lry_test::needs({lry_test::Need::fixtures})) {                                                               \
+    LRY_NEED(lry_test::Need::fixtures);                                                                                  \
+    check(SIZE, IMGSZ, QUERIES, N_PARAMS, N_TRAINABLE);                                                                  \
+  }
+
+LRY_DEIMV2_FIXTURE_CASE("atto", 320, 100, 508985, 508983)
+LRY_DEIMV2_FIXTURE_CASE("femto", 416, 150, 983945, 983943)
+LRY_DEIMV2_FIXTURE_CASE("pico", 640, 200, 1539539, 1539537)
+LRY_DEIMV2_FIXTURE_CASE("n", 640, 300, 3600421, 3600419)
+
+TEST_CASE("deimv2: a deep copy (the EMA's) keeps the shared box head shared, and its own") {
+  DEIMv2 net(DEIMv2Options{"atto", 3, 0});
+  auto copy = std::dynamic_pointer_cast<libreyolo::families::deimv2::DEIMv2Impl>(net->clone());
+  REQUIRE(copy);
+  auto p = copy->decoder->named_parameters();
+  CHECK(p["dec_bbox_head.0.layers.2.bias"].is_same(p["dec_bbox_head.1.layers.2.bias"]));
+  CHECK_FALSE(p["dec_bbox_head.0.layers.2.bias"].is_same(net->decoder->named_parameters()["dec_bbox_head.0.layers.2.bias"]));
+  CHECK(copy->decoder->decoder->up.is_same(copy->decoder->up));
+}
+
+TEST_CASE("deimv2: training mode returns the features, the decoder runs with targets (denoising) and gives every output") {
+  DEIMv2 net(DEIMv2Options{"atto", 3, 0});
+  net->train();
+  auto out = net->forward(torch::rand({2, 3, 160, 160}));  // 10 x 10 + 5 x 5 tokens: at least the 100 queries
+  CHECK(out.pending());
+  std::vector<libreyolo::nn::detr::DetrTarget> t(2);
+  for (auto& x : t) {
+    x.labels = torch::tensor({1}, torch::kLong);
+    x.boxes = torch::tensor({{0.5f, 0.5f, 0.3f, 0.3f}});
+  }
+  const auto& r = out.run(&t);
+  CHECK(r.training);
+  CHECK(r.pred_logits.sizes() == torch::IntArrayRef({2, 100, 3}));
+  CHECK(r.aux_outputs.size() == 2);
+  CHECK(r.dn_meta.has_value());
+  CHECK(r.pred_corners.size(-1) == 4 * 33);
+}
