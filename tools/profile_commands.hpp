@@ -50,6 +50,8 @@ class ProfileCommands {
         ->check(CLI::Range(32, 8192));
     infer_cmd_->add_option("--device", infer_opts_.device, "cpu | cuda | cuda:N");
     infer_cmd_->add_flag("--cuda-graph", infer_opts_.cuda_graph, "also measure the forward replayed from CUDA graphs (CUDA only)");
+    infer_cmd_->add_flag("--half", infer_opts_.half, "fp16 weights and inputs, as the original's predict(half=True) (CUDA only)");
+    infer_cmd_->add_flag("--channels-last", infer_opts_.channels_last, "channels-last (NHWC) weights and inputs");
     infer_cmd_->add_option("--repeat", infer_opts_.repeat, "measured iterations per mode (default 50)")->check(CLI::Range(1, 100000));
     infer_cmd_->add_option("--warmup", infer_opts_.warmup, "unmeasured iterations first (default 5)")->check(CLI::Range(0, 100000));
     summary_ = prof_->add_subcommand("summary", "headline numbers and the verdict");

@@ -12,7 +12,9 @@
 // segmenters, as their COCO / ImageNet / ADE20K heads). The
 // family's capture region is the one the trainer graphs; the loss is the family's own, eager.
 // Prints one JSON line. Peak VRAM covers warm-up (and so the capture) and the timed steps.
+#include <ATen/CPUGeneratorImpl.h>
 #include <libreyolo/capture/cuda_graph.hpp>
+#include <libreyolo/capture/graphed_callable.hpp>
 #include <libreyolo/core/cudnn.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/families/registry.hpp>
@@ -51,6 +53,10 @@ struct Args {
   // first convolution; "" (default) leaves the environment as it is (TORCH_CUDNN_USE_HEURISTIC_MODE_B=1 set
   // outside is mode B). The output's "cudnn_heuristic" says which was in effect.
   std::string cudnn_heuristic;
+  // --arm grads' loss: probe (default) = a fixed random linear function of the network's raw outputs, so the
+  // gradients differ only by arithmetic; family = the family's training loss, whose assignment of targets can
+  // flip between fp16 and fp32 forwards on random weights (then every gradient differs, by ~100%).
+  std::string grads_loss = "probe";
   int channels_last = -1, cudnn_benchmark = -1;
   bool cudnn_deterministic = false, nhwc = false;
 };
@@ -74,9 +80,12 @@ Args parse(int argc, char** argv) {
       .add("--classes", &a.classes)
       .add("--device", &a.device)
       .add("--detail", &a.detail)
+      .add("--grads-loss", &a.grads_loss)
       .parse(argc, argv);
   if (a.arm != "eager" && a.arm != "graph" && a.arm != "step" && a.arm != "grads")
     throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph, step, grads");
+  if (a.grads_loss != "probe" && a.grads_loss != "family")
+    throw std::invalid_argument("--grads-loss " + a.grads_loss + ": allowed probe, family");
   if (a.device != "cuda" && a.device != "cpu") throw std::invalid_argument("--device " + a.device + ": allowed cuda, cpu");
   if (a.device == "cpu" && a.arm == "graph") throw std::invalid_argument("--arm graph needs --device cuda");
   // --arm step on the CPU: the step path without a graph (a smoke test of the device-state step).
@@ -192,15 +201,15 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
 // cuDNN flags) are from a reference computed in the same process on the same weights and batch: fp32, NCHW,
 // TF32 off for the convolutions (fp32 accumulation). Per parameter the relative error |g - g_ref| / |g_ref|; summarised
 // over the convolution weights (4-d parameters) and over all, with the worst ones named. The fp16 loss is scaled
-// by 2^12 before backward (as a GradScaler would) and the gradients unscaled.
+// before backward and the gradients unscaled, as a GradScaler does: from 2^12, halved while a gradient is
+// not finite (a fixed 2^12 overflowed on random weights); the scale used is reported.
 template <class Net, class LossFn>
 nlohmann::json run_grads(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_of, const torch::Tensor& x, torch::Device dev) {
   const bool half = a.precision == "fp16", nhwc = a.channels_last == 1;
   const auto params = net->named_parameters(true);
-  auto grads = [&](bool reduced) -> std::pair<double, std::vector<torch::Tensor>> {
+  auto grads = [&](bool reduced, double scale) -> std::pair<double, std::vector<torch::Tensor>> {
     for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
     torch::Tensor loss;
-    const double scale = reduced && half ? 4096.0 : 1.0;
     if (reduced) {
       ly::set_key(cfg, "amp", half ? "true" : "false");
       ly::set_key(cfg, "amp_dtype", "float16");
@@ -219,12 +228,22 @@ nlohmann::json run_grads(const Args& a, ly::TrainConfig cfg, Net net, LossFn los
   // The reference: fp32, NCHW, TF32 off.
   const bool tf32 = at::globalContext().allowTF32CuDNN();
   at::globalContext().setAllowTF32CuDNN(false);  // matmuls: PyTorch's default is already no TF32
-  const std::pair<double, std::vector<torch::Tensor>> r_ref = grads(false);
+  const std::pair<double, std::vector<torch::Tensor>> r_ref = grads(false, 1.0);
   const double loss_ref = r_ref.first;
   const std::vector<torch::Tensor>& ref = r_ref.second;
   at::globalContext().setAllowTF32CuDNN(tf32);
   if (nhwc) ly::to_channels_last(*net);
-  const std::pair<double, std::vector<torch::Tensor>> r_got = grads(true);
+  auto all_finite = [](const std::vector<torch::Tensor>& g) {
+    for (const auto& t : g)
+      if (t.defined() && !torch::isfinite(t).all().item<bool>()) return false;
+    return true;
+  };
+  double scale = half ? 4096.0 : 1.0;
+  std::pair<double, std::vector<torch::Tensor>> r_got = grads(true, scale);
+  while (half && std::isfinite(r_got.first) && !all_finite(r_got.second) && scale > 0x1p-24) {
+    scale /= 2;
+    r_got = grads(true, scale);
+  }
   const double loss = r_got.first;
   const std::vector<torch::Tensor>& got = r_got.second;
   std::vector<std::pair<double, size_t>> conv, all;
@@ -256,7 +275,7 @@ nlohmann::json run_grads(const Args& a, ly::TrainConfig cfg, Net net, LossFn los
   return {{"arm", "grads"}, {"model", a.model}, {"precision", a.precision}, {"channels_last", nhwc},
           {"cudnn_benchmark", a.cudnn_benchmark == 1}, {"cudnn_deterministic", a.cudnn_deterministic},
           {"cudnn_heuristic", std::getenv(ly::cudnn_heuristic_env) ? "b" : "instant"}, {"batch", x.size(0)},
-          {"imgsz", x.size(2)}, {"loss_ref", loss_ref}, {"loss", loss}, {"finite", finite},
+          {"imgsz", x.size(2)}, {"grads_loss", a.grads_loss}, {"loss_ref", loss_ref}, {"loss", loss}, {"loss_scale", scale}, {"finite", finite},
           {"conv_weights", summary(conv)}, {"all_params", summary(all)}, {"per_conv_weight", per_conv},
           {"torch", ly::compat::torch_version()}};
 }
@@ -337,7 +356,27 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
     at::globalContext().setBenchmarkCuDNN(a.cudnn_benchmark == 1);
     at::globalContext().setDeterministicCuDNN(a.cudnn_deterministic);
     if (!a.cudnn_heuristic.empty()) ly::set_cudnn_heuristic(a.cudnn_heuristic);
-    return run_grads(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; }, P::input(b), dev);
+    // The probe: sum_i mean(out_i * R_i) over the output tensors, R_i drawn once (seeded) and shared by both runs.
+    auto probe = [family, b, use = a.grads_loss == "probe", r = std::make_shared<std::vector<torch::Tensor>>()](const auto& out) {
+      using Out = std::decay_t<decltype(out)>;
+      if constexpr (std::is_same_v<Out, torch::Tensor> || std::is_same_v<Out, std::vector<torch::Tensor>>) {
+        if (use) {
+          const auto flat = ly::capture::OutputCodec<Out>::flatten(out);
+          if (r->empty()) {
+            auto gen = at::detail::createCPUGenerator(12345);
+            for (const auto& f : flat)
+              r->push_back(at::randn(f.sizes(), gen, torch::TensorOptions().dtype(torch::kFloat32)).to(f.device()));
+          }
+          torch::Tensor l = torch::zeros({}, flat.front().options().dtype(torch::kFloat32));
+          for (size_t i = 0; i < flat.size(); ++i) l = l + (flat[i].to(torch::kFloat32) * (*r)[i]).mean();
+          return l;
+        }
+      } else if (use) {
+        throw std::invalid_argument("--grads-loss probe: this family's network output is not a tensor list; use --grads-loss family");
+      }
+      return family->loss(out, b).total;
+    };
+    return run_grads(a, cfg, net, probe, P::input(b), dev);
   }
   using C = std::conditional_t<Capture::whole_step && !ly::capture::step_capturable<P>(), typename Capture::network_only, Capture>;
   return run_arm<C, Region>(a, cfg, net, [family, b](const auto& out) { return family->loss(out, b).total; },

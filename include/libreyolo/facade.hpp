@@ -7,6 +7,7 @@
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/augment.hpp>
 #include <libreyolo/data/classify.hpp>
 #include <libreyolo/eval/graphed_forward.hpp>
@@ -142,6 +143,11 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
       n->eval();
       return n;
     }();
+    if (o.half && !dev.is_cuda())
+      throw ConfigError("profile infer: --half needs a CUDA device (device " + device_name(dev) + "; fp16 convolutions on "
+                        "the CPU are slow or missing); run without --half");
+    if (o.half) net->to(torch::kHalf);  // floating-point parameters and buffers; the input follows (preprocess)
+    if (o.channels_last) to_channels_last(*net);
     if (o.imgsz == 0) o.imgsz = ck ? ck->meta.at("config").value("imgsz", 640) : 640;
     // Deterministic synthetic images, 4:3 (letterboxing pads them), a different pattern each.
     std::vector<data::Image> images;
@@ -163,8 +169,10 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
         }
       }
       auto x = torch::stack(chw).to(dev);
-      if constexpr (task == Task::detect) return F::from_pixels(x.to(torch::kFloat32));
-      else return F::normalise(x);
+      if constexpr (task == Task::detect) x = F::from_pixels(x.to(torch::kFloat32));
+      else x = F::normalise(x);
+      if (o.half) x = x.to(torch::kHalf);
+      return o.channels_last ? as_channels_last(x) : x;
     };
     auto postprocess = [&](const auto& out) {
       std::vector<torch::Tensor> host;
@@ -200,7 +208,8 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
     nlohmann::json doc = {{"schema", eval::infer_schema}, {"model", model}, {"task", std::string(F::task_info::name)},
                           {"weights", ck ? nlohmann::json(true) : nlohmann::json(false)},
                           {"weights_note", ck ? "checkpoint weights" : "random weights: a bare model name"},
-                          {"batch", o.batch}, {"imgsz", o.imgsz}, {"device", device_name(dev)}, {"repeat", o.repeat},
+                          {"batch", o.batch}, {"imgsz", o.imgsz}, {"device", device_name(dev)}, {"half", o.half},
+                          {"channels_last", o.channels_last}, {"repeat", o.repeat},
                           {"warmup", o.warmup}, {"host_timings_only", true}, {"trace_collected", false},
                           {"note", eval::infer_timing_note()}};
     nlohmann::json modes = nlohmann::json::array();

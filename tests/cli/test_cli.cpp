@@ -344,7 +344,17 @@ TEST_CASE("cli: profile infer on CPU: stage percentiles in order, throughput, ea
   // a bare model name: random weights, said so
   auto bare = parse_json(run({"profile", "infer", "yolo9t", "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--json"}).out);
   CHECK(bare["weights"] == false);
+  CHECK(bare["half"] == false);
   CHECK(run({"profile", "infer", best, "--batch", "0"}).code == 2);
+  // channels-last weights and inputs run on the CPU too, and the document says so
+  auto nhwc = parse_json(run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--channels-last",
+                              "--json"}).out);
+  CHECK(nhwc["channels_last"] == true);
+  CHECK(nhwc["modes"].size() == 1);
+  // --half needs CUDA: a usage error that says so, not a silently fp32 run
+  auto h = run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--half"});
+  CHECK(h.code == 2);
+  CHECK_MESSAGE(h.all().find("--half needs a CUDA device") != std::string::npos, h.all());
 }
 
 TEST_CASE("cli: predict and val cuda_graph=true on CPU: one fallback line, the eager output") {

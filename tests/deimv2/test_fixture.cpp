@@ -42,7 +42,7 @@ void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t 
   const bool shared = heads["dec_bbox_head.0.layers.0.weight"].is_same(heads["dec_bbox_head.2.layers.0.weight"]);
   CHECK(shared == (size != "n"));
   fx::fill(f, *net);
-  topk::check_dfine_line_outputs(f, net, model, num_queries);
+  topk::check_detr_outputs(f, net, model, num_queries);
 }
 
 }  // namespace

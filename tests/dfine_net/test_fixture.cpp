@@ -46,7 +46,7 @@ void check(const std::string& model, const std::string& size, Variant v, int64_t
   CHECK(net->decoder->decoder->reg_scale.is_same(net->decoder->reg_scale));
 
   fx::fill(f, *net);
-  topk::check_dfine_line_outputs(f, net, model);
+  topk::check_detr_outputs(f, net, model);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ void check(const std::string& model, const std::string& size, int64_t n_params, 
   CHECK(net->decoder->decoder->reg_scale.is_same(net->decoder->reg_scale));
 
   fx::fill(f, *net);
-  topk::check_dfine_line_outputs(f, net, model);
+  topk::check_detr_outputs(f, net, model);
 }
 
 }  // namespace

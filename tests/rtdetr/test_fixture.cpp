@@ -59,36 +59,7 @@ void check(const std::string& size, bool v2, int64_t n_params, int64_t n_trainab
   CHECK(trainable == f.config.at("n_trainable").get<int64_t>());
 
   fx::fill(f, *net);
-  net->eval();
-  torch::NoGradGuard no_grad;
-  const auto x = f.input();
-  REQUIRE(fx::compare(f, "input", x, 1e-6).ok);
-  const auto bb = net->backbone->forward(x);
-  const auto enc = net->hybrid_encoder->forward(bb);
-  // The original's selection (checked against ours: the same tokens up to ties), forced.
-  const auto sel = topk::force_original_selection(*net->decoder, enc, model);
-  const auto dec = net->decoder->forward(enc);
-  std::vector<std::pair<std::string, torch::Tensor>> ours;
-  for (int i = 0; i < 3; ++i) ours.emplace_back("child.backbone." + std::to_string(i), bb[i]);
-  for (int i = 0; i < 3; ++i) ours.emplace_back("child.encoder." + std::to_string(i), enc[i]);
-  ours.emplace_back("child.decoder.pred_logits", dec.pred_logits);
-  ours.emplace_back("child.decoder.pred_boxes", dec.pred_boxes);
-  const auto full = net->forward(x);
-  REQUIRE_FALSE(full.pending());
-  ours.emplace_back("output.pred_logits", full.result->pred_logits);
-  ours.emplace_back("output.pred_boxes", full.result->pred_boxes);
-  CHECK(ours.size() + 1 == f.refs.size());
-  // Every output per element, in order (the first mismatch names the part that differs).
-  std::string report;
-  const auto result = fx::compare_all(f, ours, &report);
-  CHECK_MESSAGE(result.ok, result.message << "\n" << report);
-  MESSAGE(model << ": " << result.message << "\n" << report);
-  // forward == decode(encode(x)) (the capture boundary), bit for bit.
-  CHECK(torch::equal(full.result->pred_logits, dec.pred_logits));
-  CHECK(torch::equal(full.result->pred_boxes, dec.pred_boxes));
-  CHECK(full.input_hw[0] == f.imgsz);
-  // Without the hook, our own selection.
-  topk::check_own_selection(*net->decoder, enc, dec, sel);
+  topk::check_detr_outputs(f, net, model);
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ struct InferOptions {
   int repeat = 50;           // measured iterations per mode
   int warmup = 5;            // unmeasured iterations before them
   double conf = 0.25;        // detection: the score threshold of decode
+  bool half = false;           // fp16 weights and inputs (the original's predict(half=True)); CUDA only
+  bool channels_last = false;  // NHWC weights and inputs (as training's channels_last)
 };
 
 inline void check_infer_options(const InferOptions& o) {
@@ -94,7 +96,8 @@ inline std::string infer_text(const nlohmann::json& d) {
   o << "profile infer: " << d.value("model", std::string("?")) << " (" << d.value("weights_note", std::string()) << "), "
     << d.value("task", std::string()) << ", batch " << d.value("batch", 0) << ", imgsz " << d.value("imgsz", 0) << ", device "
     << d.value("device", std::string()) << ", " << d.value("repeat", 0) << " iterations after " << d.value("warmup", 0)
-    << " warm-up\n";
+    << " warm-up" << (d.value("half", false) ? ", fp16 weights" : "") << (d.value("channels_last", false) ? ", channels-last" : "")
+    << "\n";
   o << "host timings only: " << infer_timing_note() << "\n";
   std::snprintf(line, sizeof line, "%-11s %-12s %9s %9s %9s %9s\n", "mode", "stage", "p50 ms", "p90 ms", "p99 ms", "mean ms");
   o << line;

@@ -125,8 +125,9 @@ LIBREYOLO_INLINE nlohmann::json convs_doc(const nlohmann::json& p) {
     double ms = 0, kernels = 0, split_k_ms = 0;
   };
   std::vector<Row> rows;
-  std::vector<std::pair<std::string, double>> families;
-  double conv_ms = 0, conv_kernels = 0, split_ms = 0, layout_ms = 0, layout_kernels = 0;
+  const ConvFamilies fam = conv_ms_by_family(p.at("kernels"));
+  const double conv_ms = fam.conv_ms;
+  double conv_kernels = 0, split_ms = 0, layout_ms = 0, layout_kernels = 0;
   for (const auto& k : p.at("kernels")) {
     if (!k.is_object()) continue;
     const std::string raw = k.value("raw_name", k.value("kernel", std::string()));
@@ -134,31 +135,27 @@ LIBREYOLO_INLINE nlohmann::json convs_doc(const nlohmann::json& p) {
     if (detail::is_layout_conversion(raw)) layout_ms += ms, layout_kernels += count;
     const ConvAlgorithm a = conv_algorithm(raw);
     if (!a.is_conv()) continue;
-    conv_ms += ms, conv_kernels += count;
+    conv_kernels += count;
     if (a.split_k) split_ms += ms;
     auto r = std::find_if(rows.begin(), rows.end(), [&](const Row& x) { return x.pass == a.pass && x.family == a.family && x.math == a.math; });
     if (r == rows.end()) r = rows.insert(rows.end(), Row{a.pass, a.family, a.math});
     r->ms += ms, r->kernels += count;
     if (a.split_k) r->split_k_ms += ms;
-    auto f = std::find_if(families.begin(), families.end(), [&](const auto& x) { return x.first == a.family; });
-    if (f == families.end()) families.emplace_back(a.family, ms);
-    else f->second += ms;
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
-  std::sort(families.begin(), families.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   const auto pct = [](double part, double whole) { return whole > 0 ? json(100.0 * part / whole) : json(); };
   json jr = json::array(), jf = json::array();
   for (const auto& r : rows)
     jr.push_back({{"pass", r.pass}, {"family", r.family}, {"math", r.math.empty() ? json() : json(r.math)}, {"ms", r.ms},
                   {"pct_of_conv", pct(r.ms, conv_ms)}, {"kernels_per_step", r.kernels}, {"split_k_ms", r.split_k_ms}});
-  for (const auto& [name, ms] : families) jf.push_back({{"family", name}, {"ms", ms}, {"pct_of_conv", pct(ms, conv_ms)}});
+  for (const auto& [name, ms] : fam.families) jf.push_back({{"family", name}, {"ms", ms}, {"pct_of_conv", pct(ms, conv_ms)}});
   const auto& cfg = p.value("config", json::object());
   return {{"model", p.value("model", std::string())},
           {"conv_ms", conv_ms},
           {"conv_pct_of_busy", pct(conv_ms, busy)},
           {"conv_kernels_per_step", conv_kernels},
           {"split_k_ms", split_ms},
-          {"dominant", families.empty() ? json() : json(families.front().first)},
+          {"dominant", fam.families.empty() ? json() : json(fam.families.front().first)},
           {"families", jf},
           {"rows", jr},
           {"layout_conversion_ms", layout_ms},

@@ -124,6 +124,23 @@ LIBREYOLO_INLINE nlohmann::json load_profile_file(const std::filesystem::path& p
                   (schema.empty() ? std::string("(none)") : schema) + "', expected " + detail::joined(allowed, " or "));
 }
 
+LIBREYOLO_INLINE ConvFamilies conv_ms_by_family(const nlohmann::json& kernels) {
+  ConvFamilies c;
+  if (!kernels.is_array()) return c;
+  for (const auto& k : kernels) {
+    if (!k.is_object()) continue;
+    const ConvAlgorithm a = conv_algorithm(k.value("raw_name", k.value("kernel", std::string())));
+    if (!a.is_conv()) continue;
+    const double ms = k.value("ms_per_step", 0.0);
+    c.conv_ms += ms;
+    auto f = std::find_if(c.families.begin(), c.families.end(), [&](const auto& x) { return x.first == a.family; });
+    if (f == c.families.end()) c.families.emplace_back(a.family, ms);
+    else f->second += ms;
+  }
+  std::stable_sort(c.families.begin(), c.families.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return c;
+}
+
 LIBREYOLO_INLINE std::string summary_text(const nlohmann::json& p) {
   using detail::num_at;
   std::ostringstream o;
@@ -158,22 +175,9 @@ LIBREYOLO_INLINE std::string summary_text(const nlohmann::json& p) {
     for (const auto& cat : p.value("categories", nlohmann::json::array()))
       o << "  " << cat.value("name", std::string()) << " " << detail::num(cat.value("pct", nlohmann::json()), 0) << "%";
     // The convolutions by algorithm family (`profile convs` has the whole table).
-    std::vector<std::pair<std::string, double>> fam;
-    double conv_ms = 0;
-    for (const auto& k : p.value("kernels", nlohmann::json::array())) {
-      if (!k.is_object()) continue;
-      const ConvAlgorithm a = conv_algorithm(k.value("raw_name", k.value("kernel", std::string())));
-      if (!a.is_conv()) continue;
-      const double ms = k.value("ms_per_step", 0.0);
-      conv_ms += ms;
-      auto f = std::find_if(fam.begin(), fam.end(), [&](const auto& x) { return x.first == a.family; });
-      if (f == fam.end()) fam.emplace_back(a.family, ms);
-      else f->second += ms;
-    }
-    if (conv_ms > 0) {
-      std::sort(fam.begin(), fam.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-      o << "\nconvolutions: " << detail::num(conv_ms, 2) << " ms/step; by algorithm:";
-      for (const auto& [name, ms] : fam) o << "  " << name << " " << detail::num(100.0 * ms / conv_ms, 0) << "%";
+    if (const auto c = conv_ms_by_family(p.value("kernels", nlohmann::json::array())); c.conv_ms > 0) {
+      o << "\nconvolutions: " << detail::num(c.conv_ms, 2) << " ms/step; by algorithm:";
+      for (const auto& [name, ms] : c.families) o << "  " << name << " " << detail::num(100.0 * ms / c.conv_ms, 0) << "%";
       o << " (profile convs)";
     }
     o << "\ntop kernels:\n";

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace libreyolo::profile {
@@ -80,6 +81,14 @@ class NameMatcher {
 // Reads a JSON file whose "schema" is one of `schemas`; DataError names the file and what is wrong.
 LIBREYOLO_INLINE nlohmann::json load_profile_file(const std::filesystem::path& path,
                                         std::initializer_list<std::string_view> schemas = {analysis_schema});
+
+// The convolution time of a profile's kernel list ("kernels": ms_per_step, raw_name) by algorithm family
+// (conv_algorithm), largest first, and its total: the summary's "convolutions:" line and `profile convs`.
+struct ConvFamilies {
+  double conv_ms = 0;
+  std::vector<std::pair<std::string, double>> families;  // (family, ms per step)
+};
+LIBREYOLO_INLINE ConvFamilies conv_ms_by_family(const nlohmann::json& kernels);
 
 LIBREYOLO_INLINE std::string summary_text(const nlohmann::json& p);
 
