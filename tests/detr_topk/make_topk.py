@@ -72,7 +72,7 @@ MODELS.update({
 })
 # DEIMv2's HGNetv2 sizes (models/deimv2/nn.py LibreDEIMv2Model: SIZE_CONFIGS fixes each size's eval size,
 # atto 320, femto 416, pico / n 640, and its query count, 100 / 150 / 200 / 300).
-for _sz in ["atto", "femto", "pico", "n"]:
+for _sz in ["atto", "femto", "pico", "n", "s", "m", "l", "x"]:
     MODELS["deimv2-" + _sz] = ("libreyolo.models.deimv2.nn", "LibreDEIMv2Model", dict(config=_sz, nb_classes=80))
 # RT-DETR v1 / v2 r34 and r50 (RTDETR_CONFIGS["r34"], ["r50"]): r34 PResNet-34 and four decoder layers;
 # r50 PResNet-50 with frozen norms, encoder expansion 1.0 and six decoder layers. Pretrained off.
@@ -120,12 +120,16 @@ def install_original(src):
         m = types.ModuleType(name)
         m.__path__ = [os.path.join(src, sub)]
         sys.modules[name] = m
-    # DEIMv2's DINOv3 backbone (sizes s..x) imports torch 2.x's torch._dynamo at import time; the HGNetv2
-    # sizes (atto..n) never build it, so under PyTorch 1.13 its module is a stub.
+    # DEIMv2's DINOv3 backbone (sizes s..x) sets two torch 2.x `torch._dynamo.config` values at import
+    # time (layers/block.py); under PyTorch 1.13 `torch._dynamo` is a stub holding that config namespace.
     if not hasattr(torch, "_dynamo"):
-        stub = types.ModuleType("libreyolo.models.deimv2.engine.backbone.dinov3_adapter")
-        stub.DINOv3STAs = None
-        sys.modules[stub.__name__] = stub
+        dyn = types.ModuleType("torch._dynamo")
+        dyn.config = types.SimpleNamespace()
+        torch._dynamo = dyn
+        sys.modules["torch._dynamo"] = dyn
+    # Its adapter builds SyncBatchNorm layers, which PyTorch 1.13 runs on GPU only; the fixtures evaluated
+    # them as the equivalent BatchNorm2d (same names, same eval computation), as here.
+    torch.nn.SyncBatchNorm = torch.nn.BatchNorm2d
 
 
 def read_keys(path):
