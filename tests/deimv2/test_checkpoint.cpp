@@ -2,6 +2,7 @@
 // keys; its decoder's `anchors` buffer holds +inf at the invalid cells (ours: kInvalidAnchor, a large finite
 // value, as a checkpoint may not hold non-finite values), read as that value; NaN stays an error.
 #include "support.hpp"
+#include "io/io_support.hpp"
 
 #include <libreyolo/families/deimv2/network.hpp>
 #include <libreyolo/io/checkpoint.hpp>
@@ -13,26 +14,9 @@
 #include <string>
 
 namespace io = libreyolo::io;
-using io::PyValue;
 using libreyolo::families::deimv2::DEIMv2;
 using libreyolo::families::deimv2::DEIMv2Options;
 
-namespace {
-PyValue original_deimv2(const io::StateDict& sd, const std::string& size, int64_t nc) {
-  PyValue root = PyValue::dict();
-  root.set("model", PyValue::state_dict(sd));
-  root.set("schema_version", PyValue::string("1.0"));
-  root.set("model_family", PyValue::string("deimv2"));
-  root.set("size", PyValue::string(size));
-  root.set("task", PyValue::string("detect"));
-  root.set("nc", PyValue::integer(nc));
-  PyValue names = PyValue::dict();
-  for (int64_t i = 0; i < nc; ++i) names.set(PyValue::integer(i), PyValue::string("c" + std::to_string(i)));
-  root.set("names", names);
-  root.set("imgsz", PyValue::integer(640));
-  return root;
-}
-}  // namespace
 
 TEST_CASE("deimv2-s: the original's .pt (anchors +inf at invalid cells) loads into our network, weights equal") {
   lry_test::TempDir dir("lry_deimv2_pt");
@@ -48,7 +32,7 @@ TEST_CASE("deimv2-s: the original's .pt (anchors +inf at invalid cells) loads in
     }
   REQUIRE(invalid > 0);
   const auto path = (dir / "deimv2s.pt").string();
-  io::write_pt(path, original_deimv2(sd, "s", 3));
+  io::write_pt(path, lry_test::original_like(sd, "deimv2", "s", 3));
   const auto ck = io::checkpoint_from_original(path);
   CHECK(ck.meta.at("model") == "deimv2s");
   torch::manual_seed(1);
@@ -60,6 +44,6 @@ TEST_CASE("deimv2-s: the original's .pt (anchors +inf at invalid cells) loads in
   // NaN anywhere (e.g. the original's from-scratch DINOv3 bias_mask) stays an error.
   for (auto& [name, t] : sd)
     if (name == "decoder.anchors") t = torch::full_like(t, std::numeric_limits<float>::quiet_NaN());
-  io::write_pt((dir / "nan.pt").string(), original_deimv2(sd, "s", 3));
+  io::write_pt((dir / "nan.pt").string(), lry_test::original_like(sd, "deimv2", "s", 3));
   CHECK_THROWS_AS(io::checkpoint_from_original((dir / "nan.pt").string()), libreyolo::CheckpointError);
 }
