@@ -8,6 +8,16 @@ export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
 B=build-cuda; CLI=$B/tools/libreyolo
 pack() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; }  # after every stage: a cut call still returns the logs
+# synth_set DIR SEED: the detection set of STYLE (default scenes: issue 43's 600 images at 960 px, 12 classes;
+# shapes: the earlier families' protocol, `data synth --task detect --images 400 --imgsz 640 --classes 8`), once.
+synth_set() {
+  [ -f $1/data.yaml ] && return
+  case ${STYLE:-scenes} in
+    scenes) timeout 180 $CLI data synth --task detect --style scenes --out $1 --images 600 --imgsz 960 --classes 12 --seed $2 ;;
+    shapes) timeout 180 $CLI data synth --task detect --out $1 --images 400 --imgsz 640 --classes 8 --seed $2 ;;
+    *) echo "STYLE=${STYLE}: allowed scenes, shapes"; return 2 ;;
+  esac > $L/synth_${STYLE:-scenes}_$2.log 2>&1
+}
 # build_cuda SECONDS TARGET...
 build_cuda() {
   local secs=$1 t0; shift; t0=$(date +%s)

@@ -9,9 +9,7 @@ cd "$(dirname "$0")/../.."
 . benchmarks/fidelity/common.sh
 [ "${SKIP_BUILD:-0}" = 1 ] || build_cuda ${BUILD_TIMEOUT:-300} libreyolo_cli
 for seed in ${SEEDS:-0}; do
-  D=/tmp/scenes_$seed
-  [ -f $D/data.yaml ] || timeout 180 $CLI data synth --task detect --style scenes --out $D --images 600 --imgsz 960 \
-    --classes 12 --seed $seed > $L/synth_$seed.log 2>&1 &
+  synth_set /tmp/${STYLE:-scenes}_$seed $seed &
 done
 wait
 for seed in ${SEEDS:-0}; do

@@ -5,7 +5,8 @@ recipe), for benchmarks/fidelity/side_by_side.sh.
     python3 original_train.py SRC MODEL DATA_YAML OUT_DIR key=value ...
 
 SRC is the folder that holds the original's `libreyolo` package (a fetched snapshot; c41461e for the
-fixtures' families). MODEL is our model name (yolo9t, yoloxt, rtmdett, yolonass, rtdetr-r18, dfinen, ...).
+fixtures' families). MODEL is our model name (yolo9t, yoloxt, rtmdett, yolonass, rtdetr-r18, dfinen, deimv2atto,
+ec-s, ...).
 The keys are passed to its `train()` (epochs, batch, imgsz, workers, seed, no_aug_epochs, eval_interval).
 Prints one JSON line: model, wall seconds, the checkpoint it wrote (weights/last.pt) and its return value's
 scalar fields. Its own validation needs pycocotools, which the CUDA machine lacks; run it with
@@ -27,7 +28,9 @@ FAMILIES = [
     ("yolox", "LibreYOLOX"),
     ("rtmdet", "LibreRTMDet"),
     ("dfine", "LibreDFINE"),
+    ("deimv2", "LibreDEIMv2"),
     ("deim", "LibreDEIM"),
+    ("ec-", "LibreEC"),
 ]
 
 

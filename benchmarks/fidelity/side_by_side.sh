@@ -5,7 +5,8 @@
 # each library at its own defaults otherwise. The original trains through its own API
 # (benchmarks/fidelity/original_train.py; its validation needs pycocotools, absent there, so it runs with
 # eval_interval=0) and its weights/last.pt is validated by our `val`; ours validates after epoch 10.
-# One line per (model, library): mAP50-95, mAP50 and wall seconds; logs under $OUT/logs.tgz.
+# STYLE=shapes trains on issue 39's set instead (`data synth --task detect --images 400 --imgsz 640 --classes 8
+# --seed S`, common.sh synth_set). One line per (model, library): mAP50-95, mAP50 and wall seconds; logs under $OUT/logs.tgz.
 #   OUT=dir ORIG=.orig SEEDS="0 1" benchmarks/fidelity/side_by_side.sh MODEL...   (.deps and .orig carried)
 # ORIG: the folder holding the original's `libreyolo` package (a fetched snapshot, c41461e). ORIG_KEYS: more
 # key=value for the original's run, e.g. pretrained_backbone=false (RT-DETR v1/v2 truly from scratch: by
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/../.."
 . benchmarks/fidelity/common.sh
 ORIG=${ORIG:-.orig}
 [ "${SKIP_BUILD:-0}" = 1 ] || build_cuda ${BUILD_TIMEOUT:-300} libreyolo_cli
-batch_for() { case $1 in rtdetr*|dfine*|deim*) echo 4 ;; *) echo 8 ;; esac; }
+batch_for() { case $1 in rtdetr*|dfine*|deim*|ec-*) echo 4 ;; *) echo 8 ;; esac; }
 # The last mAP50 / mAP50-95 pair a log holds: `val` prints its metrics as JSON ("mAP50":x,"mAP50-95":y),
 # train's epoch lines as "mAP50 x  mAP50-95 y".
 metric() {
@@ -23,12 +24,12 @@ metric() {
     -e 's/.*mAP50 ([0-9.]+).*mAP50-95 ([0-9.]+).*/mAP50 \1 mAP50-95 \2/'
 }
 # The original refuses to train a family it marks experimental without this key (RTMDet at c41461e:
-# models/rtmdet/model.py:234); its trainer is then the one it ships.
-orig_keys_for() { case $1 in rtmdet*) echo allow_experimental=true ;; esac; }
+# models/rtmdet/model.py:234; EC's detection training: models/ec/model.py:269); its trainer is then the one
+# it ships.
+orig_keys_for() { case $1 in rtmdet*|ec-*) echo allow_experimental=true ;; esac; }
 for seed in ${SEEDS:-0}; do
-  D=/tmp/scenes_$seed
-  [ -f $D/data.yaml ] || timeout 180 $CLI data synth --task detect --style scenes --out $D --images 600 --imgsz 960 \
-    --classes 12 --seed $seed > $L/synth_$seed.log 2>&1
+  D=/tmp/${STYLE:-scenes}_$seed
+  synth_set $D $seed
   for m in "$@"; do
     b=$(batch_for $m)
     if [ "${SKIP_OURS:-0}" != 1 ]; then

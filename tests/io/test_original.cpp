@@ -200,12 +200,12 @@ std::string family_from_original(const std::string& f);
 std::string family_to_original(std::string f);
 }  // namespace libreyolo::io::detail
 
-TEST_CASE("original .pt: RT-DETR's model_family 'rtdetr' / 'rtdetrv2' names our rtdetr-r18 / rtdetrv2-r18, and back") {
+TEST_CASE("original .pt: the model_family 'rtdetr' / 'rtdetrv2' / 'ec' names our rtdetr-r18 / rtdetrv2-r18 / ec-r18, and back") {
   lry_test::TempDir dir("lry_rtdetr_names");
   ly::Yolo9Family fam("t");
   fam.restore({{"names", std::vector<std::string>{"a", "b"}}, {"nc", 2}, {"size", "t"}});
   const auto sd = io::module_state_dict(*fam.make_network());
-  for (const std::string f : {"rtdetr", "rtdetrv2"}) {
+  for (const std::string f : {"rtdetr", "rtdetrv2", "ec"}) {  // (the size is only a name here)
     const fs::path p = dir.path / (f + ".pt");
     io::write_pt(p.string(), original_like(sd, f, "r18", 2));
     const auto ck = io::checkpoint_from_original(p);
@@ -214,5 +214,6 @@ TEST_CASE("original .pt: RT-DETR's model_family 'rtdetr' / 'rtdetrv2' names our 
     CHECK(io::detail::family_to_original(f + "-") == f);
   }
   CHECK(io::detail::family_from_original("dfine") == "dfine");
+  CHECK(io::detail::family_from_original("deimv2") == "deimv2");
   CHECK(io::detail::family_to_original("yolo9") == "yolo9");
 }

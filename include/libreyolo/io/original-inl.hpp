@@ -87,9 +87,10 @@ LIBREYOLO_INLINE void check_config_ints(const train::Checkpoint& ck, const std::
 }
 
 // The original's model_family and ours differ only where our family name ends in a dash (a size that
-// begins with a letter follows it: rtdetr-r18, rtdetrv2-r18); the original writes "rtdetr", "rtdetrv2".
+// begins with a letter follows it: rtdetr-r18, rtdetrv2-r18, ec-s); the original writes "rtdetr", "rtdetrv2",
+// "ec".
 LIBREYOLO_INLINE std::string family_from_original(const std::string& f) {
-  return f == "rtdetr" || f == "rtdetrv2" ? f + "-" : f;
+  return f == "rtdetr" || f == "rtdetrv2" || f == "ec" ? f + "-" : f;
 }
 LIBREYOLO_INLINE std::string family_to_original(std::string f) {
   if (!f.empty() && f.back() == '-') f.pop_back();

@@ -35,6 +35,7 @@
 #include <libreyolo/nn/detr/dfine_output.hpp>
 #include <libreyolo/nn/detr/hgnetv2.hpp>
 #include <libreyolo/nn/detr/lite_encoder.hpp>
+#include <libreyolo/nn/normalize.hpp>
 #include <libreyolo/nn/vit.hpp>
 
 #include <torch/torch.h>
@@ -316,14 +317,9 @@ class DEIMv2Impl : public torch::nn::Cloneable<DEIMv2Impl> {
   int64_t eval_size() const { return o_.eval_spatial_size > 0 ? o_.eval_spatial_size : deimv2_size(o_.size)->input_size; }
   bool uses_vit() const { return static_cast<bool>(vit_backbone); }
 
-  // [0, 1] RGB -> ImageNet-normalised (the ViT sizes, where imagenet_norm), in x's dtype.
-  torch::Tensor normalize(const torch::Tensor& x) const {
-    if (!vit_backbone || !o_.imagenet_norm) return x;
-    const auto opts = x.options();
-    auto mean = torch::tensor({0.485, 0.456, 0.406}, opts.dtype(torch::kFloat32)).view({1, 3, 1, 1}).to(opts);
-    auto stdev = torch::tensor({0.229, 0.224, 0.225}, opts.dtype(torch::kFloat32)).view({1, 3, 1, 1}).to(opts);
-    return (x - mean) / stdev;
-  }
+  // [0, 1] RGB -> ImageNet-normalised (the ViT sizes, where imagenet_norm), in x's dtype (nn/normalize.hpp:
+  // no host tensor copied to the device, so it runs inside a CUDA-graph capture).
+  torch::Tensor normalize(const torch::Tensor& x) const { return vit_backbone && o_.imagenet_norm ? nn::imagenet_normalize(x) : x; }
   // The backbone's maps (no normalisation).
   std::vector<torch::Tensor> backbone_features(const torch::Tensor& x) {
     return vit_backbone ? vit_backbone->forward(x) : backbone->forward(x);

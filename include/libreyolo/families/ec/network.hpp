@@ -29,6 +29,7 @@
 #include <libreyolo/nn/detr/dfine_encoder.hpp>
 #include <libreyolo/nn/detr/dfine_output.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
+#include <libreyolo/nn/normalize.hpp>
 #include <libreyolo/nn/vit.hpp>
 
 #include <torch/torch.h>
@@ -234,10 +235,7 @@ class ECImpl : public torch::nn::Cloneable<ECImpl> {
   // [0, 1] RGB -> ImageNet-normalised (where imagenet_norm), in x's dtype.
   torch::Tensor normalize(const torch::Tensor& x) const {
     if (!o_.imagenet_norm) return x;
-    const auto opts = x.options();
-    auto mean = torch::tensor({0.485, 0.456, 0.406}, opts.dtype(torch::kFloat32)).view({1, 3, 1, 1}).to(opts);
-    auto stdev = torch::tensor({0.229, 0.224, 0.225}, opts.dtype(torch::kFloat32)).view({1, 3, 1, 1}).to(opts);
-    return (x - mean) / stdev;
+    return nn::imagenet_normalize(x);
   }
 
   torch::nn::Module& encoder() { return *chain_; }

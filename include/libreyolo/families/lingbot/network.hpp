@@ -9,6 +9,7 @@
 // (backbone.blocks.0.attn.qkv.weight, backbone.rope_embed.periods, predict.weight, ...).
 #include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/nn/normalize.hpp>
 #include <libreyolo/nn/vit.hpp>
 
 #include <torch/torch.h>
@@ -105,11 +106,7 @@ class LingBotImpl : public torch::nn::Cloneable<LingBotImpl> {
     return copy;
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    static constexpr std::array<double, 3> mean{0.485, 0.456, 0.406}, stdev{0.229, 0.224, 0.225};
-    std::vector<torch::Tensor> ch;
-    for (int64_t c = 0; c < 3; ++c) ch.push_back(x.select(1, c).sub(mean[c]).div(stdev[c]));
-    auto xn = torch::stack(ch, 1);
-    auto tokens = backbone->forward_layers(xn, {backbone->options().depth - 1}, true)[0];
+    auto tokens = backbone->forward_layers(nn::imagenet_normalize(x), {backbone->options().depth - 1}, true)[0];
     const int64_t B = tokens.size(0), D = tokens.size(2), h = x.size(2) / kPatch, w = x.size(3) / kPatch;
     return predict->forward(tokens.transpose(1, 2).reshape({B, D, h, w}));
   }

@@ -12,6 +12,7 @@
 #include <libreyolo/capture/graphed_callable.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/nn/batch_norm.hpp>
+#include <libreyolo/nn/normalize.hpp>
 
 #include <torch/torch.h>
 
@@ -358,10 +359,7 @@ class SegformerImpl : public torch::nn::Cloneable<SegformerImpl> {
   }
   // x: RGB float [B,3,H,W] in [0, 1]. Returns logits [B, nc, ceil(H/4), ceil(W/4)].
   torch::Tensor forward(const torch::Tensor& x) {
-    static constexpr std::array<double, 3> mean{0.485, 0.456, 0.406}, stdev{0.229, 0.224, 0.225};
-    std::vector<torch::Tensor> ch;
-    for (int64_t c = 0; c < 3; ++c) ch.push_back(x.select(1, c).sub(mean[c]).div(stdev[c]));
-    return decode_head->forward(encoder->forward(torch::stack(ch, 1)));
+    return decode_head->forward(encoder->forward(nn::imagenet_normalize(x)));
   }
   SegformerEncoder encoder{nullptr};
   SegformerDecodeHead decode_head{nullptr};
