@@ -157,7 +157,10 @@ void check_detr_outputs(const fixture::Fixture& f, Net& net, const std::string& 
   torch::NoGradGuard no_grad;
   const auto x = f.input();
   REQUIRE(fixture::compare(f, "input", x, 1e-6).ok);
-  const auto bb = net->backbone->forward(x);
+  const auto bb = [&] {
+    if constexpr (requires { net->backbone_features(x); }) return net->backbone_features(x);  // DEIMv2: its two backbone kinds
+    else return net->backbone->forward(x);
+  }();
   const auto enc = net->encode(x);
   // The original's selection (checked against ours: the same tokens up to near-ties), forced.
   const auto sel = force_original_selection(*net->decoder, enc, model, k);

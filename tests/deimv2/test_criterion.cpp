@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace detr = libreyolo::nn::detr;
@@ -100,7 +101,7 @@ TEST_CASE("deimv2 criterion: from matcher_change_epoch on the matching cost is -
 TEST_CASE("deimv2 family: the recipe per size and the model names") {
   using F = libreyolo::DEIMv2Family;
   CHECK(F::name == "deimv2");
-  CHECK(F::sizes.size() == 4);
+  CHECK(F::sizes.size() == 8);
   F atto("atto");
   const auto so = atto.size_overrides();
   CHECK(std::find(so.begin(), so.end(), "imgsz=320") != so.end());
@@ -110,7 +111,8 @@ TEST_CASE("deimv2 family: the recipe per size and the model names") {
   CHECK(std::find(sn.begin(), sn.end(), "min_lr_ratio=1.0") != sn.end());
   CHECK(libreyolo::family_traits<F>::amp_default);
   CHECK(libreyolo::family_traits<F>::capture_region == libreyolo::CaptureRegion::backbone_encoder);
-  CHECK_THROWS_AS(F("s"), libreyolo::ConfigError);
+  CHECK(std::find(so.begin(), so.end(), "multi_scale=false") != so.end());  // base_size_repeat None: no resizing
+  CHECK_THROWS_AS(F("q"), libreyolo::ConfigError);
   // One parameter group entry per tensor: the shared box head once; the backbone at lr x 0.5.
   F a("atto");
   a.restore({{"names", std::vector<std::string>(80, "c")}});
@@ -122,4 +124,46 @@ TEST_CASE("deimv2 family: the recipe per size and the model names") {
     if (g.name.rfind("backbone", 0) == 0) CHECK(g.lr_mult == 0.5);
   }
   CHECK(count == 508983);  // the fixture's n_trainable: each tensor once
+}
+
+TEST_CASE("deimv2 family: the ViT sizes' recipe (DEIMV2_SIZE_DEFAULTS s..x) and their backbone group (the ViT only)") {
+  using F = libreyolo::DEIMv2Family;
+  const auto has = [](const std::vector<std::string>& v, const char* s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+  const auto ss = F("s").size_overrides(), sl = F("l").size_overrides(), sx = F("x").size_overrides();
+  CHECK(has(ss, "epochs=132"));
+  CHECK(has(ss, "multi_scale=true"));
+  CHECK(has(F("m").size_overrides(), "epochs=102"));
+  CHECK(has(sl, "epochs=68"));
+  CHECK(has(sl, "weight_decay=0.000125"));
+  CHECK(has(sl, "no_aug_epochs=8"));
+  CHECK(has(sx, "epochs=58"));
+  CHECK(libreyolo::families::deimv2::DEIMv2V::base_size_repeat_of("s") == 20);
+  CHECK(libreyolo::families::deimv2::DEIMv2V::base_size_repeat_of("m") == 6);
+  CHECK(libreyolo::families::deimv2::DEIMv2V::aug_stop_epoch_ratio_of("x") == doctest::Approx(50.0 / 58.0));
+  libreyolo::nn::detr::DFineCriterionOptions co;
+  libreyolo::families::deimv2::DEIMv2V::criterion_options("x", co);
+  CHECK(co.local_losses);
+  CHECK(co.uni_set);
+  CHECK(co.matcher_change_epoch == 45);
+  // s: the backbone groups hold backbone.dinov3.* (at lr x 0.05), the adapter trains at the full lr.
+  F s("s");
+  s.restore({{"names", std::vector<std::string>(80, "c")}});
+  auto net = s.make_network();
+  const auto groups = s.param_groups(*net, 1e-4);
+  std::unordered_set<const void*> vit;
+  for (const auto& p : net->named_parameters())
+    if (p.key().rfind("backbone.dinov3.", 0) == 0) vit.insert(p.value().unsafeGetTensorImpl());
+  int64_t count = 0;
+  size_t in_backbone = 0;
+  for (const auto& g : groups) {
+    const bool bb = g.name.rfind("backbone", 0) == 0;
+    CHECK(g.lr_mult == (bb ? 0.05 : 1.0));
+    for (const auto& p : g.params) {
+      count += p.numel();
+      CHECK(vit.count(p.unsafeGetTensorImpl()) == (bb ? 1u : 0u));
+      in_backbone += bb;
+    }
+  }
+  CHECK(in_backbone == vit.size());
+  CHECK(count == 9779836);  // the fixture's n_trainable
 }

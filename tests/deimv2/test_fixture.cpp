@@ -1,9 +1,13 @@
-// DEIMv2 atto / femto / pico / n (families/deimv2/network.hpp) against the Python original's architecture
-// fixtures (shared/fixtures/libreyolo/deimv2-<size>, at the size's eval size: atto 320, femto 416, pico and
-// n 640): the same parameter and buffer names, shapes and dtypes, the same parameter and trainable counts
-// (each tensor once: atto..pico share one box head among the decoder layers, listed under every index as in
-// the original's state dict), and under the deterministic fill the same outputs of the backbone, the
-// encoder and the decoder in eval mode, per element to 1e-4 relative; forward == decode(encode(x)).
+// DEIMv2, every size (families/deimv2/network.hpp), against the Python original's architecture fixtures
+// (shared/fixtures/libreyolo/deimv2-<size>, at the size's eval size: atto 320, femto 416, the others 640):
+// the same parameter and buffer names, shapes and dtypes, the same parameter and trainable counts (each
+// tensor once: atto..pico share one box head among the decoder layers, listed under every index as in the
+// original's state dict), and under the deterministic fill the same outputs of the backbone, the encoder
+// and the decoder in eval mode, per element to 1e-4 relative; forward == decode(encode(x)). The ViT sizes
+// s..x run without the ImageNet normalisation (the fixtures feed the network directly). The shared deimv2-l
+// / -x have keys and counts only (the fixture README: the original's own forward of their DINOv3 backbones
+// is NaN under the fill, its bias_mask being built as NaN); their outputs are compared with
+// tests/fixtures/libreyolo/deimv2-{l,x}-kmask (the original with that buffer at its checkpoint value).
 //
 // The decoder is compared with the original's query selection forced (tests/detr_topk/deimv2-<size>.bin,
 // as tests/dfine_net/test_fixture.cpp: the near-ties of the fixture README's "Decoders and near-ties";
@@ -27,20 +31,21 @@ namespace topk = lry_test::detr_topk;
 
 namespace {
 
-void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t n_params, int64_t n_trainable) {
-  const std::string model = "deimv2-" + size;
+void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t n_params, int64_t n_trainable,
+           const std::string& fixture = "") {
+  const std::string model = fixture.empty() ? "deimv2-" + size : fixture;
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
-  DEIMv2 net(DEIMv2Options{size, 80, 0});
+  DEIMv2 net(DEIMv2Options{size, 80, 0, /*imagenet_norm=*/false});
   CHECK(net->eval_size() == imgsz);
   CHECK(f.imgsz == imgsz);
   // up / reg_scale never train; the stem does (freeze_at -1).
   if (!topk::check_state(f, *net, n_params, n_trainable)) return;
   CHECK(net->decoder->decoder->up.is_same(net->decoder->up));
-  // atto..pico: dec_bbox_head.0/1/2 are one module (share_bbox_head); n: three.
+  // atto..pico: dec_bbox_head.0/1/2 are one module (share_bbox_head); n..x: one per layer.
   const auto heads = net->decoder->named_parameters();
   const bool shared = heads["dec_bbox_head.0.layers.0.weight"].is_same(heads["dec_bbox_head.2.layers.0.weight"]);
-  CHECK(shared == (size != "n"));
+  CHECK(shared == (size == "atto" || size == "femto" || size == "pico"));
   fx::fill(f, *net);
   topk::check_detr_outputs(f, net, model, num_queries);
 }
@@ -58,6 +63,52 @@ LRY_DEIMV2_FIXTURE_CASE("atto", 320, 100, 508985, 508983)
 LRY_DEIMV2_FIXTURE_CASE("femto", 416, 150, 983945, 983943)
 LRY_DEIMV2_FIXTURE_CASE("pico", 640, 200, 1539539, 1539537)
 LRY_DEIMV2_FIXTURE_CASE("n", 640, 300, 3600421, 3600419)
+LRY_DEIMV2_FIXTURE_CASE("s", 640, 300, 9779838, 9779836)
+LRY_DEIMV2_FIXTURE_CASE("m", 640, 300, 18357750, 18357748)
+
+// deimv2-l / -x: the shared fixtures' names, shapes and counts (they have no outputs); our DINOv3 QKV's
+// bias_mask is the checkpoints' value (ones, the K third zero). Their outputs: against
+// tests/fixtures/libreyolo/deimv2-{l,x}-kmask, made here by scripts/fixtures/make_fixture.py --kbias-mask
+// from the original's code (the same fill, then that bias_mask; same keys and counts as the shared ones).
+#define LRY_DEIMV2_VIT_CASES(SIZE, N_PARAMS, N_TRAINABLE)                                                                  \
+  TEST_CASE("deimv2-" SIZE " matches the original parameter for parameter (the shared fixture has no outputs)" *         \
+            lry_test::needs({lry_test::Need::fixtures})) {                                                               \
+    LRY_OPEN_FIXTURE(f, "deimv2-" SIZE);                                                                                 \
+    CHECK_FALSE(f.has_outputs);                                                                                          \
+    DEIMv2 net(DEIMv2Options{SIZE, 80, 0, false});                                                                       \
+    if (!topk::check_state(f, *net, N_PARAMS, N_TRAINABLE)) return;                                                      \
+    const auto mask = net->named_buffers()["backbone.dinov3.blocks.0.attn.qkv.bias_mask"];                               \
+    const int64_t third = mask.size(0) / 3;                                                                              \
+    CHECK(mask.narrow(0, 0, third).eq(1).all().item<bool>());                                                            \
+    CHECK(mask.narrow(0, third, third).eq(0).all().item<bool>());                                                        \
+    CHECK(mask.narrow(0, 2 * third, third).eq(1).all().item<bool>());                                                    \
+  }                                                                                                                      \
+  TEST_CASE("deimv2-" SIZE " matches the original output for output (bias_mask at the checkpoints' value)" *             \
+            lry_test::needs({lry_test::Need::fixtures})) {                                                               \
+    LRY_NEED(lry_test::Need::fixtures);                                                                                  \
+    check(SIZE, 640, 300, N_PARAMS, N_TRAINABLE, "deimv2-" SIZE "-kmask");                                               \
+  }
+
+LRY_DEIMV2_VIT_CASES("l", 32551214, 32551212)
+LRY_DEIMV2_VIT_CASES("x", 51211736, 51211734)
+
+TEST_CASE("deimv2-s: ImageNet normalisation inside encode(); inputs a multiple of 32; the ViT sizes' backbone lr group") {
+  torch::manual_seed(0);
+  DEIMv2 net(DEIMv2Options{"s", 3, 0, true});
+  DEIMv2 raw(DEIMv2Options{"s", 3, 0, false});
+  torch::NoGradGuard ng;
+  for (auto& p : raw->named_parameters()) p.value().copy_(net->named_parameters()[p.key()]);
+  net->eval();
+  raw->eval();
+  const auto x = torch::rand({1, 3, 64, 96});
+  const auto mean = torch::tensor({0.485, 0.456, 0.406}).view({1, 3, 1, 1}), stdev = torch::tensor({0.229, 0.224, 0.225}).view({1, 3, 1, 1});
+  const auto a = net->encode(x), b = raw->encode((x - mean) / stdev);
+  REQUIRE(a.size() == 3);
+  CHECK(a[0].sizes() == torch::IntArrayRef({1, 192, 8, 12}));
+  CHECK(a[2].sizes() == torch::IntArrayRef({1, 192, 2, 3}));
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::allclose(a[i], b[i], 1e-5, 1e-5));
+  CHECK_THROWS_AS(net->forward(torch::rand({1, 3, 48, 64})), libreyolo::ConfigError);
+}
 
 TEST_CASE("deimv2: a deep copy (the EMA's) keeps the shared box head shared, and its own") {
   DEIMv2 net(DEIMv2Options{"atto", 3, 0});

@@ -37,7 +37,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "fixtures"))
 import fixture_format  # noqa: E402 (the fixtures' format: fill, input, forward hooks, selection)
-from fixture_format import Selection, forward_all  # noqa: E402
+from fixture_format import Selection, forward_all, install_sdpa, install_torch2_standins  # noqa: E402
 
 # model -> (how to build the original's nn-level model: the module path and keyword arguments its
 # Libre<Family>(None, size=..., nb_classes=80)._init_model passes at its 640 px default input size).
@@ -72,7 +72,7 @@ MODELS.update({
 })
 # DEIMv2's HGNetv2 sizes (models/deimv2/nn.py LibreDEIMv2Model: SIZE_CONFIGS fixes each size's eval size,
 # atto 320, femto 416, pico / n 640, and its query count, 100 / 150 / 200 / 300).
-for _sz in ["atto", "femto", "pico", "n"]:
+for _sz in ["atto", "femto", "pico", "n", "s", "m", "l", "x"]:
     MODELS["deimv2-" + _sz] = ("libreyolo.models.deimv2.nn", "LibreDEIMv2Model", dict(config=_sz, nb_classes=80))
 # RT-DETR v1 / v2 r34 and r50 (RTDETR_CONFIGS["r34"], ["r50"]): r34 PResNet-34 and four decoder layers;
 # r50 PResNet-50 with frozen norms, encoder expansion 1.0 and six decoder layers. Pretrained off.
@@ -90,22 +90,6 @@ for _sz in "smlx":
                            dict(config=_sz, nb_classes=80, eval_spatial_size=(640, 640)))
 
 
-def install_sdpa():
-    """PyTorch 1.13 has no F.scaled_dot_product_attention (EC's ViT calls it, without mask or dropout in
-    eval): softmax(q k^T / sqrt(d)) v, its definition."""
-    import torch.nn.functional as F
-    if hasattr(F, "scaled_dot_product_attention"):
-        return
-
-    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-        if attn_mask is not None or is_causal or dropout_p:
-            raise NotImplementedError("the stand-in scaled_dot_product_attention covers EC's eval use only")
-        s = scale if scale is not None else q.shape[-1] ** -0.5
-        return torch.softmax(q @ k.transpose(-2, -1) * s, -1) @ v
-
-    F.scaled_dot_product_attention = sdpa
-
-
 def install_original(src):
     """Makes `libreyolo.models.<family>` importable from `src` without running the package __init__s."""
     try:
@@ -120,12 +104,8 @@ def install_original(src):
         m = types.ModuleType(name)
         m.__path__ = [os.path.join(src, sub)]
         sys.modules[name] = m
-    # DEIMv2's DINOv3 backbone (sizes s..x) imports torch 2.x's torch._dynamo at import time; the HGNetv2
-    # sizes (atto..n) never build it, so under PyTorch 1.13 its module is a stub.
-    if not hasattr(torch, "_dynamo"):
-        stub = types.ModuleType("libreyolo.models.deimv2.engine.backbone.dinov3_adapter")
-        stub.DINOv3STAs = None
-        sys.modules[stub.__name__] = stub
+    # DEIMv2's ViT sizes (s..x): torch 2.x stand-ins (fixture_format.install_torch2_standins).
+    install_torch2_standins()
 
 
 def read_keys(path):

@@ -74,5 +74,5 @@ TEST_CASE("ec: a training-mode forward leaves the decoder to the loss; with targ
   // Gradients reach the backbone through the decoder's losses.
   (r.pred_logits.sum() + r.pred_boxes.sum() + r.dn_outputs.back().pred_boxes.sum()).backward();
   CHECK(net->backbone->backbone->register_token.grad().defined());
-  CHECK(net->backbone->backbone->blocks[11]->as<libreyolo::families::ec::ECBlockImpl>()->mlp->fc2->weight.grad().defined());
+  CHECK(net->backbone->backbone->blocks[11]->as<libreyolo::nn::vit::BlockImpl>()->mlp->fc2->weight.grad().defined());
 }

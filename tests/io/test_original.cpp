@@ -31,23 +31,7 @@ void require_trained() {
   REQUIRE_MESSAGE(fs::exists(kTrained), "the fixture file " << kTrained << " is missing");
 }
 
-
-// A small original-style checkpoint: `model` = the given state dict and the schema's metadata.
-PyValue original_like(const io::StateDict& sd, const std::string& family, const std::string& size, int64_t nc) {
-  PyValue root = PyValue::dict();
-  root.set("model", PyValue::state_dict(sd));
-  root.set("schema_version", PyValue::string("1.0"));
-  root.set("libreyolo_version", PyValue::string("0.0.0.dev0"));
-  root.set("model_family", PyValue::string(family));
-  root.set("size", PyValue::string(size));
-  root.set("task", PyValue::string("detect"));
-  root.set("nc", PyValue::integer(nc));
-  PyValue names = PyValue::dict();
-  for (int64_t i = 0; i < nc; ++i) names.set(PyValue::integer(i), PyValue::string("c" + std::to_string(i)));
-  root.set("names", names);
-  root.set("imgsz", PyValue::integer(640));
-  return root;
-}
+using lry_test::original_like;
 }  // namespace
 
 TEST_CASE("original .pt: the trained YOLOv9-t becomes one of our checkpoints (names, classes, weights)" * lry_test::needs({lry_test::Need::fixtures})) {

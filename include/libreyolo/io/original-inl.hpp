@@ -152,7 +152,16 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
 
   train::Checkpoint ck;
   ck.source = path;
-  for (const auto& [name, t] : sd) {
+  for (const auto& [name, t0] : sd) {
+    torch::Tensor t = t0;
+    // The DETR decoders' query anchors (a `decoder.anchors` buffer of the fixed eval size: D-FINE, DEIM,
+    // DEIMv2, EC, RT-DETRv2/v4) hold +inf at the invalid cells in the original; ours hold a large finite
+    // value there (nn/detr/decoder_core.hpp register_eval_anchors, kInvalidAnchor 1e4: sigmoid gives 1
+    // either way; a checkpoint may not hold non-finite values), so +inf there is read as that value.
+    static constexpr double kInvalidAnchor = 1e4;
+    const std::string_view tail = "anchors";
+    if (t.is_floating_point() && name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
+      t = torch::where(torch::isposinf(t), torch::full_like(t, kInvalidAnchor), t);
     if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
       throw CheckpointError(where + ": tensor 'model." + name + "' holds NaN or infinite values");
     ck.tensors["model." + name] = t.is_floating_point() ? t.to(torch::kFloat32).contiguous() : t.contiguous();

@@ -1,17 +1,30 @@
 #pragma once
-// Pieces the ViT backbones share (LingBot-Vision's DINOv3-style ViT, families/lingbot/network.hpp; EC's
-// ECViT, families/ec/network.hpp): the GELU MLP (fc1, fc2), DINOv3's axial RoPE (periods base^(2i/(D/2)),
-// i < D/4, a persistent `periods` buffer; patch-centre coordinates per axis normalised to [-1, 1]
-// separately for H and W; fp32 tables sin/cos [h*w, D_head]) and its application to the patch tokens
-// (rotate-half form). Both originals port DINOv3's RopePositionEmbedding with base 100 and
-// normalize_coords "separate", in eval mode (no coordinate shift / jitter / rescale).
+// The ViT pieces the backbones share: LingBot-Vision's DINOv3 ViT (families/lingbot/network.hpp), EC's
+// ECViT (families/ec/network.hpp) and DEIMv2's ViT-Tiny / DINOv3 ViTs (families/deimv2/network.hpp).
+//   * the GELU MLP (fc1, fc2) and DINOv3's SwiGLU FFN (w1, w2, w3; hidden int(2/3 h) rounded up to 8);
+//   * DINOv3's axial RoPE (periods base^(2i/(D/2)), i < D/4, a persistent `periods` buffer; patch-centre
+//     coordinates per axis normalised to [-1, 1] separately for H and W; fp32 tables sin/cos [h*w,
+//     D_head]) and its application to the patch tokens (rotate-half form), base 100, normalize_coords
+//     "separate"; eval mode has no coordinate shift / jitter / rescale, training mode has DINOv3's
+//     rescale_coords where given (DEIMv2 l / x: 2; the others none);
+//   * the pre-norm block (Block: norm1, attn (a fused QKV, optionally DINOv3's LinearKMaskedBias whose K
+//     third has no bias; RoPE on the patch tokens; SDPA; proj), optional LayerScale ls1 / ls2, norm2, mlp),
+//     its options covering ECViT's, ViT-Tiny's (both: LayerNorm eps 1e-6, no LayerScale, plain QKV) and
+//     DINOv3's (eps 1e-5, LayerScale, masked K bias, MLP or SwiGLU);
+//   * the DINOv3-style token ViT (ViT: a patch-embedding conv, a [CLS] token, optional storage (register)
+//     tokens and mask token, the blocks, an optional final norm), giving the patch tokens of chosen blocks.
+#include <libreyolo/core/compat.hpp>
 #include <libreyolo/core/error.hpp>
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numbers>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 namespace libreyolo::nn::vit {
 
@@ -34,10 +47,14 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
 };
 TORCH_MODULE(Mlp);
 
-// Axial RoPE tables for an h x w grid: sin, cos [h*w, d_head], fp32.
+// Axial RoPE tables for an h x w grid: sin, cos [h*w, d_head], fp32. rescale_coords r > 0 (DINOv3's, in
+// training mode only): the coordinates times one log-uniform factor in [1/r, r] per call.
 class RopePositionEmbeddingImpl : public torch::nn::Cloneable<RopePositionEmbeddingImpl> {
  public:
-  RopePositionEmbeddingImpl(int64_t dim, int64_t heads, double base = kRopeBase) : dim_(dim), heads_(heads), base_(base) { reset(); }
+  RopePositionEmbeddingImpl(int64_t dim, int64_t heads, double base = kRopeBase, double rescale_coords = 0.0)
+      : dim_(dim), heads_(heads), base_(base), rescale_(rescale_coords) {
+    reset();
+  }
   void reset() override {
     if (dim_ % (4 * heads_) != 0)
       throw ConfigError("ViT RoPE: embed_dim " + std::to_string(dim_) + " must be divisible by 4 * num_heads = " +
@@ -52,6 +69,8 @@ class RopePositionEmbeddingImpl : public torch::nn::Cloneable<RopePositionEmbedd
     auto cw = torch::arange(0.5, double(W), 1.0, o) / double(W);
     auto grid = torch::meshgrid({ch, cw}, "ij");
     auto coords = torch::stack({grid[0], grid[1]}, -1).flatten(0, 1) * 2.0 - 1.0;                 // [HW, 2]
+    if (is_training() && rescale_ > 0)
+      coords = coords * torch::empty({1}, o).uniform_(-std::log(rescale_), std::log(rescale_)).exp();
     auto angles = coords.unsqueeze(-1) * (2 * std::numbers::pi) / periods.to(torch::kFloat32).view({1, 1, -1});  // [HW, 2, D/4]
     angles = angles.flatten(1, 2).tile({2});                                                           // [HW, D]
     return {torch::sin(angles), torch::cos(angles)};
@@ -60,7 +79,7 @@ class RopePositionEmbeddingImpl : public torch::nn::Cloneable<RopePositionEmbedd
 
  private:
   int64_t dim_, heads_;
-  double base_;
+  double base_, rescale_;
 };
 TORCH_MODULE(RopePositionEmbedding);
 
@@ -83,5 +102,229 @@ inline std::pair<torch::Tensor, torch::Tensor> rope_patch_tokens(torch::Tensor q
   k = torch::cat({k.narrow(2, 0, prefix), rope_apply(k.narrow(2, prefix, N - prefix), sin, cos)}, 2).to(in_dtype);
   return {q, k};
 }
+
+// DINOv3's LayerScale: x * gamma (gamma initialised to `init`).
+class LayerScaleImpl : public torch::nn::Cloneable<LayerScaleImpl> {
+ public:
+  LayerScaleImpl(int64_t dim, double init) : dim_(dim), init_(init) { reset(); }
+  void reset() override { gamma = register_parameter("gamma", torch::full({dim_}, init_)); }
+  torch::Tensor forward(const torch::Tensor& x) { return x * gamma; }
+  torch::Tensor gamma;
+
+ private:
+  int64_t dim_;
+  double init_;
+};
+TORCH_MODULE(LayerScale);
+
+// DINOv3's SwiGLU FFN: w3(silu(w1 x) * w2 x), hidden width int(hidden * 2 / 3) rounded up to a multiple of 8.
+class SwiGLUFFNImpl : public torch::nn::Cloneable<SwiGLUFFNImpl> {
+ public:
+  SwiGLUFFNImpl(int64_t in, int64_t hidden, bool bias) : in_(in), hidden_(hidden), bias_(bias) { reset(); }
+  void reset() override {
+    const int64_t d = static_cast<int64_t>(double(hidden_) * 2 / 3);
+    const int64_t h = d + ((8 - d % 8) % 8);
+    w1 = register_module("w1", torch::nn::Linear(torch::nn::LinearOptions(in_, h).bias(bias_)));
+    w2 = register_module("w2", torch::nn::Linear(torch::nn::LinearOptions(in_, h).bias(bias_)));
+    w3 = register_module("w3", torch::nn::Linear(torch::nn::LinearOptions(h, in_).bias(bias_)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return w3->forward(torch::silu(w1->forward(x)) * w2->forward(x)); }
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+
+ private:
+  int64_t in_, hidden_;
+  bool bias_;
+};
+TORCH_MODULE(SwiGLUFFN);
+
+// The fused QKV projection (weight, bias). mask_k (DINOv3's LinearKMaskedBias): the bias is multiplied by
+// a persistent bias_mask buffer, ones with the K third zeroed. LibTorch's Linear init (nn.Linear's).
+class LinearKMaskedBiasImpl : public torch::nn::Cloneable<LinearKMaskedBiasImpl> {
+ public:
+  LinearKMaskedBiasImpl(int64_t in, int64_t out, bool bias, bool mask_k = true) : in_(in), out_(out), bias_(bias), mask_k_(mask_k) {
+    reset();
+  }
+  void reset() override {
+    if (out_ % 3 != 0) throw ConfigError("ViT: fused QKV width must be divisible by 3");
+    torch::nn::Linear lin(torch::nn::LinearOptions(in_, out_).bias(bias_));
+    weight = register_parameter("weight", lin->weight.detach().clone());
+    if (bias_) {
+      bias = register_parameter("bias", lin->bias.detach().clone());
+      if (mask_k_) {
+        auto mask = torch::ones({out_});
+        mask.narrow(0, out_ / 3, out_ / 3).zero_();
+        bias_mask = register_buffer("bias_mask", mask);
+      }
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor b;
+    if (bias_) b = mask_k_ ? bias * bias_mask.to(bias.scalar_type()) : bias;
+    return torch::nn::functional::linear(x, weight, b);
+  }
+  torch::Tensor weight, bias, bias_mask;
+
+ private:
+  int64_t in_, out_;
+  bool bias_, mask_k_;
+};
+TORCH_MODULE(LinearKMaskedBias);
+
+struct BlockOptions {
+  int64_t dim = 384, heads = 6;
+  double ffn_ratio = 4.0;      // the FFN's hidden width int(dim * ffn_ratio)
+  bool swiglu = false;         // SwiGLU FFN (w1, w2, w3) instead of the GELU MLP (fc1, fc2)
+  bool qkv_bias = true;
+  bool mask_k_bias = false;    // DINOv3's LinearKMaskedBias (a bias_mask buffer)
+  double layer_scale = 0.0;    // LayerScale ls1 / ls2 with this init; 0: none
+  double ln_eps = 1e-6;
+};
+
+// Attention: the fused QKV, RoPE on the patch tokens (where the tables are given; the prefix tokens in
+// front unrotated), SDPA, proj.
+class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
+ public:
+  explicit SelfAttentionImpl(BlockOptions o) : o_(o) { reset(); }
+  void reset() override {
+    qkv = register_module("qkv", LinearKMaskedBias(o_.dim, 3 * o_.dim, o_.qkv_bias, o_.mask_k_bias));
+    proj = register_module("proj", torch::nn::Linear(o_.dim, o_.dim));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& sin, const torch::Tensor& cos) {
+    const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
+    auto t = qkv->forward(x).reshape({B, N, 3, o_.heads, C / o_.heads});
+    auto q = t.select(2, 0).transpose(1, 2), k = t.select(2, 1).transpose(1, 2), v = t.select(2, 2).transpose(1, 2);
+    if (sin.defined()) std::tie(q, k) = rope_patch_tokens(q, k, sin, cos);
+    auto o = compat::scaled_dot_product_attention(q, k, v);
+    return proj->forward(o.transpose(1, 2).reshape({B, N, C}));
+  }
+  LinearKMaskedBias qkv{nullptr};
+  torch::nn::Linear proj{nullptr};
+
+ private:
+  BlockOptions o_;
+};
+TORCH_MODULE(SelfAttention);
+
+// The pre-norm block: x + ls1(attn(norm1 x)), then + ls2(mlp(norm2 x)) (ls: LayerScale where
+// layer_scale > 0, else identity).
+class BlockImpl : public torch::nn::Cloneable<BlockImpl> {
+ public:
+  explicit BlockImpl(BlockOptions o) : o_(o) { reset(); }
+  void reset() override {
+    const int64_t D = o_.dim, hidden = static_cast<int64_t>(double(D) * o_.ffn_ratio);
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D}).eps(o_.ln_eps)));
+    attn = register_module("attn", SelfAttention(o_));
+    if (o_.layer_scale > 0) ls1 = register_module("ls1", LayerScale(D, o_.layer_scale));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D}).eps(o_.ln_eps)));
+    if (o_.swiglu) swiglu = register_module("mlp", SwiGLUFFN(D, hidden, true));
+    else mlp = register_module("mlp", Mlp(D, hidden, true));
+    if (o_.layer_scale > 0) ls2 = register_module("ls2", LayerScale(D, o_.layer_scale));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& sin, const torch::Tensor& cos) {
+    auto a = attn->forward(norm1->forward(x), sin, cos);
+    auto y = x + (ls1 ? ls1->forward(a) : a);
+    auto h = norm2->forward(y);
+    auto m = swiglu ? swiglu->forward(h) : mlp->forward(h);
+    return y + (ls2 ? ls2->forward(m) : m);
+  }
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  SelfAttention attn{nullptr};
+  LayerScale ls1{nullptr}, ls2{nullptr};
+  Mlp mlp{nullptr};
+  SwiGLUFFN swiglu{nullptr};
+
+ private:
+  BlockOptions o_;
+};
+TORCH_MODULE(Block);
+
+// The original ViTs' init of their Linear layers (timm's / DINOv3's): weight trunc_normal_(std 0.02), cut
+// at +-2 absolute (100 standard deviations out, so a normal), bias zero; the fused QKV included.
+inline void init_linears_trunc_normal(torch::nn::Module& m) {
+  torch::NoGradGuard ng;
+  for (auto& c : m.modules(/*include_self=*/false)) {
+    torch::Tensor w, b;
+    if (auto* l = c->as<torch::nn::LinearImpl>()) w = l->weight, b = l->bias;
+    else if (auto* q = c->as<LinearKMaskedBiasImpl>()) w = q->weight, b = q->bias;
+    else continue;
+    w.normal_(0.0, 0.02);
+    if (b.defined()) b.zero_();
+  }
+}
+
+// The patch embedding: a patch x patch / patch conv (proj); -> [B, h, w, D].
+class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
+ public:
+  PatchEmbedImpl(int64_t dim, int64_t patch) : dim_(dim), patch_(patch) { reset(); }
+  void reset() override {
+    proj = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, dim_, patch_).stride(patch_)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return proj->forward(x).permute({0, 2, 3, 1}); }
+  torch::nn::Conv2d proj{nullptr};
+
+ private:
+  int64_t dim_, patch_;
+};
+TORCH_MODULE(PatchEmbed);
+
+struct ViTOptions {
+  BlockOptions block;
+  int64_t depth = 12, patch = 16;
+  int64_t storage_tokens = 0;   // DINOv3's register tokens after the [CLS] token
+  bool mask_token = false;      // DINOv3's mask_token (added x 0 to the [CLS] token, as its forward)
+  bool final_norm = true;       // a LayerNorm `norm` (eps as the blocks')
+  double rope_rescale = 0.0;    // RopePositionEmbedding's rescale_coords (training only)
+  std::string owner = "ViT";    // for messages
+};
+
+// The token ViT: [CLS] (+ storage tokens) + the patch tokens through the blocks, RoPE on the patch tokens.
+class ViTImpl : public torch::nn::Cloneable<ViTImpl> {
+ public:
+  explicit ViTImpl(ViTOptions o) : o_(std::move(o)) { reset(); }
+  void reset() override {
+    const int64_t D = o_.block.dim;
+    patch_embed = register_module("patch_embed", PatchEmbed(D, o_.patch));
+    cls_token = register_parameter("cls_token", torch::zeros({1, 1, D}));
+    if (o_.storage_tokens > 0) storage_tokens = register_parameter("storage_tokens", torch::zeros({1, o_.storage_tokens, D}));
+    if (o_.mask_token) mask_token = register_parameter("mask_token", torch::zeros({1, D}));
+    rope_embed = register_module("rope_embed", RopePositionEmbedding(D, o_.block.heads, kRopeBase, o_.rope_rescale));
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int64_t i = 0; i < o_.depth; ++i) blocks->push_back(Block(o_.block));
+    if (o_.final_norm) norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D}).eps(o_.block.ln_eps)));
+  }
+  // The patch tokens [B, h*w, D] after each block in `layers` (ascending), through the final norm where
+  // `normed`.
+  std::vector<torch::Tensor> forward_layers(const torch::Tensor& x, const std::vector<int64_t>& layers, bool normed) {
+    const int64_t B = x.size(0), H = x.size(2), W = x.size(3), p = o_.patch;
+    if (H % p || W % p)
+      throw ConfigError(o_.owner + ": input " + std::to_string(H) + "x" + std::to_string(W) + " must be divisible by the patch size " +
+                        std::to_string(p) + " (give imgsz= a multiple of " + std::to_string(p) + ")");
+    const int64_t h = H / p, w = W / p;
+    auto tokens = patch_embed->forward(x).flatten(1, 2);
+    auto cls = mask_token.defined() ? cls_token + 0 * mask_token : cls_token;
+    auto prefix = storage_tokens.defined() ? torch::cat({cls, storage_tokens}, 1) : cls;
+    const int64_t n_prefix = prefix.size(1);
+    tokens = torch::cat({prefix.expand({B, -1, -1}), tokens}, 1);  // promotes as the originals' cat (fp32 under autocast)
+    auto [sin, cos] = rope_embed->forward(h, w);
+    std::vector<torch::Tensor> outs;
+    for (int64_t i = 0; i < o_.depth; ++i) {
+      tokens = blocks[i]->as<BlockImpl>()->forward(tokens, sin, cos);
+      if (std::find(layers.begin(), layers.end(), i) == layers.end()) continue;
+      auto t = normed ? norm->forward(tokens) : tokens;
+      outs.push_back(t.narrow(1, n_prefix, h * w));
+    }
+    return outs;
+  }
+  PatchEmbed patch_embed{nullptr};
+  torch::Tensor cls_token, storage_tokens, mask_token;
+  RopePositionEmbedding rope_embed{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  const ViTOptions& options() const { return o_; }
+
+ private:
+  ViTOptions o_;
+};
+TORCH_MODULE(ViT);
 
 }  // namespace libreyolo::nn::vit

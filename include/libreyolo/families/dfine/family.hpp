@@ -68,7 +68,9 @@ namespace families::dfine {
 // and DEIMv2 (families/deimv2/family.hpp) bring their own network and recipe: their V defines Network
 // and make_network(size, num_classes). Optional in a V, besides: aug_stop_epoch_ratio_of(size) (the
 // ratio by size; else aug_stop_epoch_ratio), size_overrides(size) (the size's own recipe keys; its
-// members then list member::size_overrides).
+// members then list member::size_overrides), base_size_repeat_of(size) (multi_scale: how often the base
+// size is among the sizes; else 3), backbone_lr_prefix(size) (the names trained at backbone_lr_mult;
+// else "backbone.").
 struct DFineLineV {
   using Network = DFine;
   using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
@@ -212,9 +214,10 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // The originals' train transform (augment.hpp) in place of the built-in pipeline, its strong
   // augmentations until the same epoch.
   static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
-    a.multi_scale_sizes = original_scales(a.imgsz);
     // The size: the model name less the family's (cfg.model "" = the first size).
     const std::string size = cfg.model.size() > V::name.size() ? cfg.model.substr(V::name.size()) : std::string(V::sizes[0]);
+    if constexpr (requires { V::base_size_repeat_of(size); }) a.multi_scale_sizes = original_scales(a.imgsz, V::base_size_repeat_of(size));
+    else a.multi_scale_sizes = original_scales(a.imgsz);
     a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * aug_stop_ratio(size));
     use_strong_aug_pipeline(a, a.multi_scale_stop_epoch);
   }
@@ -256,10 +259,13 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   }
 
   // The original's four groups (_setup_optimizer): {head, backbone} x {decay, none}; no decay where the
-  // name holds "norm", ".bn.", "bias" or "lab.scale"; the backbone ("backbone." names) at lr x its
-  // multiplier. The full-LR groups first (the epoch line shows group 0's lr).
+  // name holds "norm", ".bn.", "bias" or "lab.scale"; the backbone ("backbone." names, or the V's
+  // backbone_lr_prefix(size): DEIMv2's ViT sizes, the ViT only) at lr x its multiplier. The full-LR
+  // groups first (the epoch line shows group 0's lr).
   std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
     const double bb = V::backbone_lr_mult(this->size_);
+    std::string prefix = "backbone.";
+    if constexpr (requires { V::backbone_lr_prefix(this->size_); }) prefix = V::backbone_lr_prefix(this->size_);
     std::vector<train::ParamGroup> g{{"decay", {}, weight_decay, 0, 1.0},
                                      {"norm_bias", {}, 0.0, 0, 1.0},
                                      {"backbone", {}, weight_decay, 0, bb},
@@ -270,7 +276,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
       const std::string& k = p.key();
       const bool no_wd = k.find("norm") != std::string::npos || k.find(".bn.") != std::string::npos ||
                          k.find("bias") != std::string::npos || k.find("lab.scale") != std::string::npos;
-      const bool backbone = k.rfind("backbone.", 0) == 0;
+      const bool backbone = k.rfind(prefix, 0) == 0;
       g[(backbone ? 2 : 0) + (no_wd ? 1 : 0)].params.push_back(p.value());
     }
     return g;

@@ -102,51 +102,16 @@ class ECPatchEmbedImpl : public torch::nn::Cloneable<ECPatchEmbedImpl> {
 };
 TORCH_MODULE(ECPatchEmbed);
 
-// Attention: a fused QKV with bias, RoPE on the patch tokens (the register token unrotated), SDPA, proj.
-class ECAttentionImpl : public torch::nn::Cloneable<ECAttentionImpl> {
- public:
-  ECAttentionImpl(int64_t dim, int64_t heads) : dim_(dim), heads_(heads) { reset(); }
-  void reset() override {
-    qkv = register_module("qkv", torch::nn::Linear(dim_, 3 * dim_));
-    proj = register_module("proj", torch::nn::Linear(dim_, dim_));
-  }
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& sin, const torch::Tensor& cos) {
-    const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
-    auto t = qkv->forward(x).reshape({B, N, 3, heads_, C / heads_});
-    auto q = t.select(2, 0).transpose(1, 2), k = t.select(2, 1).transpose(1, 2), v = t.select(2, 2).transpose(1, 2);
-    std::tie(q, k) = nn::vit::rope_patch_tokens(q, k, sin, cos);
-    auto o = compat::scaled_dot_product_attention(q, k, v);
-    return proj->forward(o.transpose(1, 2).reshape({B, N, C}));
-  }
-  torch::nn::Linear qkv{nullptr}, proj{nullptr};
-
- private:
-  int64_t dim_, heads_;
-};
-TORCH_MODULE(ECAttention);
-
-class ECBlockImpl : public torch::nn::Cloneable<ECBlockImpl> {
- public:
-  ECBlockImpl(int64_t dim, int64_t heads, double ffn_ratio) : dim_(dim), heads_(heads), ratio_(ffn_ratio) { reset(); }
-  void reset() override {
-    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_}).eps(kLayerNormEps)));
-    attn = register_module("attn", ECAttention(dim_, heads_));
-    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_}).eps(kLayerNormEps)));
-    mlp = register_module("mlp", nn::vit::Mlp(dim_, static_cast<int64_t>(double(dim_) * ratio_), true));
-  }
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& sin, const torch::Tensor& cos) {
-    x = x + attn->forward(norm1->forward(x), sin, cos);
-    return x + mlp->forward(norm2->forward(x));
-  }
-  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
-  ECAttention attn{nullptr};
-  nn::vit::Mlp mlp{nullptr};
-
- private:
-  int64_t dim_, heads_;
-  double ratio_;
-};
-TORCH_MODULE(ECBlock);
+// EC's block (nn/vit.hpp Block): LayerNorm eps 1e-6, a fused QKV with bias, RoPE on the patch tokens (the
+// register token unrotated), a GELU MLP of the size's ratio, no LayerScale.
+inline nn::vit::BlockOptions ec_block_options(const ECSizeConfig& c) {
+  nn::vit::BlockOptions o;
+  o.dim = c.embed_dim;
+  o.heads = c.num_heads;
+  o.ffn_ratio = c.ffn_ratio;
+  o.ln_eps = kLayerNormEps;
+  return o;
+}
 
 // The ViT (`backbone.backbone`): -> the patch tokens [B, h*w, D] of the fused blocks.
 class ECViTImpl : public torch::nn::Cloneable<ECViTImpl> {
@@ -157,16 +122,12 @@ class ECViTImpl : public torch::nn::Cloneable<ECViTImpl> {
     register_token = register_parameter("register_token", torch::zeros({1, 1, D}));
     patch_embed = register_module("patch_embed", ECPatchEmbed(D));
     blocks = register_module("blocks", torch::nn::ModuleList());
-    for (int64_t i = 0; i < kDepth; ++i) blocks->push_back(ECBlock(D, c_.num_heads, c_.ffn_ratio));
+    for (int64_t i = 0; i < kDepth; ++i) blocks->push_back(nn::vit::Block(ec_block_options(c_)));
     rope_embed = register_module("rope_embed", nn::vit::RopePositionEmbedding(D, c_.num_heads));
     // The original's init: trunc_normal_(std 0.02) on every Linear weight (cut at +-2, absolute: 100
     // standard deviations out, so a normal) and on the register token, zero Linear biases.
+    nn::vit::init_linears_trunc_normal(*this);
     torch::NoGradGuard ng;
-    for (auto& m : modules(/*include_self=*/false))
-      if (auto* l = m->as<torch::nn::LinearImpl>()) {
-        l->weight.normal_(0.0, 0.02);
-        if (l->bias.defined()) l->bias.zero_();
-      }
     register_token.normal_(0.0, 0.02);
   }
   // x [B, 3, H, W] -> the fused blocks' patch tokens and the grid (h, w).
@@ -178,7 +139,7 @@ class ECViTImpl : public torch::nn::Cloneable<ECViTImpl> {
     auto [sin, cos] = rope_embed->forward(h, w);
     std::vector<torch::Tensor> outs;
     for (int64_t i = 0; i < kDepth; ++i) {
-      tokens = blocks[i]->as<ECBlockImpl>()->forward(tokens, sin, cos);
+      tokens = blocks[i]->as<nn::vit::BlockImpl>()->forward(tokens, sin, cos);
       if (i == kFusedBlocks[0] || i == kFusedBlocks[1]) outs.push_back(tokens.narrow(1, 1, tokens.size(1) - 1));
     }
     return outs;
