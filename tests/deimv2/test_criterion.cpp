@@ -109,6 +109,16 @@ TEST_CASE("deimv2 family: the recipe per size and the model names") {
   F n("n");
   const auto sn = n.size_overrides();
   CHECK(std::find(sn.begin(), sn.end(), "min_lr_ratio=1.0") != sn.end());
+  // The original's DEIMv2FlatCosineScheduler with each size's flat_epochs (DEIMV2_SIZE_DEFAULTS).
+  {
+    libreyolo::TrainConfig cfg;
+    libreyolo::apply_overrides(cfg, libreyolo::family_traits<F>::overrides);
+    CHECK(cfg.scheduler == "deimv2_flat_cosine");
+    CHECK(std::find(so.begin(), so.end(), "flat_epochs=250") != so.end());
+    CHECK(std::find(sn.begin(), sn.end(), "flat_epochs=7800") != sn.end());
+    const auto sx = F("x").size_overrides();
+    CHECK(std::find(sx.begin(), sx.end(), "flat_epochs=29") != sx.end());
+  }
   CHECK(libreyolo::family_traits<F>::amp_default);
   CHECK(libreyolo::family_traits<F>::capture_region == libreyolo::CaptureRegion::backbone_encoder);
   CHECK(std::find(so.begin(), so.end(), "multi_scale=false") != so.end());  // base_size_repeat None: no resizing

@@ -5,6 +5,7 @@
 #include <libreyolo/libreyolo.hpp>
 #include <libreyolo/model.hpp>  // every family and the facade
 #include <libreyolo/families/deim/family.hpp>
+#include <libreyolo/families/deimv2/family.hpp>
 #include <libreyolo/families/dfine/augment.hpp>
 #include <libreyolo/families/dfine/family.hpp>
 
@@ -227,4 +228,34 @@ TEST_CASE("dfine pipeline: strong augmentations until the originals' stop epoch,
   ly::apply_overrides(cfg, ly::DFineFamily::traits::overrides);
   cfg.mosaic = 0.5;
   CHECK_THROWS_WITH_AS(ly::DFineFamily::augment_from(cfg), doctest::Contains("mosaic=0.5"), ly::ConfigError);
+}
+
+TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px) on the output; DEIM's keeps them") {
+  lry_test::RectImages set(3, "lry_deimv2_sanitize", 200);
+  // imgsz 32: the 64 x 48 images at scale 0.5, each 20 x 14 box 10 x 7 px. Closed from the first epoch (10
+  // epochs, no_aug_epochs 32), so the sample is the letterboxed image alone.
+  auto aug = [](auto fam, const std::string& model) {
+    using F = decltype(fam);
+    ly::TrainConfig cfg;
+    ly::apply_overrides(cfg, F::traits::overrides);
+    cfg.model = model;
+    cfg.imgsz = 32;
+    cfg.epochs = 10;
+    cfg.no_aug_epochs = 32;
+    cfg.fliplr = 0;
+    return F::augment_from(cfg);
+  };
+  CHECK(ly::families::deimv2::DEIMv2V::sanitize_min_size_of("atto") == 12.f);
+  CHECK(ly::families::deimv2::DEIMv2V::sanitize_min_size_of("pico") == 8.f);
+  CHECK(ly::families::deimv2::DEIMv2V::sanitize_min_size_of("s") == 1.f);
+  for (const bool v2 : {true, false}) {
+    auto a = v2 ? aug(ly::DEIMv2Family("atto"), "deimv2atto") : aug(ly::DEIMFamily("n"), "deimn");
+    auto ds = ly::data::DetectDataset::open_images(set.files, {"a", "b", "c"}, a, {});
+    for (size_t i = 0; i < 3; ++i) {
+      std::mt19937_64 rng(i);
+      const auto s = ds->get(i, rng, 0);
+      CAPTURE(v2);
+      CHECK(s.boxes.size(0) == (v2 ? 0 : 1));
+    }
+  }
 }

@@ -90,6 +90,33 @@ TEST_CASE("schedule flat_cosine (D-FINE) and constant") {
   CHECK(c.lr(99) == Approx(0.01));
 }
 
+TEST_CASE("schedule deimv2_flat_cosine (the original's DEIMv2FlatCosineScheduler): quadratic warm-up, flat to F, cosine to T - N") {
+  auto o = sched(ScheduleKind::deimv2_flat_cosine);
+  CHECK(parse_schedule("deimv2_flat_cosine") == ScheduleKind::deimv2_flat_cosine);
+  o.flat_epochs = 5;  // F = 50: the cosine runs over steps 50..80, lr_min from T - N = 80 on
+  LRSchedule s(o);
+  CHECK(s.lr(0) == Approx(0.0001));
+  CHECK(s.lr(10) == Approx(0.002575));  // 0.0099 (10/20)^2 + 0.0001
+  CHECK(s.lr(20) == Approx(0.01));
+  CHECK(s.lr(50) == Approx(0.01));       // t <= F is still flat
+  CHECK(s.lr(65) == Approx(0.00525));    // halfway through the 30-step cosine
+  CHECK(s.lr(79) == Approx(0.000526020997));
+  CHECK(s.lr(80) == Approx(0.0005));
+  CHECK(s.lr(100) == Approx(0.0005));
+  // flat_epochs -1: flat up to T - N inclusive, then lr_min (no cosine left: the original's max(1, 0) span).
+  o.flat_epochs = -1;
+  LRSchedule none(o);
+  CHECK(none.lr(80) == Approx(0.01));
+  CHECK(none.lr(81) == Approx(0.0005));
+  // F beyond T - N (DEIMv2-atto's flat_epochs 250 on a 10-epoch run): the flat test comes first, lr0 to the end.
+  o.flat_epochs = 250;
+  LRSchedule past(o);
+  CHECK(past.lr(90) == Approx(0.01));
+  CHECK(past.lr(100) == Approx(0.01));
+  o.flat_epochs = -2;
+  CHECK_THROWS_WITH_AS(LRSchedule{o}, doctest::Contains("flat_epochs"), ConfigError);
+}
+
 TEST_CASE("schedule: degenerate cases, warm-up rounding, warmup_lr_start above lr0") {
   auto o = sched(ScheduleKind::yoloxwarmcos);
   o.warmup_lr_start = 0;

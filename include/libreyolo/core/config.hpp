@@ -50,11 +50,12 @@ struct TrainConfig {
   double momentum = 0.937;
   bool nesterov = true;
   double weight_decay = 5e-4;
-  std::string scheduler = "yoloxwarmcos";  // linear | cos | yoloxwarmcos
+  std::string scheduler = "yoloxwarmcos";  // train/schedule.hpp's kinds
   double warmup_epochs = 5;
   double warmup_lr_start = 0.0;     // warm-up starts here (capped at lr0), as the original's schedulers do
   double min_lr_ratio = 0.05;
   int no_aug_epochs = 15;
+  int flat_epochs = -1;             // scheduler=deimv2_flat_cosine only: where its flat phase ends (-1: at the no-aug epochs)
   bool ema = true;
   double ema_decay = 0.9998;
   double ema_tau = 2000;

@@ -7,6 +7,11 @@
 //   cos          after W: lr_min + (lr0 - lr_min) (1 + cos(pi (t - W) / max(1, T - W))) / 2
 //   yoloxwarmcos (t / W)² warm-up, cosine to T - N, then lr_min for the last N = no_aug_epochs epochs
 //   flat_cosine  after W: lr0 until T - N, then a cosine from lr0 to lr_min over the last N epochs
+//   deimv2_flat_cosine (the original's DEIMv2FlatCosineScheduler, models/deimv2/trainer.py at c41461e):
+//                (t / W)² warm-up; lr0 while t <= F (F = flat_epochs * iters_per_epoch, or T - N when
+//                flat_epochs is -1); lr_min from T - N on; between them a cosine from lr0 to lr_min over
+//                max(1, T - F - N) steps. The flat test comes first, so with F >= T - N (DEIMv2's recipes
+//                on a short run: flat_epochs 250 of 500 and epochs=10) the lr stays lr0 to the end.
 //   constant     after W: lr0
 // lr_min = lr0 * min_lr_ratio, T = epochs * iters_per_epoch. Past T the curves are held at their value at T.
 #include <libreyolo/core/error.hpp>
@@ -20,15 +25,16 @@
 
 namespace libreyolo::train {
 
-enum class ScheduleKind { linear, cos, yoloxwarmcos, flat_cosine, constant };
+enum class ScheduleKind { linear, cos, yoloxwarmcos, flat_cosine, deimv2_flat_cosine, constant };
 
-inline constexpr const char* kScheduleChoices = "linear|cos|warmcos|yoloxwarmcos|flat_cosine|constant";
+inline constexpr const char* kScheduleChoices = "linear|cos|warmcos|yoloxwarmcos|flat_cosine|deimv2_flat_cosine|constant";
 
 inline ScheduleKind parse_schedule(const std::string& s) {
   if (s == "linear") return ScheduleKind::linear;
   if (s == "cos" || s == "warmcos") return ScheduleKind::cos;
   if (s == "yoloxwarmcos") return ScheduleKind::yoloxwarmcos;
   if (s == "flat_cosine") return ScheduleKind::flat_cosine;
+  if (s == "deimv2_flat_cosine") return ScheduleKind::deimv2_flat_cosine;
   if (s == "constant") return ScheduleKind::constant;
   throw ConfigError("scheduler '" + s + "' is not supported; allowed: " + kScheduleChoices);
 }
@@ -42,7 +48,8 @@ struct ScheduleOptions {
   double warmup_epochs = 5;
   double warmup_lr_start = 0.0;
   double momentum = 0.937;
-  int no_aug_epochs = 15;  // yoloxwarmcos: the flat tail; flat_cosine: the cosine tail
+  int no_aug_epochs = 15;  // yoloxwarmcos / deimv2_flat_cosine: the lr_min tail; flat_cosine: the cosine tail
+  int flat_epochs = -1;    // deimv2_flat_cosine: where the flat phase ends (-1: at T - N); the others: unread
 };
 
 class LRSchedule {
@@ -58,10 +65,12 @@ class LRSchedule {
     if (!(o_.warmup_epochs >= 0)) bad("warmup_epochs", o_.warmup_epochs, "must be >= 0");
     if (!(o_.warmup_lr_start >= 0)) bad("warmup_lr_start", o_.warmup_lr_start, "must be >= 0");
     if (o_.no_aug_epochs < 0) bad("no_aug_epochs", o_.no_aug_epochs, "must be >= 0");
+    if (o_.flat_epochs < -1) bad("flat_epochs", o_.flat_epochs, "must be >= 0, or -1 (the flat phase ends where the no-aug epochs start)");
     if (!(o_.momentum >= 0 && o_.momentum < 1)) bad("momentum", o_.momentum, "allowed 0 <= momentum < 1");
     total_ = static_cast<int64_t>(o_.epochs) * o_.iters_per_epoch;
     warmup_ = std::llround(o_.warmup_epochs * static_cast<double>(o_.iters_per_epoch));
     tail_ = static_cast<int64_t>(o_.no_aug_epochs) * o_.iters_per_epoch;
+    flat_ = o_.flat_epochs >= 0 ? static_cast<int64_t>(o_.flat_epochs) * o_.iters_per_epoch : total_ - tail_;
     start_ = std::min(o_.warmup_lr_start, o_.lr0);
   }
 
@@ -72,10 +81,16 @@ class LRSchedule {
     t = std::min(t, std::max<int64_t>(total_, 0));
     const double lr0 = o_.lr0, lo = o_.lr0 * o_.min_lr_ratio;
     const auto frac = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
+    const bool quadratic = o_.kind == ScheduleKind::yoloxwarmcos || o_.kind == ScheduleKind::deimv2_flat_cosine;
+    if (quadratic && warmup_ > 0 && t <= warmup_) return (lr0 - start_) * std::pow(frac(t, warmup_), 2) + start_;
     if (o_.kind == ScheduleKind::yoloxwarmcos) {
-      if (warmup_ > 0 && t <= warmup_) return (lr0 - start_) * std::pow(frac(t, warmup_), 2) + start_;
       if (t >= total_ - tail_) return lo;
       return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - warmup_, total_ - warmup_ - tail_)));
+    }
+    if (o_.kind == ScheduleKind::deimv2_flat_cosine) {
+      if (t <= flat_) return lr0;
+      if (t >= total_ - tail_) return lo;
+      return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - flat_, std::max<int64_t>(1, total_ - flat_ - tail_))));
     }
     if (t <= warmup_) return warmup_ > 0 ? (lr0 - start_) * frac(t, warmup_) + start_ : lr0;
     const int64_t span = std::max<int64_t>(1, total_ - warmup_);
@@ -105,7 +120,7 @@ class LRSchedule {
 
  private:
   ScheduleOptions o_;
-  int64_t total_ = 0, warmup_ = 0, tail_ = 0;
+  int64_t total_ = 0, warmup_ = 0, tail_ = 0, flat_ = 0;
   double start_ = 0;
 };
 

@@ -204,6 +204,10 @@ void LIBREYOLO_TRAINER::build() {
   so.warmup_lr_start = cfg_.warmup_lr_start;
   so.momentum = opt_->options().momentum;
   so.no_aug_epochs = cfg_.no_aug_epochs;
+  so.flat_epochs = cfg_.flat_epochs;
+  if (so.flat_epochs >= 0 && so.kind != train::ScheduleKind::deimv2_flat_cosine)
+    log::notice_once("schedule.flat_epochs", "flat_epochs=" + std::to_string(so.flat_epochs) + " is read by scheduler=deimv2_flat_cosine "
+                     "only; scheduler=" + cfg_.scheduler + " does not use it");
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);
   precision_.set_capture_active(Capture::graphs);

@@ -21,10 +21,13 @@
 //   Multi-scale (the collate's base_size_repeat): s 20, m 6, l / x 3 copies of the base size among the
 //   sizes; atto..n none (their base_size_repeat None: the original's collate keeps every batch at imgsz),
 //   so multi_scale=false there.
+//   The schedule: the original's DEIMv2FlatCosineScheduler (scheduler=deimv2_flat_cosine, train/schedule.hpp):
+//   quadratic warm-up, lr0 until flat_epochs (250 atto..pico / 7800 n / 64 s / 49 m / 34 l / 29 x: past
+//   the no-aug start on short runs, so the lr stays lr0), a cosine to min_lr at the no-aug start, min_lr
+//   after. SanitizeBoundingBoxes' min_size (sanitize_min_size 12 / 10 / 8 for atto / femto / pico, else 1):
+//   after the strong augmentations and after the resize (families/dfine/augment.hpp).
 // Not reproduced: the original's warm-up in iterations (warmup_iters 4000 / 2000, used unless epochs is
-// given; here warmup_epochs 2, what the original falls back to when epochs is given), its flat_epochs
-// (250 / 7800 / 64 / 49 / 34 / 29: a cosine from there to the no-aug start, then min_lr; here the flat
-// phase ends where the no-aug epochs start and the cosine runs over them, as DEIM's), sanitize_min_size.
+// given; here warmup_epochs 2, what the original falls back to when epochs is given).
 // Loss (DEIMv2Criterion over DEIM's, nn/detr/dfine_criterion.hpp with options): MAL (gamma 1.5, alpha
 // 0.75), L1 5 + GIoU 2; FGL 0.15 + DDF 1.5 ("local") for n..x only (atto..pico: losses ("mal", "boxes"));
 // the GO-LSD union of matches for the box / local terms for n..x only (use_uni_set); the matcher's cost
@@ -36,27 +39,48 @@
 // far below the published accuracy.
 #include <libreyolo/families/deimv2/network.hpp>
 #include <libreyolo/families/dfine/family.hpp>
+#include <libreyolo/families/sizes.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace libreyolo {
 
 namespace families::deimv2 {
 
+// One row of DEIMV2_SIZE_DEFAULTS (with DEIMv2Trainer's optimizer groups and criterion settings) per size.
+struct DEIMv2Recipe {
+  std::string_view imgsz, epochs, batch, lr0, weight_decay, no_aug_epochs, min_lr_ratio, flat_epochs;
+  double aug_stop_epoch_ratio;
+  double backbone_lr_mult;
+  int base_size_repeat;  // 0: None (multi_scale=false)
+  float sanitize_min_size;
+  int matcher_change_epoch;
+  bool vit;  // s..x: the ViT backbone (its own lr group, the local losses and the union of matches)
+};
+
+inline const DEIMv2Recipe& deimv2_recipe(const std::string& size) {
+  static const SizeTable<DEIMv2Recipe, 8> table{{
+      {"atto", {"320", "500", "128", "0.002", "0.0001", "32", "0.5", "250", 468.0 / 500.0, 0.5, 0, 12, 450, false}},
+      {"femto", {"416", "500", "128", "0.0016", "0.0001", "32", "0.5", "250", 468.0 / 500.0, 0.5, 0, 10, 450, false}},
+      {"pico", {"640", "500", "128", "0.0016", "0.0001", "32", "0.5", "250", 468.0 / 500.0, 0.5, 0, 8, 450, false}},
+      {"n", {"640", "160", "32", "0.0008", "0.0001", "12", "1.0", "7800", 148.0 / 160.0, 0.5, 0, 1, 136, false}},
+      {"s", {"640", "132", "32", "0.0005", "0.0001", "12", "0.5", "64", 120.0 / 132.0, 0.05, 20, 1, 100, true}},
+      {"m", {"640", "102", "32", "0.0005", "0.0001", "12", "0.5", "49", 90.0 / 102.0, 0.05, 6, 1, 80, true}},
+      {"l", {"640", "68", "32", "0.0005", "0.000125", "8", "0.5", "34", 60.0 / 68.0, 0.025, 3, 1, 50, true}},
+      {"x", {"640", "58", "32", "0.0005", "0.000125", "8", "0.5", "29", 50.0 / 58.0, 0.02, 3, 1, 45, true}},
+  }};
+  const DEIMv2Recipe* r = find_size(table, size);
+  if (!r) throw ConfigError("model=deimv2" + size + ": unknown size; available: deimv2atto, deimv2femto, deimv2pico, "
+                            "deimv2n, deimv2s, deimv2m, deimv2l, deimv2x");
+  return *r;
+}
+
 struct DEIMv2V : dfine::DFineLineV {
   using Network = DEIMv2;
   static constexpr std::string_view name = "deimv2";
-  static constexpr double aug_stop_epoch_ratio = 468.0 / 500.0;
-  static double aug_stop_epoch_ratio_of(const std::string& size) {
-    if (size == "n") return 148.0 / 160.0;
-    if (size == "s") return 120.0 / 132.0;
-    if (size == "m") return 90.0 / 102.0;
-    if (size == "l") return 60.0 / 68.0;
-    if (size == "x") return 50.0 / 58.0;
-    return 468.0 / 500.0;
-  }
-  static bool vit_size(const std::string& size) { return size == "s" || size == "m" || size == "l" || size == "x"; }
+  static double aug_stop_epoch_ratio_of(const std::string& size) { return deimv2_recipe(size).aug_stop_epoch_ratio; }
   static constexpr std::string_view fixture_prefix = "deimv2-";
   static constexpr dfine::Variant variant = dfine::Variant::deim;  // unused: the network is DEIMv2's
   static constexpr bool mal = true;
@@ -65,41 +89,37 @@ struct DEIMv2V : dfine::DFineLineV {
                                member::size_overrides>;
   static constexpr std::array<std::string_view, 8> sizes{"atto", "femto", "pico", "n", "s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason = "DEIMv2 trains with AMP by default";
-  // DEIMV2_SIZE_DEFAULTS' backbone_lr_mult: every HGNetv2 size 0.5; s, m 0.05; l 0.025; x 0.02.
-  static double backbone_lr_mult(const std::string& size) {
-    if (size == "s" || size == "m") return 0.05;
-    if (size == "l") return 0.025;
-    if (size == "x") return 0.02;
-    return 0.5;
-  }
+  static double backbone_lr_mult(const std::string& size) { return deimv2_recipe(size).backbone_lr_mult; }
   // DEIMv2Trainer._setup_optimizer: the ViT sizes' backbone group holds the ViT only.
-  static std::string backbone_lr_prefix(const std::string& size) { return vit_size(size) ? "backbone.dinov3." : "backbone."; }
-  // DEIMV2_SIZE_DEFAULTS' base_size_repeat (s 20, m 6, l / x 3; atto..n None: multi_scale=false there).
-  static int base_size_repeat_of(const std::string& size) { return size == "s" ? 20 : size == "m" ? 6 : 3; }
+  static std::string backbone_lr_prefix(const std::string& size) { return deimv2_recipe(size).vit ? "backbone.dinov3." : "backbone."; }
+  static int base_size_repeat_of(const std::string& size) { return deimv2_recipe(size).base_size_repeat; }
+  static float sanitize_min_size_of(const std::string& size) { return deimv2_recipe(size).sanitize_min_size; }
   static constexpr std::array<std::string_view, 24> overrides{
-      "optimizer=AdamW",    "lr0=0.0005",        "weight_decay=0.0001", "scheduler=flat_cosine", "warmup_epochs=2",
+      "optimizer=AdamW",    "lr0=0.0005",        "weight_decay=0.0001", "scheduler=deimv2_flat_cosine", "warmup_epochs=2",
       "warmup_lr_start=0",  "min_lr_ratio=0.5",  "no_aug_epochs=12",    "ema_decay=0.9999",      "ema_restart_decay=0.9999",
       "clip_grad_norm=0.1", "epochs=132",        "batch=32",            "eval_interval=10",      "mosaic=0",
       "mixup=0",            "hsv_prob=0",        "fliplr=0.5",          "degrees=10",            "translate=0.1",
       "shear=0",            "affine=false",      "multi_scale=true",    "imgsz=640"};
   static std::vector<std::string> size_overrides(const std::string& size) {
-    if (size == "s" || size == "m")
-      return {"imgsz=640", size == "s" ? "epochs=132" : "epochs=102", "batch=32", "lr0=0.0005", "weight_decay=0.0001",
-              "no_aug_epochs=12", "min_lr_ratio=0.5", "multi_scale=true"};
-    if (size == "l" || size == "x")
-      return {"imgsz=640", size == "l" ? "epochs=68" : "epochs=58", "batch=32", "lr0=0.0005", "weight_decay=0.000125",
-              "no_aug_epochs=8", "min_lr_ratio=0.5", "multi_scale=true"};
-    if (size == "n") return {"imgsz=640", "epochs=160", "batch=32", "lr0=0.0008", "no_aug_epochs=12", "min_lr_ratio=1.0", "multi_scale=false"};
-    const std::string lr = size == "atto" ? "lr0=0.002" : "lr0=0.0016";
-    const std::string imgsz = size == "atto" ? "imgsz=320" : size == "femto" ? "imgsz=416" : "imgsz=640";
-    return {imgsz, "epochs=500", "batch=128", lr, "no_aug_epochs=32", "min_lr_ratio=0.5", "multi_scale=false"};
+    const DEIMv2Recipe& r = deimv2_recipe(size);
+    const auto kv = [](const char* k, std::string_view v) { return std::string(k) + "=" + std::string(v); };
+    return {kv("imgsz", r.imgsz),
+            kv("epochs", r.epochs),
+            kv("batch", r.batch),
+            kv("lr0", r.lr0),
+            kv("weight_decay", r.weight_decay),
+            kv("no_aug_epochs", r.no_aug_epochs),
+            kv("min_lr_ratio", r.min_lr_ratio),
+            kv("flat_epochs", r.flat_epochs),
+            r.base_size_repeat > 0 ? "multi_scale=true" : "multi_scale=false"};
   }
   static DEIMv2 make_network(const std::string& size, int64_t num_classes) { return DEIMv2(DEIMv2Options{size, num_classes, 0, true}); }
   static void criterion_options(const std::string& size, nn::detr::DFineCriterionOptions& o) {
-    const bool local = size == "n" || vit_size(size);
+    const DEIMv2Recipe& r = deimv2_recipe(size);
+    const bool local = size == "n" || r.vit;  // DEIMV2_SIZE_DEFAULTS' losses / use_uni_set: n..x
     o.local_losses = local;
     o.uni_set = local;
-    o.matcher_change_epoch = size == "n" ? 136 : size == "s" ? 100 : size == "m" ? 80 : size == "l" ? 50 : size == "x" ? 45 : 450;
+    o.matcher_change_epoch = r.matcher_change_epoch;
     o.iou_order_alpha = 4.0;
   }
 };

@@ -30,6 +30,7 @@
 // The encoder boundary (capture/region.hpp): encode(x) = (normalisation +) backbone + encoder,
 // decode(features) = the decoder, as families/dfine/network.hpp.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/nn/detr/dfine_decoder.hpp>
 #include <libreyolo/nn/detr/dfine_encoder.hpp>
 #include <libreyolo/nn/detr/dfine_output.hpp>
@@ -82,27 +83,21 @@ struct DEIMv2SizeConfig {
 };
 
 inline const DEIMv2SizeConfig* deimv2_size(const std::string& size) {
-  static const DEIMv2SizeConfig atto{"Atto", true, 320, 64, 0, 160, 100, {4, 2}, true};
-  static const DEIMv2SizeConfig femto{"Femto", true, 416, 96, 0, 256, 150, {4, 2}, true};
-  static const DEIMv2SizeConfig pico{"Pico", true, 640, 112, 0, 320, 200, {4, 2}, true};
-  static const DEIMv2SizeConfig n{"B0", false, 640, 128, 512, 512, 300, {6, 6}, false};
-  static const DEIMv2SizeConfig s{"", false, 640, 192, 512, 512, 300, {3, 6, 3}, false, 0.34, 0.67, 4,
-                                  DEIMv2ViTConfig{false, 192, 3, 4.0, false, {3, 7, 11}, 16, 192}};
-  static const DEIMv2SizeConfig m{"", false, 640, 256, 512, 512, 300, {3, 6, 3}, false, 0.67, 1.0, 4,
-                                  DEIMv2ViTConfig{false, 256, 4, 4.0, false, {3, 7, 11}, 16, 256}};
-  static const DEIMv2SizeConfig l{"", false, 640, 224, 896, 1792, 300, {3, 6, 3}, false, 1.0, 1.0, 4,
-                                  DEIMv2ViTConfig{true, 384, 6, 4.0, false, {5, 8, 11}, 32, 224}};
-  static const DEIMv2SizeConfig x{"", false, 640, 256, 1024, 2048, 300, {3, 6, 3}, false, 1.25, 1.37, 6,
-                                  DEIMv2ViTConfig{true, 384, 6, 6.0, true, {5, 8, 11}, 64, 256}};
-  if (size == "atto") return &atto;
-  if (size == "femto") return &femto;
-  if (size == "pico") return &pico;
-  if (size == "n") return &n;
-  if (size == "s") return &s;
-  if (size == "m") return &m;
-  if (size == "l") return &l;
-  if (size == "x") return &x;
-  return nullptr;
+  static const SizeTable<DEIMv2SizeConfig, 8> table{{
+      {"atto", {"Atto", true, 320, 64, 0, 160, 100, {4, 2}, true}},
+      {"femto", {"Femto", true, 416, 96, 0, 256, 150, {4, 2}, true}},
+      {"pico", {"Pico", true, 640, 112, 0, 320, 200, {4, 2}, true}},
+      {"n", {"B0", false, 640, 128, 512, 512, 300, {6, 6}, false}},
+      {"s", {"", false, 640, 192, 512, 512, 300, {3, 6, 3}, false, 0.34, 0.67, 4,
+             DEIMv2ViTConfig{false, 192, 3, 4.0, false, {3, 7, 11}, 16, 192}}},
+      {"m", {"", false, 640, 256, 512, 512, 300, {3, 6, 3}, false, 0.67, 1.0, 4,
+             DEIMv2ViTConfig{false, 256, 4, 4.0, false, {3, 7, 11}, 16, 256}}},
+      {"l", {"", false, 640, 224, 896, 1792, 300, {3, 6, 3}, false, 1.0, 1.0, 4,
+             DEIMv2ViTConfig{true, 384, 6, 4.0, false, {5, 8, 11}, 32, 224}}},
+      {"x", {"", false, 640, 256, 1024, 2048, 300, {3, 6, 3}, false, 1.25, 1.37, 6,
+             DEIMv2ViTConfig{true, 384, 6, 6.0, true, {5, 8, 11}, 64, 256}}},
+  }};
+  return find_size(table, size);
 }
 
 // The ViT of a size s..x (nn/vit.hpp ViT). ViT-Tiny (s, m; vit_tiny.py): [CLS] + patch tokens, LayerNorm

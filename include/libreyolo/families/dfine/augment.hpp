@@ -16,9 +16,9 @@
 //      40 trials, re-drawing the option until one succeeds; option 1 leaves the image as it is): a crop
 //      that holds the centre of at least one box whose IoU with the crop reaches the option; boxes whose
 //      centre falls outside are dropped, the rest clipped to the crop;
-//   4. SanitizeBoundingBoxes(min_size 1);
-//   then always: a left-right flip (p fliplr) and the resize to the output, boxes kept when both sides
-//   exceed 1 pixel.
+//   4. SanitizeBoundingBoxes(min_size: 1, DEIMv2's sanitize_min_size for atto / femto / pico 12 / 10 / 8);
+//   then always: a left-right flip (p fliplr), the resize to the output, SanitizeBoundingBoxes(min_size)
+//   again on the output's pixels, and boxes kept when both sides exceed 1 pixel.
 //
 // Deliberate differences: the last resize letterboxes (centred, grey 114) where the originals stretch to
 // a square, because our validation letterboxes too (the originals validate stretched) — the two agree on
@@ -219,7 +219,7 @@ inline int strong_stop_epoch(const data::DetectAugment& a, int ratio_stop) {
 
 // One training sample (header comment), rendered at out x out.
 inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_stop, size_t i, std::mt19937_64& rng, int epoch,
-                                       int out, data::DetBoxes& boxes, size_t& used) {
+                                       int out, data::DetBoxes& boxes, size_t& used, float min_size = 1.f) {
   const auto& a = ds.augment();
   const auto t = ds.load_tile(i);
   used = t.index;
@@ -242,7 +242,7 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
         canvas = {0, 0, c->w, c->h};
       }
     }
-    sanitize(boxes);
+    sanitize(boxes, min_size);
   }
   const bool flip = data::bernoulli(rng, a.fliplr);
   if (flip) data::flip_boxes_lr(boxes, canvas.w);
@@ -266,18 +266,19 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
     if (b.x2 - b.x1 > 1 && b.y2 - b.y1 > 1) kept.push_back(b);
   }
   boxes = std::move(kept);
+  sanitize(boxes, min_size);
   return data::to_chw_tensor(img);
 }
 
 // The family hook: the pipeline above, its strong augmentations open until int(epochs x ratio). A setting
 // of the generic pipeline that this one has no place for is refused rather than ignored.
-inline void use_strong_aug_pipeline(data::DetectAugment& a, int ratio_stop) {
+inline void use_strong_aug_pipeline(data::DetectAugment& a, int ratio_stop, float min_size = 1.f) {
   data::refuse_unused_augment(a, {"mosaic", "mixup", "flipud", "hsv_prob", "perspective"},
                               "the D-FINE line's training pipeline (the originals': photometric distort, zoom-out, IoU crop, "
                               "left-right flip)");
-  a.pipeline = [ratio_stop](const data::DetectDataset& ds, size_t i, std::mt19937_64& rng, int epoch, int out,
-                            data::DetBoxes& boxes, size_t& used) {
-    return strong_aug_sample(ds, ratio_stop, i, rng, epoch, out, boxes, used);
+  a.pipeline = [ratio_stop, min_size](const data::DetectDataset& ds, size_t i, std::mt19937_64& rng, int epoch, int out,
+                                      data::DetBoxes& boxes, size_t& used) {
+    return strong_aug_sample(ds, ratio_stop, i, rng, epoch, out, boxes, used, min_size);
   };
 }
 

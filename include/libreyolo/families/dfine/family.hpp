@@ -68,9 +68,10 @@ namespace families::dfine {
 // and DEIMv2 (families/deimv2/family.hpp) bring their own network and recipe: their V defines Network
 // and make_network(size, num_classes). Optional in a V, besides: aug_stop_epoch_ratio_of(size) (the
 // ratio by size; else aug_stop_epoch_ratio), size_overrides(size) (the size's own recipe keys; its
-// members then list member::size_overrides), base_size_repeat_of(size) (multi_scale: how often the base
-// size is among the sizes; else 3), backbone_lr_prefix(size) (the names trained at backbone_lr_mult;
-// else "backbone.").
+// members then list member::size_overrides). Defaults a V may hide: base_size_repeat_of(size)
+// (multi_scale: how often the base size is among the sizes; 0 as the originals' None: every batch at the
+// base size), backbone_lr_prefix(size) (the names trained at backbone_lr_mult), sanitize_min_size_of(size)
+// (SanitizeBoundingBoxes' min_size in the train transform).
 struct DFineLineV {
   using Network = DFine;
   using members = member::list<member::param_groups, member::optimizer_options, member::epoch_hook, member::ema_restart>;
@@ -79,6 +80,9 @@ struct DFineLineV {
   static constexpr double mal_gamma = 1.5;
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 0> original_config_not_run{};
   static void criterion_options(const std::string& /*size*/, nn::detr::DFineCriterionOptions& /*o*/) {}
+  static int base_size_repeat_of(const std::string& /*size*/) { return 3; }
+  static std::string backbone_lr_prefix(const std::string& /*size*/) { return "backbone."; }
+  static float sanitize_min_size_of(const std::string& /*size*/) { return 1.f; }
 };
 
 // The three policies' differences.
@@ -216,10 +220,10 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
     // The size: the model name less the family's (cfg.model "" = the first size).
     const std::string size = cfg.model.size() > V::name.size() ? cfg.model.substr(V::name.size()) : std::string(V::sizes[0]);
-    if constexpr (requires { V::base_size_repeat_of(size); }) a.multi_scale_sizes = original_scales(a.imgsz, V::base_size_repeat_of(size));
-    else a.multi_scale_sizes = original_scales(a.imgsz);
+    const int repeat = V::base_size_repeat_of(size);
+    a.multi_scale_sizes = repeat > 0 ? original_scales(a.imgsz, repeat) : std::vector<int>{a.imgsz};
     a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * aug_stop_ratio(size));
-    use_strong_aug_pipeline(a, a.multi_scale_stop_epoch);
+    use_strong_aug_pipeline(a, a.multi_scale_stop_epoch, V::sanitize_min_size_of(size));
   }
 
   void setup(const TrainConfig& cfg) {
@@ -264,8 +268,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // groups first (the epoch line shows group 0's lr).
   std::vector<train::ParamGroup> param_groups(torch::nn::Module& net, double weight_decay) const {
     const double bb = V::backbone_lr_mult(this->size_);
-    std::string prefix = "backbone.";
-    if constexpr (requires { V::backbone_lr_prefix(this->size_); }) prefix = V::backbone_lr_prefix(this->size_);
+    const std::string prefix = V::backbone_lr_prefix(this->size_);
     std::vector<train::ParamGroup> g{{"decay", {}, weight_decay, 0, 1.0},
                                      {"norm_bias", {}, 0.0, 0, 1.0},
                                      {"backbone", {}, weight_decay, 0, bb},

@@ -20,6 +20,7 @@
 // decoder still to run, and the family's loss runs it with the batch's targets (DFineNetOutput::run:
 // the denoising queries need them); in eval mode decode() runs the decoder at once.
 #include <libreyolo/core/error.hpp>
+#include <libreyolo/families/sizes.hpp>
 #include <libreyolo/nn/detr/dfine_decoder.hpp>
 #include <libreyolo/nn/detr/dfine_encoder.hpp>
 #include <libreyolo/nn/detr/dfine_output.hpp>
@@ -59,17 +60,14 @@ struct DFineSizeConfig {
 };
 
 inline const DFineSizeConfig* dfine_size(const std::string& size) {
-  static const DFineSizeConfig n{"B0", true, false, {2, 3}, 128, 512, 0.34, 0.5, 128, 512, 3, {6, 6}, 4.0, false};
-  static const DFineSizeConfig s{"B0", true, false, {1, 2, 3}, 256, 1024, 0.5, 0.34, 256, 1024, 3, {3, 6, 3}, 4.0, false};
-  static const DFineSizeConfig m{"B2", true, false, {1, 2, 3}, 256, 1024, 1.0, 0.67, 256, 1024, 4, {3, 6, 3}, 4.0, false};
-  static const DFineSizeConfig l{"B4", false, true, {1, 2, 3}, 256, 1024, 1.0, 1.0, 256, 1024, 6, {3, 6, 3}, 4.0, true};
-  static const DFineSizeConfig x{"B5", false, true, {1, 2, 3}, 384, 2048, 1.0, 1.0, 256, 1024, 6, {3, 6, 3}, 8.0, true};
-  if (size == "n") return &n;
-  if (size == "s") return &s;
-  if (size == "m") return &m;
-  if (size == "l") return &l;
-  if (size == "x") return &x;
-  return nullptr;
+  static const SizeTable<DFineSizeConfig, 5> table{{
+      {"n", {"B0", true, false, {2, 3}, 128, 512, 0.34, 0.5, 128, 512, 3, {6, 6}, 4.0, false}},
+      {"s", {"B0", true, false, {1, 2, 3}, 256, 1024, 0.5, 0.34, 256, 1024, 3, {3, 6, 3}, 4.0, false}},
+      {"m", {"B2", true, false, {1, 2, 3}, 256, 1024, 1.0, 0.67, 256, 1024, 4, {3, 6, 3}, 4.0, false}},
+      {"l", {"B4", false, true, {1, 2, 3}, 256, 1024, 1.0, 1.0, 256, 1024, 6, {3, 6, 3}, 4.0, true}},
+      {"x", {"B5", false, true, {1, 2, 3}, 384, 2048, 1.0, 1.0, 256, 1024, 6, {3, 6, 3}, 8.0, true}},
+  }};
+  return find_size(table, size);
 }
 
 class DFineImpl : public torch::nn::Cloneable<DFineImpl> {
