@@ -13,7 +13,9 @@
 
 #include "support.hpp"
 #include "support_data.hpp"
+#include "support_synth.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -234,22 +236,21 @@ TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px
   lry_test::RectImages set(3, "lry_deimv2_sanitize", 200);
   // imgsz 32: the 64 x 48 images at scale 0.5, each 20 x 14 box 10 x 7 px. Closed from the first epoch (10
   // epochs, no_aug_epochs 32), so the sample is the letterboxed image alone.
-  auto aug = [](auto fam, const std::string& model) {
+  auto aug = [](auto fam, const std::string& size) {
     using F = decltype(fam);
     ly::TrainConfig cfg;
     ly::apply_overrides(cfg, F::traits::overrides);
-    cfg.model = model;
     cfg.imgsz = 32;
     cfg.epochs = 10;
     cfg.no_aug_epochs = 32;
     cfg.fliplr = 0;
-    return F::augment_from(cfg);
+    return F::augment_from(cfg, size);
   };
   CHECK(ly::families::deimv2::DEIMv2V::sanitize_min_size_of("atto") == 12.f);
   CHECK(ly::families::deimv2::DEIMv2V::sanitize_min_size_of("pico") == 8.f);
   CHECK(ly::families::deimv2::DEIMv2V::sanitize_min_size_of("s") == 1.f);
   for (const bool v2 : {true, false}) {
-    auto a = v2 ? aug(ly::DEIMv2Family("atto"), "deimv2atto") : aug(ly::DEIMFamily("n"), "deimn");
+    auto a = v2 ? aug(ly::DEIMv2Family("atto"), "atto") : aug(ly::DEIMFamily("n"), "n");
     auto ds = ly::data::DetectDataset::open_images(set.files, {"a", "b", "c"}, a, {});
     for (size_t i = 0; i < 3; ++i) {
       std::mt19937_64 rng(i);
@@ -258,4 +259,24 @@ TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px
       CHECK(s.boxes.size(0) == (v2 ? 0 : 1));
     }
   }
+}
+
+TEST_CASE("the D-FINE line's pipeline reads the family's size, not model= (which may be a checkpoint path)") {
+  // A run started from a checkpoint (model=/path/last.pt, as `val` and fine-tuning pass it): the family's
+  // size decides the recipe. Session 22 found `val model=/tmp/orig/deimv2atto_0/weights/last.pt` refused
+  // ("model=deimv2rig/...: unknown size"), and before that a size parsed from the path fell back to atto's.
+  lry_test::TempDir dir("lry_dfine_size_from_family");
+  const auto data = lry_test::task_set<ly::DEIMv2Family>(dir.path / "set", 6, 64, 2, 3);
+  ly::TrainConfig cfg;
+  ly::apply_overrides(cfg, ly::DEIMv2Family::traits::overrides);
+  ly::apply_overrides(cfg, ly::DEIMv2Family("s").size_overrides());
+  cfg.model = "/tmp/orig/deimv2s_0/weights/last.pt";
+  cfg.data = data.string();
+  cfg.imgsz = 64;
+  ly::DEIMv2Family s("s");
+  REQUIRE_NOTHROW(s.setup(cfg));
+  const auto& a = s.train_set()->augment();
+  CHECK(a.multi_scale);
+  CHECK(std::count(a.multi_scale_sizes.begin(), a.multi_scale_sizes.end(), 64) == 20);  // s: base_size_repeat 20
+  CHECK(a.multi_scale_stop_epoch == static_cast<int>(cfg.epochs * 120.0 / 132.0));
 }

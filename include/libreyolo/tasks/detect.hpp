@@ -113,11 +113,13 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     this->require_data(cfg, "a detection dataset YAML is required (path, train, val, names)");
     const auto yaml = data::load_dataset_yaml(cfg.data);
     this->adopt_names(yaml.names, "the classes of " + cfg.data);
-    this->open_splits(augment_from(cfg), [&](const char* split, const data::DetectAugment& aug) {
+    this->open_splits(augment_from(cfg, this->size_), [&](const char* split, const data::DetectAugment& aug) {
       return Dataset::open(yaml, split, aug);
     });
   }
-  static data::DetectAugment augment_from(const TrainConfig& cfg) {
+  // The model's size: this family's (the family may read its recipe by size; cfg.model can be a checkpoint
+  // path); the first of the family's sizes when not given.
+  static data::DetectAugment augment_from(const TrainConfig& cfg, const std::string& size = std::string(Derived::sizes[0])) {
     data::DetectAugment a;
     a.imgsz = cfg.imgsz;
     a.mosaic = cfg.mosaic;
@@ -139,8 +141,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     a.epochs = cfg.epochs;
     a.cache = cfg.cache;
     a.multi_scale = cfg.multi_scale;
-    // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg).
-    if constexpr (requires { Derived::adjust_augment(a, cfg); }) Derived::adjust_augment(a, cfg);
+    // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
+    if constexpr (requires { Derived::adjust_augment(a, cfg, size); }) Derived::adjust_augment(a, cfg, size);
     return a;
   }
   // cuda_graph=step: the batch with its targets padded to a power-of-two box count (one graph per bucket).

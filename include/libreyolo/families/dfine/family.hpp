@@ -217,9 +217,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // multi_scale as the originals (header comment): their sizes, until int(epochs x aug_stop_epoch_ratio).
   // The originals' train transform (augment.hpp) in place of the built-in pipeline, its strong
   // augmentations until the same epoch.
-  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
-    // The size: the model name less the family's (cfg.model "" = the first size).
-    const std::string size = cfg.model.size() > V::name.size() ? cfg.model.substr(V::name.size()) : std::string(V::sizes[0]);
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg, const std::string& size) {
     const int repeat = V::base_size_repeat_of(size);
     a.multi_scale_sizes = repeat > 0 ? original_scales(a.imgsz, repeat) : std::vector<int>{a.imgsz};
     a.multi_scale_stop_epoch = static_cast<int>(cfg.epochs * aug_stop_ratio(size));

@@ -103,7 +103,7 @@ class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
 
   // The original's RTMDet trainer uses YOLOX's MosaicMixupDataset + TrainTransform (families/yolox/augment.hpp):
   // its affine and mixup, and no affine / mixup once mosaic closes.
-  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg, const std::string& /*size*/ = {}) {
     families::yolox::use_mosaic_mixup_pipeline(a, cfg);
   }
 

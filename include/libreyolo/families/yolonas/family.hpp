@@ -83,7 +83,7 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   static std::string original_key(const std::string& ours) { return ours; }
 
   // The original's pipeline (augment.hpp) in place of the built-in one.
-  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg, const std::string& /*size*/ = {}) {
     families::yolonas::use_affine_mixup_pipeline(a, cfg);
   }
 

@@ -109,7 +109,7 @@ class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
 
   // The original's training pipeline (its MosaicMixupDataset + TrainTransform, families/yolox/augment.hpp):
   // its affine and mixup, and no affine / mixup once mosaic closes.
-  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg) {
+  static void adjust_augment(data::DetectAugment& a, const TrainConfig& cfg, const std::string& /*size*/ = {}) {
     families::yolox::use_mosaic_mixup_pipeline(a, cfg);
   }
 
