@@ -99,18 +99,7 @@ def main():
         return {}
 
     BaseTrainer.train = timed  # the model's train() builds and sets up the trainer as a real run would
-    for prefix, cls_name in original_train.FAMILIES:
-        if model.startswith(prefix):
-            size = model[len(prefix):]
-            cls = getattr(libreyolo, cls_name)
-            break
-    else:
-        sys.exit(f"original_step.py: no original family for model {model!r}")
-    import yaml
-
-    with open(data) as f:
-        nc = len(yaml.safe_load(f)["names"])
-    net = cls(None, size=size, nb_classes=nc)
+    net, cls_name, size = original_train.build_original(libreyolo, model, data)
     net.train(data=data, project=os.path.dirname(out), name=os.path.basename(out), exist_ok=True, **kwargs)
     print(json.dumps({"model": model, "original": cls_name, "size": size, "warmup": warmup, "steps": steps,
                       "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, **result}), flush=True)

@@ -43,6 +43,23 @@ def parse_value(v):
     return {"true": True, "false": False}.get(v.lower(), v)
 
 
+def build_original(libreyolo, model, data):
+    """The original's model object for our model name, built for the dataset's class count from the start:
+    (model, its class name, size)."""
+    for prefix, cls_name in FAMILIES:
+        if model.startswith(prefix):
+            size = model[len(prefix):]
+            cls = getattr(libreyolo, cls_name)
+            break
+    else:
+        sys.exit(f"no original family for model {model!r}")
+    import yaml
+
+    with open(data) as f:
+        nc = len(yaml.safe_load(f)["names"])
+    return cls(None, size=size, nb_classes=nc), cls_name, size
+
+
 def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
@@ -64,19 +81,7 @@ def main():
         for cfg in rtdetr_model.RTDETR_CONFIGS.values():
             cfg["backbone_pretrained"] = False
 
-    for prefix, cls_name in FAMILIES:
-        if model.startswith(prefix):
-            size = model[len(prefix):]
-            cls = getattr(libreyolo, cls_name)
-            break
-    else:
-        sys.exit(f"original_train.py: no original family for model {model!r}")
-    import yaml  # the dataset's class count, so the model is built for it from the start
-
-    with open(data) as f:
-        names = yaml.safe_load(f)["names"]
-    nc = len(names)
-    net = cls(None, size=size, nb_classes=nc)
+    net, cls_name, size = build_original(libreyolo, model, data)
     t0 = time.time()
     result = net.train(data=data, project=os.path.dirname(out), name=os.path.basename(out), exist_ok=True, **kwargs)
     wall = time.time() - t0
