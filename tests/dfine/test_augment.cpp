@@ -272,11 +272,12 @@ TEST_CASE("the D-FINE line's pipeline reads the family's size, not model= (which
   ly::apply_overrides(cfg, ly::DEIMv2Family("s").size_overrides());
   cfg.model = "/tmp/orig/deimv2s_0/weights/last.pt";
   cfg.data = data.string();
-  cfg.imgsz = 64;
+  cfg.imgsz = 640;  // the scales 480..608, 640 x 20, 800..672 (at 64 the top scale is 64 too)
   ly::DEIMv2Family s("s");
   REQUIRE_NOTHROW(s.setup(cfg));
   const auto& a = s.train_set()->augment();
   CHECK(a.multi_scale);
-  CHECK(std::count(a.multi_scale_sizes.begin(), a.multi_scale_sizes.end(), 64) == 20);  // s: base_size_repeat 20
+  CHECK(a.multi_scale_sizes.size() == 30);
+  CHECK(std::count(a.multi_scale_sizes.begin(), a.multi_scale_sizes.end(), 640) == 20);  // s: base_size_repeat 20
   CHECK(a.multi_scale_stop_epoch == static_cast<int>(cfg.epochs * 120.0 / 132.0));
 }

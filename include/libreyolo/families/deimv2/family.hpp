@@ -89,6 +89,9 @@ struct DEIMv2V : dfine::DFineLineV {
                                member::size_overrides>;
   static constexpr std::array<std::string_view, 8> sizes{"atto", "femto", "pico", "n", "s", "m", "l", "x"};
   static constexpr std::string_view fp32_reason = "DEIMv2 trains with AMP by default";
+  // DEIMv2Config.scheduler says "flat_cosine", but DEIMv2Trainer.create_scheduler ignores it and runs its own
+  // DEIMv2FlatCosineScheduler: here scheduler=deimv2_flat_cosine.
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> original_config_not_run{{{"scheduler", "flat_cosine"}}};
   static double backbone_lr_mult(const std::string& size) { return deimv2_recipe(size).backbone_lr_mult; }
   // DEIMv2Trainer._setup_optimizer: the ViT sizes' backbone group holds the ViT only.
   static std::string backbone_lr_prefix(const std::string& size) { return deimv2_recipe(size).vit ? "backbone.dinov3." : "backbone."; }
