@@ -32,3 +32,19 @@ gpu_tests() {
     grep -E "ERROR|FATAL" -A3 $L/gpu_$a.log | head -24; grep -E "MESSAGE" -A1 $L/gpu_$a.log | grep -v skipped | head -12; pack
   done
 }
+# step_table DIR: one line per arm of DIR/detr_speed.jsonl (graph_speedup) and per model of DIR/orig_speed.jsonl
+# (benchmarks/fidelity/original_step.py).
+step_table() {
+  python3 - "$1" <<'PY'
+import json, sys
+o = sys.argv[1]
+for l in open(o + "/detr_speed.jsonl"):
+    try: d = json.loads(l)
+    except Exception: print("unparsed", l[:200]); continue
+    print("ours", {k: d.get(k) for k in ("model", "arm", "precision", "step_ms_min", "step_ms_median", "gpu_busy_ms", "kernels_per_step", "peak_vram_mb", "failed")})
+try:
+    for l in open(o + "/orig_speed.jsonl"):
+        d = json.loads(l); print("original", d["model"], d.get("batch_shape"), "amp", d.get("amp"), d.get("arms"), "peak", d.get("peak_vram_mb"))
+except FileNotFoundError: print("no original step lines")
+PY
+}

@@ -10,7 +10,9 @@
 #   OUT=dir ORIG=.orig SEEDS="0 1" benchmarks/fidelity/side_by_side.sh MODEL...   (.deps and .orig carried)
 # ORIG: the folder holding the original's `libreyolo` package (a fetched snapshot, c41461e). ORIG_KEYS: more
 # key=value for the original's run, e.g. pretrained_backbone=false (RT-DETR v1/v2 truly from scratch: by
-# default the original downloads an ImageNet backbone, which fails on the CUDA machine).
+# default the original downloads an ImageNet backbone, which fails on the CUDA machine). OURS_KEYS: more
+# key=value for our run (e.g. train_resize=stretch); TAG: a suffix of our run's name and log (an arm with
+# OURS_KEYS beside a plain one, e.g. TAG=_stretch).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . benchmarks/fidelity/common.sh
@@ -34,11 +36,12 @@ for seed in ${SEEDS:-0}; do
     b=$(batch_for $m)
     if [ "${SKIP_OURS:-0}" != 1 ]; then
       t0=$(date +%s.%N)
+      n=${m}${TAG:-}_$seed
       timeout ${ARM_TIMEOUT:-240} $CLI train model=$m data=$D/data.yaml epochs=10 batch=$b imgsz=640 workers=8 \
-        no_aug_epochs=2 seed=$seed project=/tmp/ours name=${m}_$seed exist_ok=true > $L/ours_${m}_$seed.log 2>&1
+        no_aug_epochs=2 seed=$seed project=/tmp/ours name=$n exist_ok=true ${OURS_KEYS:-} > $L/ours_$n.log 2>&1
       rc=$?; t1=$(date +%s.%N)
-      echo "seed $seed $m ours rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/ours_${m}_$seed.log)"
-      cp /tmp/ours/${m}_$seed/results.csv $L/ours_results_${m}_$seed.csv 2>/dev/null; pack
+      echo "seed $seed $m${TAG:-} ours rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/ours_$n.log)"
+      cp /tmp/ours/$n/results.csv $L/ours_results_$n.csv 2>/dev/null; pack
     fi
     if [ "${SKIP_ORIGINAL:-0}" != 1 ]; then
       t0=$(date +%s.%N)

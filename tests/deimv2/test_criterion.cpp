@@ -123,6 +123,11 @@ TEST_CASE("deimv2 family: the recipe per size and the model names") {
   CHECK(libreyolo::family_traits<F>::capture_region == libreyolo::CaptureRegion::backbone_encoder);
   CHECK(std::find(so.begin(), so.end(), "multi_scale=false") != so.end());  // base_size_repeat None: no resizing
   CHECK_THROWS_AS(F("q"), libreyolo::ConfigError);
+  // The recipe table's own refusal names the table's sizes (families/sizes.hpp require_row).
+  CHECK_THROWS_WITH_AS(libreyolo::families::deimv2::deimv2_recipe("q"),
+                       "model=deimv2q: unknown size; available: deimv2atto, deimv2femto, deimv2pico, deimv2n, deimv2s, deimv2m, "
+                       "deimv2l, deimv2x",
+                       libreyolo::ConfigError);
   // One parameter group entry per tensor: the shared box head once; the backbone at lr x 0.5.
   F a("atto");
   a.restore({{"names", std::vector<std::string>(80, "c")}});

@@ -281,3 +281,36 @@ TEST_CASE("the D-FINE line's pipeline reads the family's size, not model= (which
   CHECK(std::count(a.multi_scale_sizes.begin(), a.multi_scale_sizes.end(), 640) == 20);  // s: base_size_repeat 20
   CHECK(a.multi_scale_stop_epoch == static_cast<int>(cfg.epochs * 120.0 / 132.0));
 }
+
+TEST_CASE("train_resize=stretch: the D-FINE line's last resize stretches to a square as the originals'; other pipelines refuse it") {
+  lry_test::RectImages set(3, "lry_dfine_stretch", 200);
+  ly::TrainConfig cfg;
+  ly::apply_overrides(cfg, ly::DFineFamily::traits::overrides);
+  cfg.imgsz = 64;
+  cfg.epochs = 10;
+  cfg.fliplr = 0;
+  CHECK_FALSE(ly::DFineFamily::augment_from(cfg).stretch);  // letterbox by default
+  cfg.train_resize = "stretch";
+  const auto a = ly::DFineFamily::augment_from(cfg);
+  REQUIRE(a.stretch);
+  auto ds = ly::data::DetectDataset::open_images(set.files, {"a", "b", "c"}, a, {});
+  // Closed (epoch 6): the 64 x 48 image scaled to 64 x 64, x by 1 and y by 64 / 48; no grey rows.
+  for (size_t i = 0; i < 3; ++i) {
+    std::mt19937_64 rng(i);
+    const auto s = ds->get(i, rng, 6);
+    REQUIRE(s.boxes.size(0) == 1);
+    const auto& r = set.rects[i];
+    const double ry = 64.0 / 48.0;
+    CHECK(s.boxes[0][1].item<float>() == doctest::Approx(r[0]).epsilon(1e-6));
+    CHECK(s.boxes[0][2].item<float>() == doctest::Approx(r[1] * ry).epsilon(1e-6));
+    CHECK(s.boxes[0][3].item<float>() == doctest::Approx(r[2]).epsilon(1e-6));
+    CHECK(s.boxes[0][4].item<float>() == doctest::Approx(r[3] * ry).epsilon(1e-6));
+    CHECK_FALSE(s.image.eq(114).all(0).any().item<bool>());
+  }
+  // A pipeline without a stretch (the built-in letterbox / mosaic one) refuses it, naming the allowed value.
+  ly::TrainConfig y;
+  y.train_resize = "stretch";
+  CHECK_THROWS_WITH_AS(ly::YoloxFamily::augment_from(y), doctest::Contains("train_resize=stretch: yolox's training pipeline letterboxes only; allowed: letterbox"),
+                       ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::parse_args({"model=dfinen", "train_resize=squash"}), doctest::Contains("train_resize"), ly::ConfigError);
+}

@@ -3,6 +3,7 @@
 // size, and a training-mode decoder run with denoising queries at a small size.
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/ec/network.hpp>
+#include <libreyolo/nn/vit.hpp>
 
 #include <doctest/doctest.h>
 #include <torch/torch.h>
@@ -75,4 +76,27 @@ TEST_CASE("ec: a training-mode forward leaves the decoder to the loss; with targ
   (r.pred_logits.sum() + r.pred_boxes.sum() + r.dn_outputs.back().pred_boxes.sum()).backward();
   CHECK(net->backbone->backbone->register_token.grad().defined());
   CHECK(net->backbone->backbone->blocks[11]->as<libreyolo::nn::vit::BlockImpl>()->mlp->fc2->weight.grad().defined());
+}
+
+TEST_CASE("vit rope_qk: q and k rotated together equal the per-tensor rotate-half form on the patch tokens, element for element") {
+  namespace vit = libreyolo::nn::vit;
+  torch::manual_seed(3);
+  vit::RopePositionEmbedding rope(64, 2);  // D_head 32
+  rope->eval();
+  auto [sin, cos] = rope->forward(3, 5);   // 15 patch tokens
+  const int64_t B = 2, prefix = 5, N = prefix + 15, H = 2, Dh = 32;
+  const auto tables = vit::token_rope(sin, cos, prefix);
+  for (auto dtype : {torch::kFloat32, torch::kHalf}) {  // half: cast to the fp32 tables and back, as under autocast
+    const auto t = torch::randn({B, N, 3, H, Dh}).to(dtype);  // the fused QKV's [B, N, 3, heads, D_head] view
+    const auto qk = vit::rope_qk(t.narrow(2, 0, 2), tables);
+    CHECK((qk.scalar_type() == dtype));
+    for (int64_t j = 0; j < 2; ++j) {
+      const auto x = t.select(2, j).transpose(1, 2).to(torch::kFloat32);  // [B, heads, N, D_head], the tables' dtype
+      const auto ref = torch::cat({x.narrow(2, 0, prefix), vit::rope_apply(x.narrow(2, prefix, N - prefix), sin, cos)}, 2).to(dtype);
+      const auto ours = qk.select(2, j).transpose(1, 2);
+      CHECK(torch::equal(ours, ref));
+      CHECK(torch::equal(ours.narrow(2, 0, prefix), t.select(2, j).transpose(1, 2).narrow(2, 0, prefix)));  // prefix unrotated
+      CHECK_FALSE(torch::equal(ours.narrow(2, prefix, 1), t.select(2, j).transpose(1, 2).narrow(2, prefix, 1)));  // not vacuous
+    }
+  }
 }

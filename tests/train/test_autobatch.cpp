@@ -141,6 +141,28 @@ TEST_CASE("batch=-1 on a CPU: one notice, batch 16, and accumulation follows fro
   CHECK(lines.count("batch=-1", "needs a CUDA device") == 1);
 }
 
+// Not autobatch, but the same tiny trainer set-up: the schedule's flat_epochs notice (trainer_impl.hpp).
+TEST_CASE("flat_epochs under another scheduler: a notice when the user gave it, none when a recipe did") {
+  lry_test::TempDir runs("lry_runs");
+  {
+    Lines lines;
+    auto args = tiny_args(runs.path, "flat_user", "cpu");
+    args.push_back("flat_epochs=5");
+    ResNetTrainer t(ly::parse_args(args));
+    t.setup();
+    CHECK(lines.count("flat_epochs=5 is read by scheduler=deimv2_flat_cosine only") == 1);
+  }
+  {
+    Lines lines;
+    auto cfg = ly::parse_args(tiny_args(runs.path, "flat_recipe", "cpu"));
+    cfg.flat_epochs = 5;  // as a family's size_overrides set it (DEIMv2), not an explicit key
+    REQUIRE_FALSE(cfg.is_explicit("flat_epochs"));
+    ResNetTrainer t(cfg);
+    t.setup();
+    CHECK(lines.count("flat_epochs") == 0);
+  }
+}
+
 TEST_CASE("probe_memory runs a training step and leaves the network as it was") {
   lry_test::TempDir runs("lry_runs");
   auto args = tiny_args(runs.path, "probe", "cpu");

@@ -191,6 +191,10 @@ LIBREYOLO_INLINE const std::vector<Field>& fields() {
     v.push_back(num("eval_interval", &TrainConfig::eval_interval, 1, 1e6, "validate every N epochs"));
     v.push_back(flag("val", &TrainConfig::val, "validate during training"));
     v.push_back(flag("multi_scale", &TrainConfig::multi_scale, "random image size per batch"));
+    v.push_back(text("train_resize", &TrainConfig::train_resize,
+                     "the last resize of the D-FINE line's training pipeline (dfine, deim, deimv2, rtdetrv4, ec): letterbox "
+                     "(as validation) or stretch to a square (the originals'); the other pipelines letterbox only",
+                     {"letterbox", "stretch"}, [](const std::string& s) { return lower(s); }));
     v.push_back(text("hsv_mode", &TrainConfig::hsv_mode, "HSV jitter: multiply (gains 0..1) or add (offsets in OpenCV units)",
                      {"multiply", "add"}, [](const std::string& s) { return lower(s); }));
     v.push_back(num("hsv_h", &TrainConfig::hsv_h, 0, 180, "hue jitter (multiply: 0..1; add: hue units, 0..180)"));

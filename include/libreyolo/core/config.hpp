@@ -68,6 +68,7 @@ struct TrainConfig {
   bool val = true;
   bool multi_scale = false;
   // augmentation (Ultralytics-style defaults; families override them with the original's recipe)
+  std::string train_resize = "letterbox";  // the D-FINE line's last training resize: letterbox, or stretch to a square (the originals')
   std::string hsv_mode = "multiply";  // multiply: gains are fractions (Ultralytics); add: integer offsets (YOLOX)
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
   double hsv_prob = 1.0;              // probability that an image gets the HSV jitter at all

@@ -55,6 +55,8 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   // YOLOv9 pipeline: no affine; the 2S x 2S mosaic is resized to S (boxes kept if both sides > 2 px),
   // a plain letterbox keeps boxes whose sides exceed 1 px.
   bool affine = true;
+  bool stretch = false;        // a family pipeline's last resize stretches to a square (train_resize=stretch)
+  bool can_stretch = false;    // set by a pipeline that reads `stretch` (the D-FINE line's); else stretch is refused
   int no_aug_epochs = 15;
   int epochs = 300;            // mosaic closes for the last no_aug_epochs epochs
   std::string cache = "off";   // off | ram | disk

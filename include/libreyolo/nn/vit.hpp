@@ -4,7 +4,8 @@
 //   * the GELU MLP (fc1, fc2) and DINOv3's SwiGLU FFN (w1, w2, w3; hidden int(2/3 h) rounded up to 8);
 //   * DINOv3's axial RoPE (periods base^(2i/(D/2)), i < D/4, a persistent `periods` buffer; patch-centre
 //     coordinates per axis normalised to [-1, 1] separately for H and W; fp32 tables sin/cos [h*w,
-//     D_head]) and its application to the patch tokens (rotate-half form), base 100, normalize_coords
+//     D_head]) and its application to the patch tokens (rotate-half form; q and k in one pass over
+//     prefix-padded tables, token_rope / rope_qk), base 100, normalize_coords
 //     "separate"; eval mode has no coordinate shift / jitter / rescale, training mode has DINOv3's
 //     rescale_coords where given (DEIMv2 l / x: 2; the others none);
 //   * the pre-norm block (Block: norm1, attn (a fused QKV, optionally DINOv3's LinearKMaskedBias whose K
@@ -91,16 +92,33 @@ inline torch::Tensor rope_apply(const torch::Tensor& x, const torch::Tensor& sin
   return x * cos + rope_rotate_half(x) * sin;
 }
 
-// q, k [B, heads, N, D_head] with the RoPE applied to their last sin.size(-2) tokens (the patch tokens;
-// the prefix tokens in front unrotated), in the tables' dtype, then cast back.
-inline std::pair<torch::Tensor, torch::Tensor> rope_patch_tokens(torch::Tensor q, torch::Tensor k, const torch::Tensor& sin,
-                                                                 const torch::Tensor& cos) {
-  const int64_t N = q.size(2), prefix = N - sin.size(-2);
-  const auto in_dtype = q.scalar_type();
-  q = q.to(sin.scalar_type()), k = k.to(sin.scalar_type());
-  q = torch::cat({q.narrow(2, 0, prefix), rope_apply(q.narrow(2, prefix, N - prefix), sin, cos)}, 2).to(in_dtype);
-  k = torch::cat({k.narrow(2, 0, prefix), rope_apply(k.narrow(2, prefix, N - prefix), sin, cos)}, 2).to(in_dtype);
-  return {q, k};
+// The RoPE tables of a block's attention over all N tokens, built once per forward from the patch tokens'
+// [h*w, D_head] tables (RopePositionEmbedding) and the prefix count: the prefix tokens' rows are the
+// identity (cos 1, sin 0), so they pass unrotated, and sin's first half is negated (signed_sin) so that
+// rotate_half(x) * sin = roll(x, D/2) * signed_sin. Negation is exact, so every product, and the rotated
+// q and k, equal the rotate-half form's (rope_apply) element for element. Shapes [N, 1, 1, D_head], to
+// broadcast over the [B, N, 2, heads, D_head] q/k view of the fused QKV. Undefined tensors: no RoPE.
+struct TokenRope {
+  torch::Tensor cos, signed_sin;
+  bool defined() const { return cos.defined(); }
+};
+inline TokenRope token_rope(const torch::Tensor& sin, const torch::Tensor& cos, int64_t n_prefix) {
+  const int64_t D = sin.size(-1), half = D / 2;
+  auto s = torch::cat({-sin.narrow(-1, 0, half), sin.narrow(-1, half, D - half)}, -1), c = cos;
+  if (n_prefix > 0) {
+    s = torch::cat({torch::zeros({n_prefix, D}, s.options()), s}, 0);
+    c = torch::cat({torch::ones({n_prefix, D}, c.options()), c}, 0);
+  }
+  return {c.view({-1, 1, 1, D}), s.view({-1, 1, 1, D})};
+}
+
+// q and k rotated together: qk [B, N, 2, heads, D_head] in the tables' dtype (fp32: the originals cast q
+// and k to the RoPE dtype), x cos + roll(x, D/2) x signed_sin, cast back. Six kernels forward where the
+// per-tensor rotate-half form on the patch-token slices took sixteen (a host-bound eager step's cost).
+inline torch::Tensor rope_qk(const torch::Tensor& qk, const TokenRope& r) {
+  const auto in_dtype = qk.scalar_type();
+  auto x = qk.to(r.cos.scalar_type());
+  return (x * r.cos + x.roll(x.size(-1) / 2, -1) * r.signed_sin).to(in_dtype);
 }
 
 // DINOv3's LayerScale: x * gamma (gamma initialised to `init`).
@@ -180,8 +198,8 @@ struct BlockOptions {
   double ln_eps = 1e-6;
 };
 
-// Attention: the fused QKV, RoPE on the patch tokens (where the tables are given; the prefix tokens in
-// front unrotated), SDPA, proj.
+// Attention: the fused QKV, RoPE on the patch tokens (where the tables are given: token_rope's, the prefix
+// tokens in front unrotated), SDPA, proj.
 class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
   explicit SelfAttentionImpl(BlockOptions o) : o_(o) { reset(); }
@@ -189,11 +207,11 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
     qkv = register_module("qkv", LinearKMaskedBias(o_.dim, 3 * o_.dim, o_.qkv_bias, o_.mask_k_bias));
     proj = register_module("proj", torch::nn::Linear(o_.dim, o_.dim));
   }
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& sin, const torch::Tensor& cos) {
+  torch::Tensor forward(const torch::Tensor& x, const TokenRope& rope) {
     const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
     auto t = qkv->forward(x).reshape({B, N, 3, o_.heads, C / o_.heads});
-    auto q = t.select(2, 0).transpose(1, 2), k = t.select(2, 1).transpose(1, 2), v = t.select(2, 2).transpose(1, 2);
-    if (sin.defined()) std::tie(q, k) = rope_patch_tokens(q, k, sin, cos);
+    auto qk = rope.defined() ? rope_qk(t.narrow(2, 0, 2), rope) : t;
+    auto q = qk.select(2, 0).transpose(1, 2), k = qk.select(2, 1).transpose(1, 2), v = t.select(2, 2).transpose(1, 2);
     auto o = compat::scaled_dot_product_attention(q, k, v);
     return proj->forward(o.transpose(1, 2).reshape({B, N, C}));
   }
@@ -220,8 +238,8 @@ class BlockImpl : public torch::nn::Cloneable<BlockImpl> {
     else mlp = register_module("mlp", Mlp(D, hidden, true));
     if (o_.layer_scale > 0) ls2 = register_module("ls2", LayerScale(D, o_.layer_scale));
   }
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& sin, const torch::Tensor& cos) {
-    auto a = attn->forward(norm1->forward(x), sin, cos);
+  torch::Tensor forward(const torch::Tensor& x, const TokenRope& rope) {
+    auto a = attn->forward(norm1->forward(x), rope);
     auto y = x + (ls1 ? ls1->forward(a) : a);
     auto h = norm2->forward(y);
     auto m = swiglu ? swiglu->forward(h) : mlp->forward(h);
@@ -306,9 +324,10 @@ class ViTImpl : public torch::nn::Cloneable<ViTImpl> {
     const int64_t n_prefix = prefix.size(1);
     tokens = torch::cat({prefix.expand({B, -1, -1}), tokens}, 1);  // promotes as the originals' cat (fp32 under autocast)
     auto [sin, cos] = rope_embed->forward(h, w);
+    const TokenRope rope = token_rope(sin, cos, n_prefix);
     std::vector<torch::Tensor> outs;
     for (int64_t i = 0; i < o_.depth; ++i) {
-      tokens = blocks[i]->as<BlockImpl>()->forward(tokens, sin, cos);
+      tokens = blocks[i]->as<BlockImpl>()->forward(tokens, rope);
       if (std::find(layers.begin(), layers.end(), i) == layers.end()) continue;
       auto t = normed ? norm->forward(tokens) : tokens;
       outs.push_back(t.narrow(1, n_prefix, h * w));

@@ -142,7 +142,11 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     a.cache = cfg.cache;
     a.multi_scale = cfg.multi_scale;
     // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
+    a.stretch = cfg.train_resize == "stretch";
     if constexpr (requires { Derived::adjust_augment(a, cfg, size); }) Derived::adjust_augment(a, cfg, size);
+    if (a.stretch && !a.can_stretch)
+      throw ConfigError("train_resize=stretch: " + std::string(Derived::name) + "'s training pipeline letterboxes only; allowed: letterbox "
+                        "(stretch: the D-FINE line's pipeline, dfine, deim, deimv2, rtdetrv4, ec)");
     return a;
   }
   // cuda_graph=step: the batch with its targets padded to a power-of-two box count (one graph per bucket).

@@ -81,27 +81,27 @@ class LRSchedule {
     t = std::min(t, std::max<int64_t>(total_, 0));
     const double lr0 = o_.lr0, lo = o_.lr0 * o_.min_lr_ratio;
     const auto frac = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
+    const auto cosine = [&](double p) { return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * p)); };  // lr0 at 0, lo at 1
     const bool quadratic = o_.kind == ScheduleKind::yoloxwarmcos || o_.kind == ScheduleKind::deimv2_flat_cosine;
     if (quadratic && warmup_ > 0 && t <= warmup_) return (lr0 - start_) * std::pow(frac(t, warmup_), 2) + start_;
     if (o_.kind == ScheduleKind::yoloxwarmcos) {
       if (t >= total_ - tail_) return lo;
-      return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - warmup_, total_ - warmup_ - tail_)));
+      return cosine(frac(t - warmup_, total_ - warmup_ - tail_));
     }
     if (o_.kind == ScheduleKind::deimv2_flat_cosine) {
       if (t <= flat_) return lr0;
       if (t >= total_ - tail_) return lo;
-      return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - flat_, std::max<int64_t>(1, total_ - flat_ - tail_))));
+      return cosine(frac(t - flat_, std::max<int64_t>(1, total_ - flat_ - tail_)));
     }
     if (t <= warmup_) return warmup_ > 0 ? (lr0 - start_) * frac(t, warmup_) + start_ : lr0;
     const int64_t span = std::max<int64_t>(1, total_ - warmup_);
     switch (o_.kind) {
       case ScheduleKind::linear: return lr0 - (lr0 - lo) * frac(t - warmup_, span);
-      case ScheduleKind::cos: return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * frac(t - warmup_, span)));
+      case ScheduleKind::cos: return cosine(frac(t - warmup_, span));
       case ScheduleKind::flat_cosine: {
         const int64_t cos_start = total_ - tail_;
         if (t < cos_start) return lr0;
-        const double p = std::min(1.0, frac(t - cos_start, std::max<int64_t>(1, tail_)));
-        return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * p));
+        return cosine(std::min(1.0, frac(t - cos_start, std::max<int64_t>(1, tail_))));
       }
       default: return lr0;
     }

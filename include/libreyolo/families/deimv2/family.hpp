@@ -71,10 +71,7 @@ inline const DEIMv2Recipe& deimv2_recipe(const std::string& size) {
       {"l", {"640", "68", "32", "0.0005", "0.000125", "8", "0.5", "34", 60.0 / 68.0, 0.025, 3, 1, 50, true}},
       {"x", {"640", "58", "32", "0.0005", "0.000125", "8", "0.5", "29", 50.0 / 58.0, 0.02, 3, 1, 45, true}},
   }};
-  const DEIMv2Recipe* r = find_size(table, size);
-  if (!r) throw ConfigError("model=deimv2" + size + ": unknown size; available: deimv2atto, deimv2femto, deimv2pico, "
-                            "deimv2n, deimv2s, deimv2m, deimv2l, deimv2x");
-  return *r;
+  return require_row(table, "deimv2", size);
 }
 
 struct DEIMv2V : dfine::DFineLineV {

@@ -82,7 +82,8 @@ struct DEIMv2SizeConfig {
   std::optional<DEIMv2ViTConfig> vit;  // s..x
 };
 
-inline const DEIMv2SizeConfig* deimv2_size(const std::string& size) {
+// The row of a size; an unknown size is refused naming the sizes (families/sizes.hpp require_row).
+inline const DEIMv2SizeConfig& deimv2_size(const std::string& size) {
   static const SizeTable<DEIMv2SizeConfig, 8> table{{
       {"atto", {"Atto", true, 320, 64, 0, 160, 100, {4, 2}, true}},
       {"femto", {"Femto", true, 416, 96, 0, 256, 150, {4, 2}, true}},
@@ -97,7 +98,7 @@ inline const DEIMv2SizeConfig* deimv2_size(const std::string& size) {
       {"x", {"", false, 640, 256, 1024, 2048, 300, {3, 6, 3}, false, 1.25, 1.37, 6,
              DEIMv2ViTConfig{true, 384, 6, 6.0, true, {5, 8, 11}, 64, 256}}},
   }};
-  return find_size(table, size);
+  return require_row(table, "deimv2", size);
 }
 
 // The ViT of a size s..x (nn/vit.hpp ViT). ViT-Tiny (s, m; vit_tiny.py): [CLS] + patch tokens, LayerNorm
@@ -229,13 +230,9 @@ TORCH_MODULE(DEIMv2ViTBackbone);
 
 class DEIMv2Impl : public torch::nn::Cloneable<DEIMv2Impl> {
  public:
-  explicit DEIMv2Impl(DEIMv2Options o = {}) : o_(std::move(o)) {
-    if (!deimv2_size(o_.size))
-      throw ConfigError("DEIMv2 network size '" + o_.size + "': not available; allowed: atto, femto, pico, n, s, m, l, x");
-    reset();
-  }
+  explicit DEIMv2Impl(DEIMv2Options o = {}) : o_(std::move(o)) { reset(); }
   void reset() override {
-    const DEIMv2SizeConfig& c = *deimv2_size(o_.size);
+    const DEIMv2SizeConfig& c = deimv2_size(o_.size);
     const int64_t d = c.hidden;
     std::shared_ptr<torch::nn::Module> bb, enc;
     std::vector<int64_t> in_channels;
@@ -309,7 +306,7 @@ class DEIMv2Impl : public torch::nn::Cloneable<DEIMv2Impl> {
     chain_ = std::make_shared<Chain>(bb, enc);
   }
 
-  int64_t eval_size() const { return o_.eval_spatial_size > 0 ? o_.eval_spatial_size : deimv2_size(o_.size)->input_size; }
+  int64_t eval_size() const { return o_.eval_spatial_size > 0 ? o_.eval_spatial_size : deimv2_size(o_.size).input_size; }
   bool uses_vit() const { return static_cast<bool>(vit_backbone); }
 
   // [0, 1] RGB -> ImageNet-normalised (the ViT sizes, where imagenet_norm), in x's dtype (nn/normalize.hpp:

@@ -22,7 +22,8 @@
 //
 // Deliberate differences: the last resize letterboxes (centred, grey 114) where the originals stretch to
 // a square, because our validation letterboxes too (the originals validate stretched) — the two agree on
-// square images and each library trains in its own validation geometry; the geometry is one bilinear warp
+// square images and each library trains in its own validation geometry (train_resize=stretch stretches
+// as the originals, the validation still letterboxing); the geometry is one bilinear warp
 // from the decoded image (no antialiasing when it shrinks, torchvision's Resize antialiases); DEIM's
 // "unresized image" is the decoded file as here too (the warp reads the tile at its decoded resolution).
 #include <libreyolo/data/augment.hpp>
@@ -246,13 +247,15 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   }
   const bool flip = data::bernoulli(rng, a.fliplr);
   if (flip) data::flip_boxes_lr(boxes, canvas.w);
-  // Letterbox the canvas into out x out: scale r, centred.
+  // Letterbox the canvas into out x out: scale r, centred; or (train_resize=stretch, the originals' Resize)
+  // scale it to out x out, rx and ry per axis.
   const double r = std::min(static_cast<double>(out) / canvas.w, static_cast<double>(out) / canvas.h);
-  const double pw = canvas.w * r, ph = canvas.h * r, px = (out - pw) / 2, py = (out - ph) / 2;
+  const double rx = a.stretch ? static_cast<double>(out) / canvas.w : r, ry = a.stretch ? static_cast<double>(out) / canvas.h : r;
+  const double pw = canvas.w * rx, ph = canvas.h * ry, px = (out - pw) / 2, py = (out - ph) / 2;
   const data::WarpTile wt = data::place_tile(*src, t.w, t.h, ox, oy, canvas.w, canvas.h);
   data::Mat3 M = data::kIdentity3;
-  M[0] = flip ? -r : r, M[2] = flip ? canvas.w * r + px : px;
-  M[4] = r, M[5] = py;
+  M[0] = flip ? -rx : rx, M[2] = flip ? canvas.w * rx + px : px;
+  M[4] = ry, M[5] = py;
   data::Image img = wt.visible() ? data::warp_tiles({wt}, M, out, out, 0) : data::Image(out, out, 3, 0);
   // Outside the canvas: the letterbox grey (inside it, outside the image: the zoom-out's black).
   for (int y = 0; y < out; ++y)
@@ -261,8 +264,8 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
         for (int c = 0; c < 3; ++c) img.at(y, x, c) = data::kLetterboxFill;
   data::DetBoxes kept;
   for (auto b : boxes) {
-    b.x1 = static_cast<float>(b.x1 * r + px), b.x2 = static_cast<float>(b.x2 * r + px);
-    b.y1 = static_cast<float>(b.y1 * r + py), b.y2 = static_cast<float>(b.y2 * r + py);
+    b.x1 = static_cast<float>(b.x1 * rx + px), b.x2 = static_cast<float>(b.x2 * rx + px);
+    b.y1 = static_cast<float>(b.y1 * ry + py), b.y2 = static_cast<float>(b.y2 * ry + py);
     if (b.x2 - b.x1 > 1 && b.y2 - b.y1 > 1) kept.push_back(b);
   }
   boxes = std::move(kept);
@@ -276,6 +279,7 @@ inline void use_strong_aug_pipeline(data::DetectAugment& a, int ratio_stop, floa
   data::refuse_unused_augment(a, {"mosaic", "mixup", "flipud", "hsv_prob", "perspective"},
                               "the D-FINE line's training pipeline (the originals': photometric distort, zoom-out, IoU crop, "
                               "left-right flip)");
+  a.can_stretch = true;  // strong_aug_sample reads train_resize
   a.pipeline = [ratio_stop, min_size](const data::DetectDataset& ds, size_t i, std::mt19937_64& rng, int epoch, int out,
                                       data::DetBoxes& boxes, size_t& used) {
     return strong_aug_sample(ds, ratio_stop, i, rng, epoch, out, boxes, used, min_size);

@@ -137,9 +137,10 @@ class ECViTImpl : public torch::nn::Cloneable<ECViTImpl> {
     auto tokens = emb.flatten(2).transpose(1, 2);
     tokens = torch::cat({register_token.expand({tokens.size(0), -1, -1}), tokens}, 1);  // promotes as the original's cat
     auto [sin, cos] = rope_embed->forward(h, w);
+    const auto rope = nn::vit::token_rope(sin, cos, 1);  // the register token unrotated
     std::vector<torch::Tensor> outs;
     for (int64_t i = 0; i < kDepth; ++i) {
-      tokens = blocks[i]->as<nn::vit::BlockImpl>()->forward(tokens, sin, cos);
+      tokens = blocks[i]->as<nn::vit::BlockImpl>()->forward(tokens, rope);
       if (i == kFusedBlocks[0] || i == kFusedBlocks[1]) outs.push_back(tokens.narrow(1, 1, tokens.size(1) - 1));
     }
     return outs;
