@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23, device call B on call A's warm machine (build-cuda kept; carry .deps and .orig): issue 39's
+# Session 23, device call B as planned; it did not run (the machine had gone back; see call_b2.sh) — on call A's warm machine (build-cuda kept; carry .deps and .orig): issue 39's
 # accuracy protocol (benchmarks/fidelity/side_by_side.sh with STYLE=shapes: data synth --task detect --images
 # 400 --imgsz 640 --classes 8 --seed S; from scratch, 10 epochs, batch 4, no_aug_epochs=2, each library's
 # default precision), every arm its own background process on the one GPU (wall times are under that shared
