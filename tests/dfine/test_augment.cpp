@@ -39,6 +39,14 @@ ly::data::Image two_pixels() {
 
 std::vector<int> pixels(const ly::data::Image& img) { return {img.px.begin(), img.px.end()}; }
 
+// The sample's first box is the rect r (x1, y1, x2, y2) with x unchanged and y mapped to y * sy + dy.
+void check_box_of_rect(const torch::Tensor& boxes, const std::array<int, 4>& r, double sy, double dy) {
+  CHECK(boxes[0][1].item<float>() == doctest::Approx(r[0]).epsilon(1e-6));
+  CHECK(boxes[0][2].item<float>() == doctest::Approx(r[1] * sy + dy).epsilon(1e-6));
+  CHECK(boxes[0][3].item<float>() == doctest::Approx(r[2]).epsilon(1e-6));
+  CHECK(boxes[0][4].item<float>() == doctest::Approx(r[3] * sy + dy).epsilon(1e-6));
+}
+
 template <class F>
 ly::data::DetectAugment family_aug(int epochs) {
   ly::TrainConfig cfg;
@@ -184,10 +192,7 @@ TEST_CASE("dfine pipeline: strong augmentations until the originals' stop epoch,
     REQUIRE(s.boxes.size(0) == 1);
     const auto& r = set.rects[i];
     CHECK(s.boxes[0][0].item<float>() == static_cast<float>(i));
-    CHECK(s.boxes[0][1].item<float>() == doctest::Approx(r[0]).epsilon(1e-6));
-    CHECK(s.boxes[0][2].item<float>() == doctest::Approx(r[1] + 8).epsilon(1e-6));
-    CHECK(s.boxes[0][3].item<float>() == doctest::Approx(r[2]).epsilon(1e-6));
-    CHECK(s.boxes[0][4].item<float>() == doctest::Approx(r[3] + 8).epsilon(1e-6));
+    check_box_of_rect(s.boxes, r, 1.0, 8.0);
     const auto img = s.image;
     CHECK(img.index({torch::indexing::Slice(), torch::indexing::Slice(0, 8)}).eq(114).all().item<bool>());
     CHECK(img.index({torch::indexing::Slice(), torch::indexing::Slice(56, 64)}).eq(114).all().item<bool>());
@@ -300,11 +305,7 @@ TEST_CASE("train_resize=stretch: the D-FINE line's last resize stretches to a sq
     const auto s = ds->get(i, rng, 6);
     REQUIRE(s.boxes.size(0) == 1);
     const auto& r = set.rects[i];
-    const double ry = 64.0 / 48.0;
-    CHECK(s.boxes[0][1].item<float>() == doctest::Approx(r[0]).epsilon(1e-6));
-    CHECK(s.boxes[0][2].item<float>() == doctest::Approx(r[1] * ry).epsilon(1e-6));
-    CHECK(s.boxes[0][3].item<float>() == doctest::Approx(r[2]).epsilon(1e-6));
-    CHECK(s.boxes[0][4].item<float>() == doctest::Approx(r[3] * ry).epsilon(1e-6));
+    check_box_of_rect(s.boxes, r, 64.0 / 48.0, 0.0);
     CHECK_FALSE(s.image.eq(114).all(0).any().item<bool>());
   }
   // A pipeline without a stretch (the built-in letterbox / mosaic one) refuses it, naming the allowed value.

@@ -23,7 +23,6 @@
 #include <cmath>
 #include <numbers>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 

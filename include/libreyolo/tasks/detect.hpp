@@ -141,8 +141,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     a.epochs = cfg.epochs;
     a.cache = cfg.cache;
     a.multi_scale = cfg.multi_scale;
-    // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
     a.stretch = cfg.train_resize == "stretch";
+    // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
     if constexpr (requires { Derived::adjust_augment(a, cfg, size); }) Derived::adjust_augment(a, cfg, size);
     if (a.stretch && !a.can_stretch)
       throw ConfigError("train_resize=stretch: " + std::string(Derived::name) + "'s training pipeline letterboxes only; allowed: letterbox "
