@@ -48,3 +48,17 @@ try:
 except FileNotFoundError: print("no original step lines")
 PY
 }
+# coco_shim: a `pycocotools` the original's own validator can import where none is installed (the CUDA machine):
+# cocoapi's pure-Python coco.py and cocoeval.py from the carried .orig/cocoapi (a fetched snapshot of
+# cocodataset/cocoapi, its commit in .orig/cocoapi/COMMIT) with benchmarks/fidelity/pycocotools_shim/mask.py (box IoU
+# in numpy) for its C extension; matplotlib's imports dropped when matplotlib is absent (only showAnns uses it);
+# cocoeval's `np.float` (an alias numpy 1.24 removed, which pycocotools 2.0.6+ also replaced) read as np.float64.
+coco_shim() {
+  python3 -c "import pycocotools.cocoeval" 2>/dev/null && return 0
+  local d=/tmp/pyshim/pycocotools; mkdir -p $d
+  cp .orig/cocoapi/coco.py .orig/cocoapi/cocoeval.py benchmarks/fidelity/pycocotools_shim/mask.py $d/ && : > $d/__init__.py
+  python3 -c "import matplotlib" 2>/dev/null || sed -i '/matplotlib/d' $d/coco.py
+  sed -i 's/dtype=np\.float)/dtype=np.float64)/' $d/cocoeval.py
+  export PYTHONPATH=/tmp/pyshim${PYTHONPATH:+:$PYTHONPATH}
+  python3 -c "import pycocotools.coco, pycocotools.cocoeval" || { echo "coco_shim: pycocotools still not importable"; return 1; }
+}

@@ -9,9 +9,9 @@ fixtures' families). MODEL is our model name (yolo9t, yoloxt, rtmdett, yolonass,
 ec-s, ...).
 The keys are passed to its `train()` (epochs, batch, imgsz, workers, seed, no_aug_epochs, eval_interval).
 Prints one JSON line: model, wall seconds, the checkpoint it wrote (weights/last.pt) and its return value's
-scalar fields. Its own validation needs pycocotools, which the CUDA machine lacks; run it with
-eval_interval=0 and validate weights/last.pt with our `libreyolo val` (which reproduces the original's
-COCOeval numbers on its checkpoints, issue 43).
+scalar fields. Its own validation needs pycocotools, which the CUDA machine lacks; side_by_side.sh runs it with
+eval_interval=0, then validates weights/last.pt with our `libreyolo val` and with the original's own validator
+(original_val.py, pycocotools from common.sh's coco_shim), issue 43's check that the two agree.
 """
 import json
 import os
@@ -60,6 +60,17 @@ def build_original(libreyolo, model, data):
     return cls(None, size=size, nb_classes=nc), cls_name, size
 
 
+def scratch_rtdetr():
+    """RT-DETR v1 "from scratch" in the original loads an ImageNet PResNet backbone from the internet
+    (models/rtdetr/model.py RTDETR_CONFIGS backbone_pretrained=True, backbone.py torch.hub download): it fails
+    where nothing can be downloaded, and is not a from-scratch run where it can. This builds every size without
+    it (v2 already passes backbone_pretrained=False). The caller has put the original's package on sys.path."""
+    from libreyolo.models.rtdetr import model as rtdetr_model
+
+    for cfg in rtdetr_model.RTDETR_CONFIGS.values():
+        cfg["backbone_pretrained"] = False
+
+
 def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
@@ -71,15 +82,9 @@ def main():
     sys.path.insert(0, src)
     import libreyolo  # noqa: E402
 
-    # RT-DETR v1/v2 "from scratch" in the original load an ImageNet PResNet backbone from the internet
-    # (models/rtdetr/model.py RTDETR_CONFIGS backbone_pretrained=True, backbone.py torch.hub download): it
-    # fails where nothing can be downloaded, and is not a from-scratch run where it can.
-    # pretrained_backbone=false (ours: this driver's key, not the original's) builds them truly from scratch.
+    # pretrained_backbone=false: this driver's key, not the original's.
     if str(kwargs.pop("pretrained_backbone", True)).lower() == "false":
-        from libreyolo.models.rtdetr import model as rtdetr_model
-
-        for cfg in rtdetr_model.RTDETR_CONFIGS.values():
-            cfg["backbone_pretrained"] = False
+        scratch_rtdetr()
 
     net, cls_name, size = build_original(libreyolo, model, data)
     t0 = time.time()

@@ -4,7 +4,9 @@
 # 120 val), from scratch, 10 epochs, 640 px, no_aug_epochs=2, batch 8 for the CNNs and 4 for the DETRs,
 # each library at its own defaults otherwise. The original trains through its own API
 # (benchmarks/fidelity/original_train.py; its validation needs pycocotools, absent there, so it runs with
-# eval_interval=0) and its weights/last.pt is validated by our `val`; ours validates after epoch 10.
+# eval_interval=0) and its weights/last.pt is validated by our `val` and by its own validator
+# (benchmarks/fidelity/original_val.py through common.sh's coco_shim; ORIG_VAL=0 skips it); ours validates after
+# epoch 10.
 # STYLE=shapes trains on issue 39's set instead (`data synth --task detect --images 400 --imgsz 640 --classes 8
 # --seed S`, common.sh synth_set). One line per (model, library): mAP50-95, mAP50 and wall seconds; logs under $OUT/logs.tgz.
 #   OUT=dir ORIG=.orig SEEDS="0 1" benchmarks/fidelity/side_by_side.sh MODEL...   (.deps and .orig carried)
@@ -51,7 +53,16 @@ for seed in ${SEEDS:-0}; do
       rc=$?; t1=$(date +%s.%N)
       timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 \
         > $L/orig_val_${m}_$seed.log 2>&1
-      echo "seed $seed $m original rc=$rc val_rc=$? wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/orig_val_${m}_$seed.log)"
+      vrc=$?
+      # The original's own validator on the same checkpoint (its number, for the check that ours reproduces it).
+      own="own: skipped (ORIG_VAL=0)"
+      if [ "${ORIG_VAL:-1}" = 1 ]; then
+        coco_shim > $L/coco_shim_${m}_$seed.log 2>&1
+        timeout 300 python3 benchmarks/fidelity/original_val.py "$ORIG" /tmp/orig/${m}_$seed/weights/last.pt $D/data.yaml \
+          imgsz=640 batch=16 > $L/orig_ownval_${m}_$seed.log 2>&1
+        own="own_rc=$? own: $(grep -E '^\{"checkpoint"' $L/orig_ownval_${m}_$seed.log | tail -1)"
+      fi
+      echo "seed $seed $m original rc=$rc val_rc=$vrc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/orig_val_${m}_$seed.log) $own"
       pack
     fi
   done
