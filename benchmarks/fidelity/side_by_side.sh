@@ -5,8 +5,8 @@
 # each library at its own defaults otherwise. The original trains through its own API
 # (benchmarks/fidelity/original_train.py; its validation needs pycocotools, absent there, so it runs with
 # eval_interval=0) and its weights/last.pt is validated by our `val` and by its own validator
-# (benchmarks/fidelity/original_val.py through common.sh's coco_shim; ORIG_VAL=0 skips it); ours validates after
-# epoch 10.
+# (benchmarks/fidelity/original_val.py through common.sh's coco_shim; ORIG_VAL=0 skips it), and for the DETR line
+# by our `val` once more with val_resize=stretch (the originals' validation geometry); ours validates after epoch 10.
 # STYLE=shapes trains on issue 39's set instead (`data synth --task detect --images 400 --imgsz 640 --classes 8
 # --seed S`, common.sh synth_set). One line per (model, library): mAP50-95, mAP50 and wall seconds; logs under $OUT/logs.tgz.
 #   OUT=dir ORIG=.orig SEEDS="0 1" benchmarks/fidelity/side_by_side.sh MODEL...   (.deps and .orig carried)
@@ -24,8 +24,8 @@ batch_for() { case $1 in rtdetr*|dfine*|deim*|ec-*) echo 4 ;; *) echo 8 ;; esac;
 # The last mAP50 / mAP50-95 pair a log holds: `val` prints its metrics as JSON ("mAP50":x,"mAP50-95":y),
 # train's epoch lines as "mAP50 x  mAP50-95 y".
 metric() {
-  grep -E 'mAP50-95' "$1" | tail -1 | sed -E -e 's/.*"mAP50":([0-9.]+),"mAP50-95":([0-9.]+).*/mAP50 \1 mAP50-95 \2/' \
-    -e 's/.*mAP50 ([0-9.]+).*mAP50-95 ([0-9.]+).*/mAP50 \1 mAP50-95 \2/'
+  grep -E 'mAP50-95' "$1" | tail -1 | sed -E -e 's/.*"mAP50":([0-9.eE+-]+),"mAP50-95":([0-9.eE+-]+).*/mAP50 \1 mAP50-95 \2/' \
+    -e 's/.*mAP50 ([0-9.eE+-]+).*mAP50-95 ([0-9.eE+-]+).*/mAP50 \1 mAP50-95 \2/'
 }
 # The original refuses to train a family it marks experimental without this key (RTMDet at c41461e:
 # models/rtmdet/model.py:234; EC's detection training: models/ec/model.py:269); its trainer is then the one
@@ -54,6 +54,13 @@ for seed in ${SEEDS:-0}; do
       timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 \
         > $L/orig_val_${m}_$seed.log 2>&1
       vrc=$?
+      # The DETR line's originals validate by stretching to a square: our val once more in that geometry.
+      stretched=""
+      case $m in rtdetr*|dfine*|deim*|ec-*)
+        timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 val_resize=stretch \
+          > $L/orig_valstretch_${m}_$seed.log 2>&1
+        stretched="stretch_rc=$? stretched: $(metric $L/orig_valstretch_${m}_$seed.log)" ;;
+      esac
       # The original's own validator on the same checkpoint (its number, for the check that ours reproduces it).
       own="own: skipped (ORIG_VAL=0)"
       if [ "${ORIG_VAL:-1}" = 1 ]; then
@@ -62,7 +69,7 @@ for seed in ${SEEDS:-0}; do
           imgsz=640 batch=16 > $L/orig_ownval_${m}_$seed.log 2>&1
         own="own_rc=$? own: $(grep -E '^\{"checkpoint"' $L/orig_ownval_${m}_$seed.log | tail -1)"
       fi
-      echo "seed $seed $m original rc=$rc val_rc=$vrc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/orig_val_${m}_$seed.log) $own"
+      echo "seed $seed $m original rc=$rc val_rc=$vrc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(metric $L/orig_val_${m}_$seed.log) $stretched $own"
       pack
     fi
   done
