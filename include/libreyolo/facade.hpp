@@ -112,6 +112,7 @@ nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::fi
   po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
   po.conf = conf;
   po.save_txt = cfg.save_txt;
+  po.stretch = cfg.val_stretch();
   // cuda_graph=true: every image is letterboxed to imgsz x imgsz, batch 1: one graph serves them all.
   eval::GraphedForward<decltype(net)> graphed(net, dev, cfg.cuda_graph != GraphMode::off, "predict");
   auto forward = [&](const torch::Tensor& x) { return graphed(x); };

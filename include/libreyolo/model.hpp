@@ -67,16 +67,18 @@ class Model {
     auto ck = io::load_any_checkpoint(weights_);
     if (cfg.data.empty()) cfg.data = ck.meta.at("config").value("data", std::string{});
     if (!cfg.is_explicit("imgsz")) cfg.imgsz = ck.meta.at("config").value("imgsz", cfg.imgsz);
+    inherit_resize(cfg, ck);
     return with_family(model_, task_, [&](auto fam) { return validate_with(std::move(fam), cfg, ck); });
   }
 
   // `libreyolo predict`: the task's outputs (detection: boxes + annotated images; classification: top-k
   // classes) under out_dir, as JSON.
-  nlohmann::json predict(const std::filesystem::path& source, const TrainConfig& cfg,
+  nlohmann::json predict(const std::filesystem::path& source, TrainConfig cfg,
                          const std::filesystem::path& out_dir, double conf = 0.25) const {
     if (weights_.empty()) throw ConfigError("predict: model= must be a checkpoint file (weights/best.ckpt)");
     check_predict_source(source);
     auto ck = io::load_any_checkpoint(weights_);
+    inherit_resize(cfg, ck);
     return with_family(model_, task_, [&](auto fam) { return predict_with(std::move(fam), ck, source, cfg, out_dir, conf); });
   }
 
@@ -114,6 +116,16 @@ class Model {
   }
 
  private:
+  // val and predict resize their inputs as the checkpoint's run did (its train_resize and val_resize, so a
+  // train_resize=stretch run validates stretched) unless the command line sets them; a bad saved value is
+  // refused as a command-line one would be, naming the checkpoint.
+  void inherit_resize(TrainConfig& cfg, const train::Checkpoint& ck) const {
+    const auto& saved = ck.meta.at("config");
+    for (const char* key : {"train_resize", "val_resize"})
+      if (!cfg.is_explicit(key) && saved.contains(key) && saved.at(key).is_string())
+        set_key(cfg, key, saved.at(key).get<std::string>(), weights_ + ": its saved config: ", /*mark_explicit=*/false);
+  }
+
   // A source that exists but is neither a file nor a folder (a FIFO would block the read, a device
   // stream forever) is refused up front with what it is.
   static void check_predict_source(const std::filesystem::path& source) {

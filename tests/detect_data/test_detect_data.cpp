@@ -217,7 +217,8 @@ TEST_CASE("validation samples: letterbox to imgsz with the inverse mapping kept"
   // Loaded at 64 x 32 (r = 64/200 = 0.32), padded by 16 rows on top.
   CHECK(s.orig_h == 100);
   CHECK(s.orig_w == 200);
-  CHECK(s.ratio == doctest::Approx(0.32));
+  CHECK(s.ratio_x == doctest::Approx(0.32));
+  CHECK(s.ratio_y == s.ratio_x);
   CHECK(s.pad_x == 0);
   CHECK(s.pad_y == 16);
   REQUIRE(s.boxes.size(0) == 1);
@@ -227,10 +228,46 @@ TEST_CASE("validation samples: letterbox to imgsz with the inverse mapping kept"
   CHECK(b[3].item<float>() == doctest::Approx(25.6));
   CHECK(b[4].item<float>() == doctest::Approx(35.2));
   // Inverse mapping recovers the drawn rectangle.
-  CHECK((b[1].item<float>() - s.pad_x) / s.ratio == doctest::Approx(40));
-  CHECK((b[4].item<float>() - s.pad_y) / s.ratio == doctest::Approx(60));
+  CHECK((b[1].item<float>() - s.pad_x) / s.ratio_x == doctest::Approx(40));
+  CHECK((b[4].item<float>() - s.pad_y) / s.ratio_y == doctest::Approx(60));
   CHECK(s.image[0][30][20].item<int>() == 255);  // inside the box: red
   CHECK(s.image[0][5][20].item<int>() == kLetterboxFill);
+}
+
+TEST_CASE("validation samples with val_stretch: a stretch to imgsz x imgsz, a ratio per axis, no padding") {
+  lry_test::TempDir td("lry_val_stretch");
+  write_png_image(td / "images/a.png", rect_image(100, 200, 40, 20, 80, 60, {255, 0, 0}));
+  write_text(td / "labels/a.txt", "0 0.3 0.4 0.2 0.4\n");  // the rectangle [40,80) x [20,60)
+  auto aug = val_aug(64);
+  aug.val_stretch = true;
+  auto ds = DetectDataset::open_images({td / "images/a.png"}, {"box"}, aug, {});
+  std::mt19937_64 rng(0);
+  const DetectSample s = ds->get(0, rng, 0);
+  REQUIRE(s.image.sizes() == torch::IntArrayRef({3, 64, 64}));
+  CHECK(s.ratio_x == doctest::Approx(0.32));  // 64 / 200
+  CHECK(s.ratio_y == doctest::Approx(0.64));  // 64 / 100
+  CHECK(s.pad_x == 0);
+  CHECK(s.pad_y == 0);
+  REQUIRE(s.boxes.size(0) == 1);
+  const auto b = s.boxes[0];
+  CHECK(b[1].item<float>() == doctest::Approx(12.8));
+  CHECK(b[2].item<float>() == doctest::Approx(12.8));
+  CHECK(b[3].item<float>() == doctest::Approx(25.6));
+  CHECK(b[4].item<float>() == doctest::Approx(38.4));
+  // The batch's record and unletterbox's per-axis form take the boxes back to the drawn rectangle.
+  const auto batch = DetectDataset::collate({s});
+  REQUIRE(batch.letterbox.size() == 1);
+  const auto& lb = batch.letterbox[0];
+  CHECK(lb == std::array<double, 6>{100, 200, s.ratio_x, s.ratio_y, 0, 0});
+  const auto back = unletterbox(s.boxes.narrow(1, 1, 4), {64, 64}, {100, 200}, std::array<double, 2>{lb[2], lb[3]}, {lb[4], lb[5]});
+  CHECK(back[0][0].item<float>() == doctest::Approx(40));
+  CHECK(back[0][1].item<float>() == doctest::Approx(20));
+  CHECK(back[0][2].item<float>() == doctest::Approx(80));
+  CHECK(back[0][3].item<float>() == doctest::Approx(60));
+  // The image is stretched, not padded: the red rectangle lands at rows [12.8, 38.4), columns [12.8, 25.6).
+  CHECK(s.image[0][25][19].item<int>() == 255);
+  CHECK(s.image[1][25][19].item<int>() == 0);
+  CHECK(s.image[0][2][2].item<int>() != kLetterboxFill);  // no grey border: the image's own background
 }
 
 TEST_CASE("collate: padded [B, M, 5] targets (batch max or fixed max_boxes), per-image boxes kept") {

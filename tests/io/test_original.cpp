@@ -217,3 +217,96 @@ TEST_CASE("original .pt: the model_family 'rtdetr' / 'rtdetrv2' / 'ec' names our
   CHECK(io::detail::family_from_original("deimv2") == "deimv2");
   CHECK(io::detail::family_to_original("yolo9") == "yolo9");
 }
+
+TEST_CASE("original .pt: the DETR line's checkpoints carry val_resize=stretch (the original's validation geometry), the CNNs' none") {
+  lry_test::TempDir dir("lry_orig_resize");
+  ly::Yolo9Family fam("t");
+  fam.restore({{"names", std::vector<std::string>{"a", "b"}}, {"nc", 2}, {"size", "t"}});
+  const auto sd = io::module_state_dict(*fam.make_network());
+  auto config_of = [&](const std::string& family) {  // (the state dict and size are only names here)
+    const fs::path p = dir.path / (family + ".pt");
+    io::write_pt(p.string(), original_like(sd, family, "n", 2));
+    return io::checkpoint_from_original(p).meta.at("config");
+  };
+  for (const std::string f : {"rtdetr", "rtdetrv2", "rtdetrv4", "dfine", "deim", "deimv2", "ec"}) {
+    CAPTURE(f);
+    CHECK(config_of(f).value("val_resize", std::string()) == "stretch");
+  }
+  for (const std::string f : {"yolo9", "yolox", "yolonas", "rtmdet"}) {
+    CAPTURE(f);
+    CHECK_FALSE(config_of(f).contains("val_resize"));
+  }
+}
+
+TEST_CASE("val_resize: predict stretches as the checkpoint's run did or as the command line says, boxes mapped back per axis; a bad saved value is named") {
+  lry_test::TempDir dir("lry_val_resize");
+  ly::Yolo9Family fam("t");
+  fam.restore({{"names", std::vector<std::string>{"a", "b", "c"}}, {"nc", 3}, {"size", "t"}});
+  torch::manual_seed(5);
+  auto net = fam.make_network();
+  net->eval();
+  // One network, three checkpoints that differ only in their saved config.
+  auto write = [&](const std::string& name, nlohmann::json config) {
+    ly::train::Checkpoint ck;
+    config["imgsz"] = 320;
+    ck.meta = {{"format", io::kTrainerCheckpointFormat}, {"family_name", "yolo9"}, {"model", "yolo9t"},
+               {"family", fam.describe()}, {"config", config}, {"state", {{"epoch", 1}}}};
+    ly::train::put_module_state(ck, "model.", *net);
+    ly::train::save_checkpoint(ck, dir.path / name);
+    return (dir.path / name).string();
+  };
+  const auto plain = write("plain.ckpt", nlohmann::json::object());
+  const auto stretched = write("stretched.ckpt", {{"train_resize", "letterbox"}, {"val_resize", "stretch"}});
+  const auto bad = write("bad.ckpt", {{"val_resize", "squash"}});
+  // A 160 x 320 image (h x w): the letterbox pads it (predict never scales up), the stretch doubles its height.
+  ly::data::Image img(160, 320, 3, 0);
+  for (int y = 0; y < 160; ++y)
+    for (int x = 0; x < 320; ++x)
+      for (int c = 0; c < 3; ++c) img.at(y, x, c) = static_cast<uint8_t>((x * 7 + y * 13 + c * 50) % 256);
+  fs::create_directories(dir.path / "src");
+  ly::data::write_png(dir.path / "src" / "a.png", img);
+  auto predict = [&](const std::string& ckpt, std::vector<std::string> args, const std::string& out) {
+    args.push_back("device=cpu");
+    return ly::Model(ckpt).predict(dir.path / "src", ly::parse_args(args), dir.path / out, /*conf=*/0.0);
+  };
+  const auto saved = predict(stretched, {}, "p1");
+  const auto asked = predict(plain, {"val_resize=stretch"}, "p2");
+  const auto letterboxed = predict(plain, {}, "p3");
+  const auto overridden = predict(stretched, {"val_resize=letterbox"}, "p4");
+  REQUIRE(saved.size() == 1);
+  const auto& boxes = saved[0].at("boxes");
+  REQUIRE(boxes.size() > 0);
+  CHECK(saved[0].at("boxes") == asked[0].at("boxes"));             // the saved config's stretch = the command line's
+  CHECK(overridden[0].at("boxes") == letterboxed[0].at("boxes"));  // the command line wins over the saved config
+  CHECK(saved[0].at("boxes") != letterboxed[0].at("boxes"));
+  // The boxes are not all clipped to the whole image (so the comparisons above compare something).
+  size_t inside = 0;
+  for (const auto& b : boxes) inside += b.at("box")[3].get<double>() - b.at("box")[1].get<double>() < 159;
+  CHECK(inside > 0);
+  // The stretched boxes by hand: the image resized to 320 x 320, decoded, y divided by 320/160.
+  ly::data::DetBoxes none;
+  const auto in = ly::data::stretch_resize(img, 320, 320, none);
+  ly::tasks::DecodeOptions dec;
+  dec.conf = 0.0;
+  dec.iou = ly::tasks::PredictOptions{}.iou;
+  torch::NoGradGuard ng;
+  const auto x = ly::Yolo9Family::from_pixels(ly::data::to_chw_tensor(in).unsqueeze(0).to(torch::kFloat32));
+  const auto det = fam.decode(net->forward(x), dec)[0].to(torch::kFloat64);
+  REQUIRE(det.size(0) == static_cast<int64_t>(boxes.size()));
+  for (int64_t i = 0; i < det.size(0); i += std::max<int64_t>(1, det.size(0) / 7)) {
+    const auto& b = boxes[static_cast<size_t>(i)].at("box");
+    CHECK(b[0].get<double>() == doctest::Approx(std::clamp(det[i][0].item<double>(), 0.0, 320.0)).epsilon(1e-6));
+    CHECK(b[1].get<double>() == doctest::Approx(std::clamp(det[i][1].item<double>() * 160 / 320, 0.0, 160.0)).epsilon(1e-6));
+    CHECK(b[2].get<double>() == doctest::Approx(std::clamp(det[i][2].item<double>(), 0.0, 320.0)).epsilon(1e-6));
+    CHECK(b[3].get<double>() == doctest::Approx(std::clamp(det[i][3].item<double>() * 160 / 320, 0.0, 160.0)).epsilon(1e-6));
+  }
+  CHECK_THROWS_WITH_AS(predict(bad, {}, "p5"), doctest::Contains("its saved config: val_resize"), ly::ConfigError);
+  CHECK_THROWS_WITH_AS(ly::parse_args({"val_resize=squash"}), doctest::Contains("val_resize"), ly::ConfigError);
+  // auto follows train_resize.
+  ly::TrainConfig c;
+  CHECK_FALSE(c.val_stretch());
+  c.train_resize = "stretch";
+  CHECK(c.val_stretch());
+  c.val_resize = "letterbox";
+  CHECK_FALSE(c.val_stretch());
+}

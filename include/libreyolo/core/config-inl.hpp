@@ -195,6 +195,10 @@ LIBREYOLO_INLINE const std::vector<Field>& fields() {
                      "the last resize of the D-FINE line's training pipeline (dfine, deim, deimv2, rtdetrv4, ec): letterbox "
                      "(as validation) or stretch to a square (the originals'); the other pipelines letterbox only",
                      {"letterbox", "stretch"}, [](const std::string& s) { return lower(s); }));
+    v.push_back(text("val_resize", &TrainConfig::val_resize,
+                     "the resize of validation and predict inputs: letterbox, stretch to a square (the originals' DETR "
+                     "validation: rtdetr, rtdetrv2, dfine, deim, deimv2, rtdetrv4, ec), or auto (train_resize's)",
+                     {"auto", "letterbox", "stretch"}, [](const std::string& s) { return lower(s); }));
     v.push_back(text("hsv_mode", &TrainConfig::hsv_mode, "HSV jitter: multiply (gains 0..1) or add (offsets in OpenCV units)",
                      {"multiply", "add"}, [](const std::string& s) { return lower(s); }));
     v.push_back(num("hsv_h", &TrainConfig::hsv_h, 0, 180, "hue jitter (multiply: 0..1; add: hue units, 0..180)"));

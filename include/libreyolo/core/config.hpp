@@ -69,6 +69,7 @@ struct TrainConfig {
   bool multi_scale = false;
   // augmentation (Ultralytics-style defaults; families override them with the original's recipe)
   std::string train_resize = "letterbox";  // the D-FINE line's last training resize: letterbox, or stretch to a square (the originals')
+  std::string val_resize = "auto";  // validation and predict resize: letterbox, stretch to a square, or auto (= train_resize)
   std::string hsv_mode = "multiply";  // multiply: gains are fractions (Ultralytics); add: integer offsets (YOLOX)
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
   double hsv_prob = 1.0;              // probability that an image gets the HSV jitter at all
@@ -107,6 +108,9 @@ struct TrainConfig {
   std::set<std::string> explicit_keys;  // keys the user set (CLI or YAML)
 
   bool is_explicit(const std::string& key) const { return explicit_keys.count(key) > 0; }
+  // Validation and predict stretch their inputs to imgsz x imgsz (val_resize=stretch, or auto after a
+  // train_resize=stretch run) instead of letterboxing them.
+  bool val_stretch() const { return val_resize == "stretch" || (val_resize == "auto" && train_resize == "stretch"); }
   int accumulate() const {
     return batch > 0 && nbs > 0 ? std::max(1, static_cast<int>(std::lround(double(nbs) / double(batch)))) : 1;
   }

@@ -16,14 +16,20 @@ LIBREYOLO_INLINE void paste(Image& dst, const Image& src, int y, int x) {
 
 LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
                                            double ratio, std::array<double, 2> pad_xy) {
-  if (ratio <= 0) throw ConfigError("unletterbox: ratio must be > 0, got " + std::to_string(ratio));
+  return unletterbox(boxes, from_hw, to_hw, std::array<double, 2>{ratio, ratio}, pad_xy);
+}
+
+LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
+                                           std::array<double, 2> ratio_xy, std::array<double, 2> pad_xy) {
+  if (ratio_xy[0] <= 0 || ratio_xy[1] <= 0)
+    throw ConfigError("unletterbox: ratio must be > 0, got " + std::to_string(ratio_xy[0]) + " x " + std::to_string(ratio_xy[1]));
   if (from_hw[0] <= 0 || from_hw[1] <= 0 || to_hw[0] <= 0 || to_hw[1] <= 0)
     throw ConfigError("unletterbox: image shapes must be positive");
   auto out = boxes.clone();
   auto xs = torch::tensor({0, 2}, torch::kInt64).to(boxes.device());
   auto ys = torch::tensor({1, 3}, torch::kInt64).to(boxes.device());
-  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio).clamp(0, static_cast<double>(to_hw[1])));
-  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio).clamp(0, static_cast<double>(to_hw[0])));
+  out.index_copy_(-1, xs, ((out.index_select(-1, xs) - pad_xy[0]) / ratio_xy[0]).clamp(0, static_cast<double>(to_hw[1])));
+  out.index_copy_(-1, ys, ((out.index_select(-1, ys) - pad_xy[1]) / ratio_xy[1]).clamp(0, static_cast<double>(to_hw[0])));
   return out;
 }
 
@@ -44,6 +50,18 @@ LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxe
   }
   if (info) *info = {static_cast<double>(w) / img.w, static_cast<double>(h) / img.h, left, top};
   return out;
+}
+
+LIBREYOLO_INLINE Image stretch_resize(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info) {
+  if (out_h <= 0 || out_w <= 0) throw ConfigError("stretch_resize: the output size must be positive, got " +
+                                                  std::to_string(out_h) + " x " + std::to_string(out_w));
+  const float sx = static_cast<float>(out_w) / img.w, sy = static_cast<float>(out_h) / img.h;
+  for (auto& b : boxes) {
+    b.x1 *= sx, b.x2 *= sx;
+    b.y1 *= sy, b.y2 *= sy;
+  }
+  if (info) *info = {static_cast<double>(out_w) / img.w, static_cast<double>(out_h) / img.h, 0, 0};
+  return (img.h == out_h && img.w == out_w) ? img : resize_bilinear(img, out_h, out_w);
 }
 
 LIBREYOLO_INLINE Mat3 mat_mul(const Mat3& a, const Mat3& b) {

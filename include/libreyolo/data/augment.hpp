@@ -42,9 +42,15 @@ struct LetterboxInfo {
 // the original image; other columns pass through.
 LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
                                            double ratio, std::array<double, 2> pad_xy);
+// The same with a scale per axis (x, y): undoes stretch_resize as well as a letterbox.
+LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
+                                           std::array<double, 2> ratio_xy, std::array<double, 2> pad_xy);
 
 LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr,
                                  bool scaleup = true);
+// Resizes img to exactly out_h x out_w (the aspect ratio is not kept: the originals' DETR validation and
+// inference resize, val_resize=stretch) and scales the boxes per axis; no padding.
+LIBREYOLO_INLINE Image stretch_resize(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr);
 
 // ---- random perspective / affine ------------------------------------------------------------
 

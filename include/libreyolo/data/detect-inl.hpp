@@ -127,8 +127,12 @@ LIBREYOLO_INLINE DetectDataset::Sample DetectDataset::get(size_t i, std::mt19937
     boxes = pixel_boxes(used, loaded->w, loaded->h);
     detail::StageClock clock(detect_stage_times().augment_ns);
     LetterboxInfo lb;
-    const Image img = letterbox(*loaded, out_size, out_size, boxes, &lb);
-    s.ratio = static_cast<double>(loaded->w) * lb.scale_x / index_.entries[used].w;
+    const Image img = aug_.val_stretch ? stretch_resize(*loaded, out_size, out_size, boxes, &lb)
+                                       : letterbox(*loaded, out_size, out_size, boxes, &lb);
+    // The loaded image may be a cached, smaller copy: the ratios are to the file's own size. A letterbox
+    // scales both axes by one ratio (its per-axis scales differ only by the rounding of the resized size).
+    s.ratio_x = static_cast<double>(loaded->w) * lb.scale_x / index_.entries[used].w;
+    s.ratio_y = aug_.val_stretch ? static_cast<double>(loaded->h) * lb.scale_y / index_.entries[used].h : s.ratio_x;
     s.pad_x = lb.pad_x, s.pad_y = lb.pad_y;
     s.image = to_chw_tensor(img);
   }
@@ -360,7 +364,7 @@ LIBREYOLO_INLINE DetectBatch DetectDataset::collate(std::vector<DetectSample>&& 
     if (rows.size(0) > 0) std::memcpy(t + k * M * 5, rows.contiguous().data_ptr<float>(), rows.numel() * sizeof(float));
     b.boxes.push_back(std::move(s.boxes));
     b.paths.push_back(std::move(s.path));
-    b.letterbox.push_back({double(s.orig_h), double(s.orig_w), s.ratio, s.pad_x, s.pad_y});
+    b.letterbox.push_back({double(s.orig_h), double(s.orig_w), s.ratio_x, s.ratio_y, s.pad_x, s.pad_y});
   }
   return b;
 }

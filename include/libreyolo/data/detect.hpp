@@ -4,7 +4,7 @@
 // cached: image_cache.hpp), then the training pipeline of Ultralytics:
 //   mosaic (p = mosaic, while open) or letterbox -> random perspective -> mixup (p = mixup)
 //   -> HSV -> flip up-down (p = flipud) -> flip left-right (p = fliplr);
-// or, for validation (train = false), a plain letterbox to imgsz x imgsz with the mapping kept.
+// or, for validation (train = false), a plain letterbox (val_stretch: a stretch) to imgsz x imgsz with the mapping kept.
 // Mosaic closes for the last no_aug_epochs epochs; set_epoch() reports the change to listeners.
 //
 // An image that fails to decode at load time (changed after indexing) is warned about once and
@@ -57,6 +57,7 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   bool affine = true;
   bool stretch = false;        // a family pipeline's last resize stretches to a square (train_resize=stretch)
   bool can_stretch = false;    // set by a pipeline that reads `stretch` (the D-FINE line's); else stretch is refused
+  bool val_stretch = false;    // validation (train = false) stretches to imgsz x imgsz instead of letterboxing (val_resize)
   int no_aug_epochs = 15;
   int epochs = 300;            // mosaic closes for the last no_aug_epochs epochs
   std::string cache = "off";   // off | ram | disk
@@ -100,8 +101,9 @@ struct DetectSample {
   torch::Tensor boxes;  // float [n, 5]: cls, x1, y1, x2, y2 in pixels of `image`
   std::string path;
   int orig_h = 0, orig_w = 0;
-  // Validation only (train = false): original pixel = (pixel - pad) / ratio. Training: 1, 0, 0.
-  double ratio = 1;
+  // Validation only (train = false): original pixel = (pixel - pad) / ratio, per axis (a letterbox's two
+  // ratios are equal). Training: 1, 0.
+  double ratio_x = 1, ratio_y = 1;
   double pad_x = 0, pad_y = 0;
   int max_boxes = 0;  // copied from DetectAugment so the static collate knows the padding
 };
@@ -111,7 +113,7 @@ struct DetectBatch {
   torch::Tensor targets;                           // float [B, M, 5], padding rows: cls = -1, zeros
   std::vector<torch::Tensor> boxes;                // per image [n, 5] (stays on the CPU)
   std::vector<std::string> paths;
-  std::vector<std::array<double, 5>> letterbox;    // orig_h, orig_w, ratio, pad_x, pad_y
+  std::vector<std::array<double, 6>> letterbox;    // orig_h, orig_w, ratio_x, ratio_y, pad_x, pad_y
 
   // The tensors the loader pins and the trainer moves: images and targets.
   template <class F>

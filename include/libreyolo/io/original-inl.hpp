@@ -92,6 +92,12 @@ LIBREYOLO_INLINE void check_config_ints(const train::Checkpoint& ck, const std::
 LIBREYOLO_INLINE std::string family_from_original(const std::string& f) {
   return f == "rtdetr" || f == "rtdetrv2" || f == "ec" ? f + "-" : f;
 }
+// Our families whose original validates by a stretch to imgsz x imgsz rather than a letterbox.
+LIBREYOLO_INLINE bool validates_stretched(const std::string& family) {
+  for (const char* f : {"rtdetr-", "rtdetrv2-", "rtdetrv4", "dfine", "deim", "deimv2", "ec-"})
+    if (family == f) return true;
+  return false;
+}
 LIBREYOLO_INLINE std::string family_to_original(std::string f) {
   if (!f.empty() && f.back() == '-') f.pop_back();
   return f;
@@ -169,6 +175,10 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
   nlohmann::json cfg = nlohmann::json::object();
   if (const PyValue* v = root.find("imgsz"); v && v->is_int()) cfg["imgsz"] = v->as_int();
   cfg["task"] = task;
+  // The original validates and predicts with the DETR line by stretching the image to a square
+  // (validation/preprocessors.py: RTDETR-, RTDETRv2-, DFINE-, DEIM-, DEIMv2-, ECValPreprocessor); `val` and
+  // `predict` of its checkpoint read it in that geometry unless val_resize= is given (model.hpp).
+  if (detail::validates_stretched(family)) cfg["val_resize"] = "stretch";
   nlohmann::json source = {{"format", "original .pt"}, {"path", path.string()}, {"task", task}};
   for (const char* k : {"epoch", "best_mAP50_95", "best_mAP50", "ema_updates"})
     if (auto j = detail::number_or_null(root.find(k)); !j.is_null()) source[k] = j;

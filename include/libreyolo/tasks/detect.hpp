@@ -142,6 +142,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     a.cache = cfg.cache;
     a.multi_scale = cfg.multi_scale;
     a.stretch = cfg.train_resize == "stretch";
+    a.val_stretch = cfg.val_stretch();
     // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
     if constexpr (requires { Derived::adjust_augment(a, cfg, size); }) Derived::adjust_augment(a, cfg, size);
     if (a.stretch && !a.can_stretch)
@@ -182,16 +183,17 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
       if (plots && first_batch) plot_batch(*batch, preds);
       first_batch = false;
       for (size_t i = 0; i < preds.size(); ++i) {
-        const auto& lb = batch->letterbox[i];  // orig_h, orig_w, ratio, pad_x, pad_y
+        const auto& lb = batch->letterbox[i];  // orig_h, orig_w, ratio_x, ratio_y, pad_x, pad_y
         const std::array<int64_t, 2> orig{static_cast<int64_t>(lb[0]), static_cast<int64_t>(lb[1])};
-        auto p = detect::unletterbox(preds[i].to(torch::kCPU), in_hw, orig, lb[2], {lb[3], lb[4]});
+        const std::array<double, 2> ratio{lb[2], lb[3]}, pad{lb[4], lb[5]};
+        auto p = detect::unletterbox(preds[i].to(torch::kCPU), in_hw, orig, ratio, pad);
         if (p.size(0) > 0) {
           auto keep = ((p.select(1, 2) > p.select(1, 0)) & (p.select(1, 3) > p.select(1, 1))).nonzero().squeeze(1);
           p = p.index_select(0, keep);
         }
         auto g = batch->boxes[i];
         if (g.size(0) > 0)
-          g = torch::cat({g.narrow(1, 0, 1), detect::unletterbox(g.narrow(1, 1, 4), in_hw, orig, lb[2], {lb[3], lb[4]})}, 1);
+          g = torch::cat({g.narrow(1, 0, 1), detect::unletterbox(g.narrow(1, 1, 4), in_hw, orig, ratio, pad)}, 1);
         metrics.add(p, g);
         if (plots) {
           const auto pb = detect::boxes_of(p, /*gt=*/false), gb = detect::boxes_of(g, /*gt=*/true);
@@ -216,7 +218,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     return v;
   }
 
-  // Predict on image files: letterbox, forward (from_pixels of the float [1,3,S,S] image), decode + NMS, boxes
+  // Predict on image files: letterbox (opt.stretch: stretch to a square), forward (from_pixels of the float [1,3,S,S] image), decode + NMS, boxes
   // mapped back to the original pixels. Writes predictions.json, a copy of each image with its boxes,
   // class names and scores, and with save_txt labels/<stem>.txt (`class cx cy w h conf`, normalised).
   template <class Forward>
@@ -234,7 +236,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
       data::Image img = data::read_image(file);
       data::DetBoxes none;
       data::LetterboxInfo lb;
-      data::Image in = data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false);
+      data::Image in = opt.stretch ? data::stretch_resize(img, opt.imgsz, opt.imgsz, none, &lb)
+                                   : data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false);
       auto x = Derived::from_pixels(data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32));
       torch::Tensor det = derived().decode(forward(x), dec)[0].to(torch::kCPU).to(torch::kFloat64);
       nlohmann::json boxes = nlohmann::json::array();
@@ -242,7 +245,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
       std::vector<std::string> lines;
       for (int64_t i = 0; i < det.size(0); ++i) {
         torch::Tensor d = det[i];
-        // Letterboxed pixel -> original pixel: undo the padding, then the per-axis scale.
+        // Letterboxed (or stretched) pixel -> original pixel: undo the padding, then the per-axis scale.
         double x1 = std::clamp((d[0].item<double>() - lb.pad_x) / lb.scale_x, 0.0, double(img.w));
         double y1 = std::clamp((d[1].item<double>() - lb.pad_y) / lb.scale_y, 0.0, double(img.h));
         double x2 = std::clamp((d[2].item<double>() - lb.pad_x) / lb.scale_x, 0.0, double(img.w));

@@ -52,6 +52,7 @@ struct PredictOptions {
   int64_t top_k = 5;              // classification: classes reported per image
   bool save_images = true;        // annotated copies of the images
   bool save_txt = false;          // labels/<stem>.txt: YOLO-format lines with a confidence column
+  bool stretch = false;           // detection: stretch the image to imgsz x imgsz instead of letterboxing it (val_resize)
 };
 
 // The images a `source=` names: one image file, every image under a folder (recursive, sorted), or a
