@@ -113,7 +113,7 @@ nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::fi
   po.conf = conf;
   po.save_txt = cfg.save_txt;
   po.stretch = cfg.val_stretch();
-  // cuda_graph=true: every image is letterboxed to imgsz x imgsz, batch 1: one graph serves them all.
+  // cuda_graph=true: every image is letterboxed (or stretched) to imgsz x imgsz, batch 1: one graph serves them all.
   eval::GraphedForward<decltype(net)> graphed(net, dev, cfg.cuda_graph != GraphMode::off, "predict");
   auto forward = [&](const torch::Tensor& x) { return graphed(x); };
   return family.predict(forward, source, po, dev, out_dir);
