@@ -4,7 +4,7 @@
 # 120 val), from scratch, 10 epochs, 640 px, no_aug_epochs=2, batch 8 for the CNNs and 4 for the DETRs,
 # each library at its own defaults otherwise. The original trains through its own API
 # (benchmarks/fidelity/original_train.py; its validation needs pycocotools, absent there, so it runs with
-# eval_interval=0) and its weights/last.pt is validated by our `val` and by its own validator
+# eval_interval=0) and its weights/last.pt is validated by our `val` (val_resize=letterbox) and by its own validator
 # (benchmarks/fidelity/original_val.py through common.sh's coco_shim; ORIG_VAL=0 skips it), and for the DETR line
 # by our `val` once more with val_resize=stretch (the originals' validation geometry); ours validates after epoch 10.
 # STYLE=shapes trains on issue 39's set instead (`data synth --task detect --images 400 --imgsz 640 --classes 8
@@ -51,7 +51,9 @@ for seed in ${SEEDS:-0}; do
         /tmp/orig/${m}_$seed epochs=10 batch=$b imgsz=640 workers=8 no_aug_epochs=2 seed=$seed eval_interval=0 $(orig_keys_for $m) ${ORIG_KEYS:-} \
         > $L/orig_${m}_$seed.log 2>&1
       rc=$?; t1=$(date +%s.%N)
-      timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 \
+      # Letterboxed, explicitly: the original's DETR-line .pt carries val_resize=stretch (io/original-inl.hpp), and
+      # sessions before 24 read every original letterboxed.
+      timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 val_resize=letterbox \
         > $L/orig_val_${m}_$seed.log 2>&1
       vrc=$?
       # The DETR line's originals validate by stretching to a square: our val once more in that geometry.
