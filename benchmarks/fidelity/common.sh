@@ -62,3 +62,13 @@ coco_shim() {
   export PYTHONPATH=/tmp/pyshim${PYTHONPATH:+:$PYTHONPATH}
   python3 -c "import pycocotools.coco, pycocotools.cocoeval" || { echo "coco_shim: pycocotools still not importable"; return 1; }
 }
+# lane_arm MODEL SEED ours|original STYLE [ORIG_KEYS] [TAG] [OURS_KEYS]: one library's side of side_by_side.sh for one
+# (model, seed), its lines in $L/lanes/STYLE_MODELTAG_SEED_SIDE.txt, under ARM_TIMEOUT (default 1500 s). For drivers
+# that run many arms at once in the background (benchmarks/s25/driver.sh; session 24's driver holds its own copy).
+lane_arm() {
+  local skip=SKIP_ORIGINAL; [ "$3" = original ] && skip=SKIP_OURS
+  mkdir -p $L/lanes
+  env $skip=1 SKIP_BUILD=1 STYLE=$4 SEEDS=$2 ARM_TIMEOUT=${ARM_TIMEOUT:-1500} ORIG_KEYS="${5:-}" TAG="${6:-}" OURS_KEYS="${7:-}" \
+    bash benchmarks/fidelity/side_by_side.sh $1 > $L/lanes/${4}_${1}${6:-}_$2_$3.txt 2>&1
+  echo "arm done $4 $1${6:-} $2 $3 $(date -u +%T)"
+}

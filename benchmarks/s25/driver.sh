@@ -32,18 +32,10 @@ build_cuda ${BUILD_TIMEOUT:-420} libreyolo_cli
 for s in 0 1 2 3; do synth_set /tmp/scenes_$s $s & done
 for s in 0 1 2; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
 wait; echo "sets written $(date -u +%T)"
-T=${ARM_TIMEOUT:-1500}
-# arm MODEL SEED ours|original STYLE [ORIG_KEYS] [TAG] [OURS_KEYS]
-arm() {
-  local skip=SKIP_ORIGINAL; [ "$3" = original ] && skip=SKIP_OURS
-  env $skip=1 SKIP_BUILD=1 STYLE=$4 SEEDS=$2 ARM_TIMEOUT=$T ORIG_KEYS="${5:-}" TAG="${6:-}" OURS_KEYS="${7:-}" \
-    bash benchmarks/fidelity/side_by_side.sh $1 > $L/lanes/${4}_${1}${6:-}_$2_$3.txt 2>&1
-  echo "arm done $4 $1${6:-} $2 $3 $(date -u +%T)"
-}
-has deimv2s && { arm deimv2s 0 original shapes & arm deimv2s 0 ours shapes "" _stretch train_resize=stretch & }
-has rtdetr && for s in 0 1; do arm rtdetr-r18 $s original scenes pretrained_backbone=false & arm rtdetrv2-r18 $s original scenes & done
-has atto && for s in 0 1 2; do arm deimv2atto $s original shapes & arm deimv2atto $s ours shapes "" _stretch train_resize=stretch & done
-has yolo9 && for s in 2 3; do arm yolo9t $s original scenes & arm yolo9t $s ours scenes & done
+has deimv2s && { lane_arm deimv2s 0 original shapes & lane_arm deimv2s 0 ours shapes "" _stretch train_resize=stretch & }
+has rtdetr && for s in 0 1; do lane_arm rtdetr-r18 $s original scenes pretrained_backbone=false & lane_arm rtdetrv2-r18 $s original scenes & done
+has atto && for s in 0 1 2; do lane_arm deimv2atto $s original shapes & lane_arm deimv2atto $s ours shapes "" _stretch train_resize=stretch & done
+has yolo9 && for s in 2 3; do lane_arm yolo9t $s original scenes & lane_arm yolo9t $s ours scenes & done
 wait
 cat $L/lanes/*.txt | grep -E "^seed" | sort > $OUT/lanes.txt
 echo "driver done $(date -u +%FT%TZ)"
