@@ -40,6 +40,7 @@ void check(const std::string& model, const std::string& size, int64_t n_params, 
   CAPTURE(model);
   RFDETROptions o;
   o.size = size;
+  o.imagenet_norm = false;  // the fixtures feed the original's network directly
   RFDETR net(o);
   if (!topk::check_state(f, *net, n_params, n_trainable)) return;
   // The state dict's order: every entry is a parameter, in keys.tsv's order.

@@ -39,14 +39,17 @@
 //     the selected boxes.
 // Group DETR: the 13 groups' enc_output, enc_output_norm, enc_out_bbox_embed, enc_out_class_embed and the
 // 13 x 300 rows of refpoint_embed / query_feat are parameters (checkpoints hold them all); eval uses
-// group 0 and the first 300 rows. Training mode runs every group (RFDETRTransformerImpl::forward, the
-// branch marked "training": one top-k per group, the decoder's self-attention within each group's 300
-// queries); see the comments there.
+// group 0 and the first 300 rows. Training mode (is_training()) runs every group as the original's
+// training forward: all 13 x 300 query rows, one top-k per group with that group's enc_output / heads,
+// the selected boxes refining that group's refpoint_embed rows (detached), the decoder's self-attention
+// within each group's 300 queries (RFDETRDecoderLayerImpl::forward), enc_outputs group by group. (No
+// loss, matcher or denoising here: the network only.)
 //
-// Input: the original's network takes ImageNet-normalised RGB (its preprocess and trainer normalise);
-// ours takes the same, un-normalised here (RFDETROptions::imagenet_norm normalises [0, 1] RGB inside
-// encode(); off by default, as the fixture feeds the network directly). Sizes: multiples of 32 (patch
-// 16 x 2 windows).
+// Input: the original's network takes ImageNet-normalised RGB (its preprocess_numpy and trainer
+// normalise before the network); ours takes [0, 1] RGB and normalises inside encode()
+// (RFDETROptions::imagenet_norm, on by default as EC's / DEIMv2's; the fixture test turns it off, as the
+// fixtures feed the network directly). Sizes: multiples of 32 (patch 16 x 2 windows); other sizes than
+// the size's resolution resample the position embeddings as the original does.
 //
 // The encoder boundary (capture/region.hpp style): encode(x) = backbone (DINOv2 + projector + position
 // encoding), decode(features) = transformer + heads; forward(x) == decode(encode(x)).
@@ -115,7 +118,7 @@ struct RFDETROptions {
   int64_t num_classes = 80;    // the head has num_classes + 1 logits (the original's build_model)
   int64_t num_queries = 300;
   int64_t group_detr = 13;
-  bool imagenet_norm = false;  // normalise [0, 1] RGB inside encode() (see the header comment)
+  bool imagenet_norm = true;   // normalise [0, 1] RGB inside encode() (see the header comment)
 };
 
 // ---- DINOv2 (windowed, no registers) ------------------------------------------------------------
@@ -283,8 +286,9 @@ class Dinov2EmbeddingsImpl : public torch::nn::Cloneable<Dinov2EmbeddingsImpl> {
     const int64_t h = H / patch_, w = W / patch_, hw = h / nw_, ww = w / nw_, D = emb.size(2);
     auto cls = emb.narrow(1, 0, 1);
     auto pix = emb.narrow(1, 1, h * w).reshape({B * nw_, hw, nw_, ww, D}).permute({0, 2, 1, 3, 4}).reshape({B * nw_ * nw_, hw * ww, D});
-    // The original repeats the (batch-independent) [CLS] + position row nw^2 times.
-    return torch::cat({cls.expand({B * nw_ * nw_, 1, D}), pix}, 1);
+    // As the original: the [CLS] + position rows repeated nw^2 times (image-minor, where the windows are
+    // image-major; the rows are the same for every image, so each window gets its image's).
+    return torch::cat({cls.repeat({nw_ * nw_, 1, 1}), pix}, 1);
   }
   torch::Tensor cls_token, mask_token, position_embeddings;
   Dinov2PatchEmbeddings patch_embeddings{nullptr};
@@ -772,7 +776,9 @@ class RFDETRTransformerImpl : public torch::nn::Cloneable<RFDETRTransformerImpl>
     out.memory_ts = torch::cat(mems_ts, 1);
     out.topk_ind = torch::cat(inds, 1);
     // The decoder's queries: query_feat; its reference boxes: refpoint_embed's rows refining the selected
-    // boxes (detached, as the original), the rows past the selection (only when N < num_queries) as they are.
+    // boxes (detached, as the original), the rows past the selection as they are. (Only when N <
+    // num_queries is there such a rest; then, in training, the original refines the first G * N rows with
+    // the groups' boxes in turn, across its groups' 300-row blocks: kept as it is.)
     auto tgt = query_w.unsqueeze(0).expand({B, -1, -1}).contiguous();
     auto ref = refpoint_w.unsqueeze(0).expand({B, -1, -1}).contiguous();
     const int64_t ts_len = out.boxes_ts.size(1);
