@@ -58,7 +58,6 @@
 #include <libreyolo/nn/detr/deformable_attention.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
 #include <libreyolo/nn/normalize.hpp>
-#include <libreyolo/nn/vit.hpp>
 
 #include <torch/torch.h>
 
@@ -191,6 +190,25 @@ class Dinov2AttentionImpl : public torch::nn::Cloneable<Dinov2AttentionImpl> {
 };
 TORCH_MODULE(Dinov2Attention);
 
+// Dinov2WithRegistersMLP: fc2(gelu(fc1(x))), exact GELU (ACT2FN["gelu"]). nn::vit::Mlp has the same names
+// and math, but its LinearImpl::forward runs a 3-D input as matmul + add (LibTorch 1.13's functional
+// linear); the original's F.linear is at::linear (one fused addmm), as detr::linear here, which keeps the
+// rounding closer to the original's.
+class Dinov2MLPImpl : public torch::nn::Cloneable<Dinov2MLPImpl> {
+ public:
+  Dinov2MLPImpl(int64_t dim, int64_t hidden) : dim_(dim), hidden_(hidden) { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", torch::nn::Linear(dim_, hidden_));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden_, dim_));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return detr::linear(fc2, torch::gelu(detr::linear(fc1, x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+
+ private:
+  int64_t dim_, hidden_;
+};
+TORCH_MODULE(Dinov2MLP);
+
 // WindowedDinov2WithRegistersLayer: pre-norm block; x [B * nw^2, T, D] (window-major within an image).
 // full_attention: the image's windows attend together (viewed as [B, nw^2 * T, D] for the attention only).
 class Dinov2LayerImpl : public torch::nn::Cloneable<Dinov2LayerImpl> {
@@ -201,7 +219,7 @@ class Dinov2LayerImpl : public torch::nn::Cloneable<Dinov2LayerImpl> {
     attention = register_module("attention", Dinov2Attention(dim_, heads_));
     layer_scale1 = register_module("layer_scale1", Dinov2LayerScale(dim_));
     norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_}).eps(kVitEps)));
-    mlp = register_module("mlp", nn::vit::Mlp(dim_, static_cast<int64_t>(double(dim_) * kVitMlpRatio), true));
+    mlp = register_module("mlp", Dinov2MLP(dim_, static_cast<int64_t>(double(dim_) * kVitMlpRatio)));
     layer_scale2 = register_module("layer_scale2", Dinov2LayerScale(dim_));
   }
   torch::Tensor forward(const torch::Tensor& x, bool full_attention) {
@@ -216,7 +234,7 @@ class Dinov2LayerImpl : public torch::nn::Cloneable<Dinov2LayerImpl> {
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   Dinov2Attention attention{nullptr};
   Dinov2LayerScale layer_scale1{nullptr}, layer_scale2{nullptr};
-  nn::vit::Mlp mlp{nullptr};
+  Dinov2MLP mlp{nullptr};
 
  private:
   int64_t dim_, heads_, nw_;
