@@ -1,0 +1,385 @@
+#pragma once
+// RF-DETR's training criterion: the original's HungarianMatcher (models/rfdetr/matcher.py) and
+// SetCriterion (models/rfdetr/loss.py) for detection, with the arguments its network assembly gives them
+// (nn.py _make_args + lwdetr.py build_criterion_and_postprocessors):
+//
+//   matcher   per image and per Group-DETR group (training: 13 groups, the queries split into 13 blocks of
+//             num_queries, each matched on its own to all of the image's targets; eval: one group), the
+//             minimum-cost one-to-one assignment (assign/hungarian.hpp, float64 as scipy) of
+//               cost = 5 * L1(cxcywh) + 2 * class cost + 2 * (-GIoU),
+//               class cost = a (1 - p)^2 (-logsigmoid(x)) - (1 - a) p^2 (-logsigmoid(-x)), a = 0.25
+//             (the original hard-codes alpha 0.25 and gamma 2 here, whatever focal_alpha says), computed in
+//             float32; non-finite costs replaced by (max finite + max |finite| + 1), as the original.
+//   losses    loss_ce      the default IA-BCE ("ia_bce_loss": True): with p = sigmoid(x), for every query and
+//                          class a negative weight p^2 (not detached), and at the matched (query, target
+//                          class) t = clamp(p^alpha * IoU^(1 - alpha), min 0.01) (detached; IoU of the
+//                          detached predicted box and its target, no epsilon), positive weight t and negative
+//                          weight 1 - t; loss = sum(w_neg * x - logsigmoid(x) * (w_pos + w_neg)) / num_boxes
+//                          (alpha = focal_alpha 0.25). The sigmoid focal (alpha 0.25, gamma 2, one-hot) and
+//                          the varifocal flavours of the original are here too (RFDETRClassLoss).
+//             loss_bbox    sum |box - target| / num_boxes over matched pairs,
+//             loss_giou    sum (1 - GIoU) / num_boxes,
+//             class_error  100 - top-1 accuracy of the matched queries (100 with none; logging only),
+//             cardinality_error  mean |#(argmax != last logit) - #targets| (logging only),
+//   for       the last decoder layer (no suffix), the other layers (_0 .. _{L-2}) and the two-stage encoder
+//             proposals (_enc), each matched on its own;
+//   num_boxes = max(1, #targets in the batch x group_detr) (sum_group_losses off; one process: the
+//             original's all-reduce and division by the world size are identities here);
+//   total     sum of loss * weight over the keys of the weight dict (loss_ce 1, loss_bbox 5, loss_giou 2,
+//             the same for every _i and _enc), in the original's key order, as its trainer sums them.
+// Box ops are the original's (box_ops.py): cxcywh -> xyxy clamps w, h at 0; IoU and GIoU without
+// epsilons (not nn/detr/layers.hpp's, which add 1e-6 as RT-DETR's).
+// Not here: masks, keypoints, OBB angles, the position-supervised flavour.
+#include <libreyolo/assign/hungarian.hpp>
+#include <libreyolo/core/error.hpp>
+#include <libreyolo/families/rfdetr/network.hpp>
+#include <libreyolo/nn/detr/denoising.hpp>
+#include <libreyolo/nn/detr/set_batch.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace libreyolo::families::rfdetr {
+
+using nn::detr::DetrTarget;
+using nn::detr::MatchIndices;
+
+// ---- box ops (the original's box_ops.py) ----------------------------------------------------------------
+inline torch::Tensor rfdetr_cxcywh_to_xyxy(const torch::Tensor& x) {
+  auto xc = x.select(-1, 0), yc = x.select(-1, 1), w = x.select(-1, 2).clamp_min(0.0), h = x.select(-1, 3).clamp_min(0.0);
+  return torch::stack({xc - 0.5 * w, yc - 0.5 * h, xc + 0.5 * w, yc + 0.5 * h}, -1);
+}
+inline torch::Tensor rfdetr_box_area(const torch::Tensor& b) {
+  return (b.select(-1, 2) - b.select(-1, 0)) * (b.select(-1, 3) - b.select(-1, 1));
+}
+// Pairwise IoU and union [N, M] of xyxy boxes.
+inline std::pair<torch::Tensor, torch::Tensor> rfdetr_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto area1 = rfdetr_box_area(a), area2 = rfdetr_box_area(b);
+  auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
+  auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
+  auto wh = (rb - lt).clamp_min(0);
+  auto inter = wh.select(2, 0) * wh.select(2, 1);
+  auto uni = area1.unsqueeze(1) + area2 - inter;
+  return {inter / uni, uni};
+}
+inline torch::Tensor rfdetr_generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto [iou, uni] = rfdetr_box_iou(a, b);
+  auto lt = torch::min(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
+  auto rb = torch::max(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
+  auto wh = (rb - lt).clamp_min(0);
+  auto area = wh.select(2, 0) * wh.select(2, 1);
+  return iou - (area - uni) / area;
+}
+// The diagonals of the two for matched pairs a[i] <-> b[i] (the same operations element by element).
+inline std::pair<torch::Tensor, torch::Tensor> rfdetr_paired_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto area1 = rfdetr_box_area(a), area2 = rfdetr_box_area(b);
+  auto lt = torch::max(a.narrow(1, 0, 2), b.narrow(1, 0, 2));
+  auto rb = torch::min(a.narrow(1, 2, 2), b.narrow(1, 2, 2));
+  auto wh = (rb - lt).clamp_min(0);
+  auto inter = wh.select(1, 0) * wh.select(1, 1);
+  auto uni = area1 + area2 - inter;
+  return {inter / uni, uni};
+}
+inline torch::Tensor rfdetr_paired_giou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto [iou, uni] = rfdetr_paired_iou(a, b);
+  auto lt = torch::min(a.narrow(1, 0, 2), b.narrow(1, 0, 2));
+  auto rb = torch::max(a.narrow(1, 2, 2), b.narrow(1, 2, 2));
+  auto wh = (rb - lt).clamp_min(0);
+  auto area = wh.select(1, 0) * wh.select(1, 1);
+  return iou - (area - uni) / area;
+}
+
+// ---- matcher ----------------------------------------------------------------------------------------------
+struct RFDETRMatcherOptions {
+  double cost_class = 2, cost_bbox = 5, cost_giou = 2;  // set_cost_class / _bbox / _giou of _make_args
+};
+
+class RFDETRMatcher {
+ public:
+  explicit RFDETRMatcher(RFDETRMatcherOptions o = {}) : o_(o) {
+    if (o_.cost_class == 0 && o_.cost_bbox == 0 && o_.cost_giou == 0) throw ConfigError("RF-DETR matcher: all costs can't be 0");
+  }
+
+  // The cost matrix [B, Q, T] (float32, CPU) of one output against the batch's concatenated targets.
+  torch::Tensor cost_matrix(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& tgt_ids,
+                            const torch::Tensor& tgt_boxes) const {
+    torch::NoGradGuard ng;
+    const int64_t B = logits.size(0), Q = logits.size(1);
+    auto x = logits.flatten(0, 1);
+    auto prob = x.sigmoid();
+    auto out_bbox = boxes.flatten(0, 1);
+    auto giou = rfdetr_generalized_box_iou(rfdetr_cxcywh_to_xyxy(out_bbox), rfdetr_cxcywh_to_xyxy(tgt_boxes));
+    auto cost_giou = -giou;
+    const double alpha = 0.25, gamma = 2.0;
+    auto neg = (1 - alpha) * prob.pow(gamma) * (-torch::log_sigmoid(-x));
+    auto pos = alpha * (1 - prob).pow(gamma) * (-torch::log_sigmoid(x));
+    auto cost_class = pos.index_select(1, tgt_ids) - neg.index_select(1, tgt_ids);
+    auto cost_bbox = torch::cdist(out_bbox, tgt_boxes, 1);
+    auto c = o_.cost_bbox * cost_bbox + o_.cost_class * cost_class + o_.cost_giou * cost_giou;
+    return sanitize(c.view({B, Q, -1}).to(torch::kFloat).cpu());
+  }
+
+  // Per image (query indices ascending, target indices), the groups' matches concatenated with group g's
+  // query indices offset by g * Q / group_detr (the original's order).
+  MatchIndices operator()(const torch::Tensor& logits, const torch::Tensor& boxes, const std::vector<DetrTarget>& targets,
+                          int64_t group_detr = 1) const {
+    const int64_t B = logits.size(0), Q = logits.size(1);
+    if (static_cast<int64_t>(targets.size()) != B)
+      throw Error("RF-DETR matcher: " + std::to_string(targets.size()) + " targets for a batch of " + std::to_string(B));
+    if (group_detr < 1 || Q % group_detr != 0)
+      throw Error("RF-DETR matcher: " + std::to_string(Q) + " queries do not split into " + std::to_string(group_detr) + " groups");
+    std::vector<int64_t> sizes;
+    std::vector<torch::Tensor> ids, bx;
+    int64_t T = 0;
+    for (auto& t : targets) {
+      sizes.push_back(t.labels.size(0));
+      T += sizes.back();
+      ids.push_back(t.labels.to(logits.device(), torch::kLong));
+      bx.push_back(t.boxes.to(boxes.device(), boxes.scalar_type()));
+    }
+    nn::detr::HostMatch host(static_cast<size_t>(B));
+    if (T > 0) {
+      const auto c = cost_matrix(logits, boxes, torch::cat(ids), torch::cat(bx)).to(torch::kDouble).contiguous();
+      const double* base = c.data_ptr<double>();
+      const int64_t gq = Q / group_detr;
+      std::vector<double> block;
+      for (int64_t b = 0, col0 = 0; b < B; col0 += sizes[static_cast<size_t>(b)], ++b) {
+        const int64_t n = sizes[static_cast<size_t>(b)];
+        auto& [qi, ti] = host[static_cast<size_t>(b)];
+        if (n == 0) continue;
+        for (int64_t g = 0; g < group_detr; ++g) {
+          block.resize(static_cast<size_t>(gq * n));
+          for (int64_t q = 0; q < gq; ++q)
+            for (int64_t j = 0; j < n; ++j)
+              block[static_cast<size_t>(q * n + j)] = base[(b * Q + g * gq + q) * T + col0 + j];
+          const auto a = assign::linear_sum_assignment(block, gq, n);
+          for (size_t k = 0; k < a.rows.size(); ++k) {
+            qi.push_back(a.rows[k] + g * gq);
+            ti.push_back(a.cols[k]);
+          }
+        }
+      }
+    }
+    return nn::detr::set_batch::to_tensors(host);
+  }
+
+  const RFDETRMatcherOptions& options() const { return o_; }
+
+ private:
+  static torch::Tensor sanitize(torch::Tensor c) {
+    auto finite = torch::isfinite(c);
+    if (finite.all().item<bool>()) return c;
+    const double fmax = std::numeric_limits<float>::max();
+    double repl = fmax;
+    if (finite.any().item<bool>()) {
+      auto f = c.masked_select(finite);
+      auto r = f.max() + f.abs().max() + 1.0;
+      repl = std::isfinite(r.item<float>()) ? std::min<double>(r.item<float>(), fmax) : fmax;
+    }
+    c = c.clone();
+    c.masked_fill_(finite.logical_not(), repl);
+    return c;
+  }
+  RFDETRMatcherOptions o_;
+};
+
+// ---- criterion ----------------------------------------------------------------------------------------------
+enum class RFDETRClassLoss {
+  IaBce,      // the default ("ia_bce_loss": True)
+  Varifocal,  // use_varifocal_loss (with ia_bce_loss off)
+  Focal,      // neither: sigmoid focal on the one-hot targets
+};
+
+struct RFDETRCriterionOptions {
+  int64_t num_classes = 81;  // the criterion's num_classes: the data's classes + 1 = the logits' width
+  RFDETRMatcherOptions matcher{};
+  double focal_alpha = 0.25;
+  double cls_loss_coef = 1, bbox_loss_coef = 5, giou_loss_coef = 2;
+  int64_t group_detr = 13;
+  bool sum_group_losses = false;
+  RFDETRClassLoss class_loss = RFDETRClassLoss::IaBce;
+  int64_t dec_layers = 3;  // for the weight dict: loss_*_0 .. loss_*_{dec_layers - 2}
+  bool aux_loss = true, two_stage = true;
+};
+
+struct RFDETRLosses {
+  std::vector<std::pair<std::string, torch::Tensor>> terms;  // the original's dict, in its order (unweighted)
+  torch::Tensor total;                                       // sum over weighted keys of term * weight
+  std::vector<MatchIndices> indices;                         // main, aux 0 .., enc (as matched)
+
+  const torch::Tensor& at(const std::string& k) const {
+    for (auto& [n, v] : terms)
+      if (n == k) return v;
+    throw Error("RF-DETR criterion: no loss term '" + k + "'");
+  }
+};
+
+class RFDETRCriterion {
+ public:
+  explicit RFDETRCriterion(RFDETRCriterionOptions o = {}) : o_(o), matcher_(o.matcher) {
+    const std::vector<std::pair<std::string, double>> base{
+        {"loss_ce", o_.cls_loss_coef}, {"loss_bbox", o_.bbox_loss_coef}, {"loss_giou", o_.giou_loss_coef}};
+    weights_ = base;
+    if (o_.aux_loss) {
+      for (int64_t i = 0; i + 1 < o_.dec_layers; ++i)
+        for (auto& [k, v] : base) weights_.emplace_back(k + "_" + std::to_string(i), v);
+      if (o_.two_stage)
+        for (auto& [k, v] : base) weights_.emplace_back(k + "_enc", v);
+    }
+  }
+
+  // The options for a network (num_classes + 1 logits, its decoder depth and group count).
+  static RFDETRCriterionOptions for_network(const RFDETROptions& net) {
+    RFDETRCriterionOptions o;
+    o.num_classes = net.num_classes + 1;
+    o.dec_layers = rfdetr_size(net.size)->dec_layers;
+    o.group_detr = net.group_detr;
+    return o;
+  }
+
+  const std::vector<std::pair<std::string, double>>& weight_dict() const { return weights_; }
+  const RFDETRMatcher& matcher() const { return matcher_; }
+  const RFDETRCriterionOptions& options() const { return o_; }
+
+  // training: the original's criterion.training (13 groups matched separately; eval matches one group).
+  RFDETRLosses operator()(const RFDETROutput& out, const std::vector<DetrTarget>& targets, bool training) const {
+    const int64_t G = training ? o_.group_detr : 1;
+    int64_t nb = 0;
+    for (auto& t : targets) nb += t.labels.size(0);
+    if (!o_.sum_group_losses) nb *= G;
+    const double num_boxes = std::max(1.0, static_cast<double>(static_cast<float>(nb)));
+
+    std::vector<DetrTarget> tg;  // on the outputs' device
+    for (auto& t : targets)
+      tg.push_back({t.labels.to(out.pred_logits.device(), torch::kLong), t.boxes.to(out.pred_boxes.device(), out.pred_boxes.scalar_type())});
+
+    RFDETRLosses r;
+    auto run = [&](const torch::Tensor& logits, const torch::Tensor& boxes, const std::string& suffix, bool log) {
+      auto idx = matcher_(logits, boxes, tg, G);
+      // the original's losses order: labels, boxes, cardinality
+      labels_loss(logits, boxes, tg, idx, num_boxes, suffix, log, r.terms);
+      boxes_loss(boxes, tg, idx, num_boxes, suffix, r.terms);
+      cardinality(logits, tg, suffix, r.terms);
+      r.indices.push_back(std::move(idx));
+    };
+    run(out.pred_logits, out.pred_boxes, "", true);
+    for (size_t i = 0; i < out.aux_outputs.size(); ++i)
+      run(out.aux_outputs[i].pred_logits, out.aux_outputs[i].pred_boxes, "_" + std::to_string(i), false);
+    if (out.enc_outputs.pred_logits.defined()) run(out.enc_outputs.pred_logits, out.enc_outputs.pred_boxes, "_enc", false);
+
+    for (auto& [k, v] : r.terms)
+      for (auto& [wk, w] : weights_)
+        if (wk == k) r.total = r.total.defined() ? r.total + v * w : v * w;
+    if (!r.total.defined()) r.total = torch::zeros({}, out.pred_logits.options());
+    return r;
+  }
+
+ private:
+  static std::pair<torch::Tensor, torch::Tensor> src_permutation(const MatchIndices& idx, torch::Device dev) {
+    std::vector<torch::Tensor> bi, si;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      bi.push_back(torch::full_like(idx[i].first, static_cast<int64_t>(i)));
+      si.push_back(idx[i].first);
+    }
+    return {torch::cat(bi).to(dev), torch::cat(si).to(dev)};
+  }
+  static torch::Tensor gather_targets(const std::vector<DetrTarget>& tg, const MatchIndices& idx, bool boxes) {
+    std::vector<torch::Tensor> parts;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      const auto& src = boxes ? tg[i].boxes : tg[i].labels;
+      parts.push_back(src.index_select(0, idx[i].second.to(src.device())));
+    }
+    return torch::cat(parts);
+  }
+
+  void labels_loss(const torch::Tensor& logits, const torch::Tensor& boxes, const std::vector<DetrTarget>& tg, const MatchIndices& idx,
+                   double num_boxes, const std::string& suffix, bool log, std::vector<std::pair<std::string, torch::Tensor>>& terms) const {
+    const auto [bi, qi] = src_permutation(idx, logits.device());
+    const auto cls_o = gather_targets(tg, idx, false);
+    const int64_t n = bi.size(0);
+    auto ious = [&]() {
+      torch::NoGradGuard ng;
+      auto src = boxes.index({bi, qi}).detach();
+      auto tb = gather_targets(tg, idx, true);
+      return rfdetr_paired_iou(rfdetr_cxcywh_to_xyxy(src), rfdetr_cxcywh_to_xyxy(tb)).first.detach();
+    };
+    const double alpha = o_.focal_alpha, gamma = 2;
+    torch::Tensor loss_ce;
+    if (o_.class_loss == RFDETRClassLoss::IaBce) {
+      auto prob = logits.sigmoid();
+      auto pos_w = torch::zeros_like(logits);
+      auto neg_w = prob.pow(gamma);
+      if (n > 0) {
+        const auto pos_ious = ious();
+        auto t = (prob.index({bi, qi, cls_o}).pow(alpha) * pos_ious.pow(1 - alpha)).clamp_min(0.01).detach();
+        pos_w.index_put_({bi, qi, cls_o}, t.to(pos_w.scalar_type()));
+        neg_w.index_put_({bi, qi, cls_o}, 1 - t.to(neg_w.scalar_type()));
+      }
+      loss_ce = (neg_w * logits - torch::log_sigmoid(logits) * (pos_w + neg_w)).sum() / num_boxes;
+    } else if (o_.class_loss == RFDETRClassLoss::Varifocal) {
+      auto tgt = torch::zeros({logits.size(0), logits.size(1), o_.num_classes}, logits.options());
+      if (n > 0) tgt.index_put_({bi, qi, cls_o}, ious());
+      auto prob = logits.sigmoid();
+      auto fw = tgt * (tgt > 0.0).to(tgt.scalar_type()) + (1 - alpha) * (prob - tgt).abs().pow(gamma) * (tgt <= 0.0).to(tgt.scalar_type());
+      auto ce = torch::binary_cross_entropy_with_logits(logits, tgt, {}, {}, at::Reduction::None);
+      loss_ce = (ce * fw).mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+    } else {
+      auto tc = torch::full({logits.size(0), logits.size(1)}, o_.num_classes, torch::TensorOptions().dtype(torch::kLong).device(logits.device()));
+      if (n > 0) tc.index_put_({bi, qi}, cls_o);
+      auto onehot = torch::zeros({logits.size(0), logits.size(1), logits.size(2) + 1}, logits.options());
+      onehot.scatter_(2, tc.unsqueeze(-1), 1);
+      onehot = onehot.narrow(2, 0, logits.size(2));
+      auto prob = logits.sigmoid();
+      auto ce = torch::binary_cross_entropy_with_logits(logits, onehot, {}, {}, at::Reduction::None);
+      auto p_t = prob * onehot + (1 - prob) * (1 - onehot);
+      auto loss = ce * (1 - p_t).pow(gamma);
+      if (alpha >= 0) loss = (alpha * onehot + (1 - alpha) * (1 - onehot)) * loss;
+      loss_ce = loss.mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+    }
+    terms.emplace_back("loss_ce" + suffix, loss_ce);
+    if (log) {
+      torch::NoGradGuard ng;
+      torch::Tensor err;
+      if (n == 0) {
+        err = 100 - torch::zeros({}, logits.options());
+      } else {
+        auto pred = std::get<1>(logits.index({bi, qi}).topk(1, 1, true, true)).t();  // [1, n]
+        auto correct = pred.eq(cls_o.view({1, -1}).expand_as(pred)).view(-1).to(torch::kFloat).sum(0);
+        err = 100 - correct.mul_(100.0 / static_cast<double>(n));
+      }
+      terms.emplace_back("class_error" + suffix, err);
+    }
+  }
+
+  static void cardinality(const torch::Tensor& logits, const std::vector<DetrTarget>& tg, const std::string& suffix,
+                          std::vector<std::pair<std::string, torch::Tensor>>& terms) {
+    torch::NoGradGuard ng;
+    std::vector<int64_t> lens;
+    for (auto& t : tg) lens.push_back(t.labels.size(0));
+    auto tl = torch::tensor(lens, torch::kLong).to(logits.device());
+    auto card = (logits.argmax(-1) != logits.size(-1) - 1).sum(1);
+    terms.emplace_back("cardinality_error" + suffix, torch::l1_loss(card.to(torch::kFloat), tl.to(torch::kFloat)));
+  }
+
+  static void boxes_loss(const torch::Tensor& boxes, const std::vector<DetrTarget>& tg, const MatchIndices& idx, double num_boxes,
+                         const std::string& suffix, std::vector<std::pair<std::string, torch::Tensor>>& terms) {
+    const auto [bi, qi] = src_permutation(idx, boxes.device());
+    auto src = boxes.index({bi, qi});
+    auto tb = gather_targets(tg, idx, true);
+    terms.emplace_back("loss_bbox" + suffix, torch::l1_loss(src, tb, at::Reduction::None).sum() / num_boxes);
+    auto giou = rfdetr_paired_giou(rfdetr_cxcywh_to_xyxy(src), rfdetr_cxcywh_to_xyxy(tb));
+    terms.emplace_back("loss_giou" + suffix, (1 - giou).sum() / num_boxes);
+  }
+
+  RFDETRCriterionOptions o_;
+  RFDETRMatcher matcher_;
+  std::vector<std::pair<std::string, double>> weights_;
+};
+
+}  // namespace libreyolo::families::rfdetr
