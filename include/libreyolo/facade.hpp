@@ -25,6 +25,17 @@
 
 namespace libreyolo {
 
+// train_resize / val_resize are detection's keys: classification, point and semantic models resize their
+// inputs their own way (centre crop, letterbox, plain resize), so either key set for them is refused, not ignored.
+template <class F>
+void refuse_detect_resize(const TrainConfig& cfg) {
+  if constexpr (family_traits<F>::task != Task::detect)
+    for (const auto& [key, value] : {std::pair{"train_resize", cfg.train_resize}, std::pair{"val_resize", cfg.val_resize}})
+      if (cfg.is_explicit(key))
+        throw ConfigError(std::string(key) + "=" + value + ": a " + std::string(F::task_info::name) +
+                          " model resizes its inputs its own way; the key is for detection models (allowed: leave it unset)");
+}
+
 // Composes the trainer for a family from the run-time switches (cuda_graph x profile) and trains. The
 // profiler's window comes from the config (profile_warmup / profile_steps / profile_trace_steps) inside
 // the trainer itself.
@@ -36,6 +47,7 @@ TrainResult train_with_capture(F family, const TrainConfig& cfg) {
 }
 template <class F>
 TrainResult train_with(F family, const TrainConfig& cfg) {
+  refuse_detect_resize<F>(cfg);
   if (dist::launched_distributed()) {
     // One rank of a data-parallel run: capture resolves to Eager and the profiler to Off statically, so
     // the flags only decide which notice is printed; every combination is the same trainer type.
@@ -77,6 +89,7 @@ typename F::Network network_from(F& family, const train::Checkpoint& ck, torch::
 // cfg.cuda_graph the forward replays CUDA graphs (eval/graphed_forward.hpp; one line and eager without CUDA).
 template <class F>
 train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoint& ck) {
+  refuse_detect_resize<F>(cfg);
   train::apply_family_overrides(family, cfg);
   family.restore(ck.meta.at("family"));
   family.setup(cfg);
@@ -106,6 +119,7 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
 template <class F>
 nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::filesystem::path& source,
                             const TrainConfig& cfg, const std::filesystem::path& out_dir, double conf) {
+  refuse_detect_resize<F>(cfg);
   const auto dev = resolve_device(cfg.device);
   auto net = network_from(family, ck, dev);
   tasks::PredictOptions po;

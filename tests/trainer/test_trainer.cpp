@@ -194,3 +194,20 @@ TEST_CASE("ema_restart_decay on a family without an EMA restart is named as not 
   static_assert(!ly::member::declares<ly::ResNetFamily, ly::member::ema_restart>);
   static_assert(ly::member::declares<ly::DFineFamily, ly::member::ema_restart>);
 }
+
+TEST_CASE("train_resize / val_resize set for a model that is not a detector are refused, naming the key and the task") {
+  lry_test::TempDir runs("lry_runs");
+  for (const std::string key : {"train_resize=stretch", "val_resize=letterbox"}) {
+    auto args = base_args(runs.path, "resize");
+    args.push_back(key);
+    try {
+      (void)ly::Model("resnet18").train(ly::parse_args(args));
+      FAIL("expected a ConfigError for " << key);
+    } catch (const ly::ConfigError& e) {
+      const std::string m = e.what();
+      CHECK(m.find(key) == 0);
+      CHECK(m.find("classify") != std::string::npos);
+      CHECK(m.find("detection") != std::string::npos);
+    }
+  }
+}

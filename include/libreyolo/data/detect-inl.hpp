@@ -185,13 +185,13 @@ LIBREYOLO_INLINE DetectDataset::Tile DetectDataset::load_tile(size_t i) const {
     t.img = load(i, &t.index);
   } else {
     detail::StageClock clock(detect_stage_times().load_ns);
-    t.img = with_substitute(i, &t.index, [&](size_t j) {
-      return buffer_->get(j, [&] {
-        const auto& e = index_.entries[j];
-        const auto [w, h] = resized_size(e);
-        return read_image(e.image, std::max(e.h, e.w) > aug_.imgsz ? std::min(h, w) : 0);
-      });
-    });
+    // The tile is the image resized to its long side imgsz, as a cached one is and as the original's
+    // pull_item gives it (data/dataset.py load_resized_img): a mosaic then halves the 2 imgsz canvas at
+    // exactly 1/2 (each output pixel the mean of a 2 x 2 block, the original's cv2.resize). Tiles kept at
+    // the decoded size were resampled once, straight to the output: for an image over imgsz that skipped
+    // source pixels (a step of up to 3 for 960 px images) and aliased fine texture and noise, the harder
+    // samples benchmarks/s25/yolo9_audit.md traced (+6-9% training loss while mosaic is on).
+    t.img = with_substitute(i, &t.index, [&](size_t j) { return buffer_->get(j, [&] { return decode_resized(index_.entries[j]); }); });
   }
   std::tie(t.w, t.h) = resized_size(index_.entries[t.index]);
   return t;
