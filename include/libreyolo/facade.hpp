@@ -26,7 +26,7 @@
 namespace libreyolo {
 
 // train_resize / val_resize are detection's keys: classification, point and semantic models resize their
-// inputs their own way (centre crop, letterbox, plain resize), so either key set for them is refused, not ignored.
+// inputs their own way (a centre crop; a stretch to imgsz x imgsz), so either key set for them is refused, not ignored.
 template <class F>
 void refuse_detect_resize(const TrainConfig& cfg) {
   if constexpr (family_traits<F>::task != Task::detect)
