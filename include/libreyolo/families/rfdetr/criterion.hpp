@@ -34,6 +34,7 @@
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/families/rfdetr/network.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
+#include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/nn/detr/set_batch.hpp>
 
 #include <torch/torch.h>
@@ -51,49 +52,12 @@ using nn::detr::DetrTarget;
 using nn::detr::MatchIndices;
 
 // ---- box ops (the original's box_ops.py) ----------------------------------------------------------------
-inline torch::Tensor rfdetr_cxcywh_to_xyxy(const torch::Tensor& x) {
-  auto xc = x.select(-1, 0), yc = x.select(-1, 1), w = x.select(-1, 2).clamp_min(0.0), h = x.select(-1, 3).clamp_min(0.0);
-  return torch::stack({xc - 0.5 * w, yc - 0.5 * h, xc + 0.5 * w, yc + 0.5 * h}, -1);
-}
-inline torch::Tensor rfdetr_box_area(const torch::Tensor& b) {
-  return (b.select(-1, 2) - b.select(-1, 0)) * (b.select(-1, 3) - b.select(-1, 1));
-}
-// Pairwise IoU and union [N, M] of xyxy boxes.
-inline std::pair<torch::Tensor, torch::Tensor> rfdetr_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
-  auto area1 = rfdetr_box_area(a), area2 = rfdetr_box_area(b);
-  auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
-  auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
-  auto wh = (rb - lt).clamp_min(0);
-  auto inter = wh.select(2, 0) * wh.select(2, 1);
-  auto uni = area1.unsqueeze(1) + area2 - inter;
-  return {inter / uni, uni};
-}
-inline torch::Tensor rfdetr_generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
-  auto [iou, uni] = rfdetr_box_iou(a, b);
-  auto lt = torch::min(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
-  auto rb = torch::max(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
-  auto wh = (rb - lt).clamp_min(0);
-  auto area = wh.select(2, 0) * wh.select(2, 1);
-  return iou - (area - uni) / area;
-}
-// The diagonals of the two for matched pairs a[i] <-> b[i] (the same operations element by element).
-inline std::pair<torch::Tensor, torch::Tensor> rfdetr_paired_iou(const torch::Tensor& a, const torch::Tensor& b) {
-  auto area1 = rfdetr_box_area(a), area2 = rfdetr_box_area(b);
-  auto lt = torch::max(a.narrow(1, 0, 2), b.narrow(1, 0, 2));
-  auto rb = torch::min(a.narrow(1, 2, 2), b.narrow(1, 2, 2));
-  auto wh = (rb - lt).clamp_min(0);
-  auto inter = wh.select(1, 0) * wh.select(1, 1);
-  auto uni = area1 + area2 - inter;
-  return {inter / uni, uni};
-}
-inline torch::Tensor rfdetr_paired_giou(const torch::Tensor& a, const torch::Tensor& b) {
-  auto [iou, uni] = rfdetr_paired_iou(a, b);
-  auto lt = torch::min(a.narrow(1, 0, 2), b.narrow(1, 0, 2));
-  auto rb = torch::max(a.narrow(1, 2, 2), b.narrow(1, 2, 2));
-  auto wh = (rb - lt).clamp_min(0);
-  auto area = wh.select(1, 0) * wh.select(1, 1);
-  return iou - (area - uni) / area;
-}
+// DETR's box_ops, as D-FINE's copy (nn/detr/dfine_criterion.hpp dfine_detail): w, h clamped at 0 before the
+// corners, IoU and GIoU without an epsilon, the same operations element by element.
+using nn::detr::dfine_detail::cxcywh_to_xyxy;
+using nn::detr::dfine_detail::paired_giou;
+using nn::detr::dfine_detail::paired_iou_union;
+using nn::detr::dfine_detail::pairwise_giou;
 
 // ---- matcher ----------------------------------------------------------------------------------------------
 struct RFDETRMatcherOptions {
@@ -114,7 +78,7 @@ class RFDETRMatcher {
     auto x = logits.flatten(0, 1);
     auto prob = x.sigmoid();
     auto out_bbox = boxes.flatten(0, 1);
-    auto giou = rfdetr_generalized_box_iou(rfdetr_cxcywh_to_xyxy(out_bbox), rfdetr_cxcywh_to_xyxy(tgt_boxes));
+    auto giou = pairwise_giou(cxcywh_to_xyxy(out_bbox), cxcywh_to_xyxy(tgt_boxes));
     auto cost_giou = -giou;
     const double alpha = 0.25, gamma = 2.0;
     auto neg = (1 - alpha) * prob.pow(gamma) * (-torch::log_sigmoid(-x));
@@ -307,7 +271,7 @@ class RFDETRCriterion {
       torch::NoGradGuard ng;
       auto src = boxes.index({bi, qi}).detach();
       auto tb = gather_targets(tg, idx, true);
-      return rfdetr_paired_iou(rfdetr_cxcywh_to_xyxy(src), rfdetr_cxcywh_to_xyxy(tb)).first.detach();
+      return paired_iou_union(cxcywh_to_xyxy(src), cxcywh_to_xyxy(tb)).first.detach();
     };
     const double alpha = o_.focal_alpha, gamma = 2;
     torch::Tensor loss_ce;
@@ -373,7 +337,7 @@ class RFDETRCriterion {
     auto src = boxes.index({bi, qi});
     auto tb = gather_targets(tg, idx, true);
     terms.emplace_back("loss_bbox" + suffix, torch::l1_loss(src, tb, at::Reduction::None).sum() / num_boxes);
-    auto giou = rfdetr_paired_giou(rfdetr_cxcywh_to_xyxy(src), rfdetr_cxcywh_to_xyxy(tb));
+    auto giou = paired_giou(cxcywh_to_xyxy(src), cxcywh_to_xyxy(tb));
     terms.emplace_back("loss_giou" + suffix, (1 - giou).sum() / num_boxes);
   }
 
