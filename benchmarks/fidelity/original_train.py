@@ -6,7 +6,7 @@ recipe), for benchmarks/fidelity/side_by_side.sh.
 
 SRC is the folder that holds the original's `libreyolo` package (a fetched snapshot; c41461e for the
 fixtures' families). MODEL is our model name (yolo9t, yoloxt, rtmdett, yolonass, rtdetr-r18, dfinen, deimv2atto,
-ec-s, ...).
+ec-s, rfdetr-n, ...).
 The keys are passed to its `train()` (epochs, batch, imgsz, workers, seed, no_aug_epochs, eval_interval).
 Prints one JSON line: model, wall seconds, the checkpoint it wrote (weights/last.pt) and its return value's
 scalar fields. Its own validation needs pycocotools, which the CUDA machine lacks; side_by_side.sh runs it with
@@ -31,6 +31,7 @@ FAMILIES = [
     ("deimv2", "LibreDEIMv2"),
     ("deim", "LibreDEIM"),
     ("ec-", "LibreEC"),
+    ("rfdetr-", "LibreRFDETR"),
 ]
 
 
@@ -57,7 +58,10 @@ def build_original(libreyolo, model, data):
 
     with open(data) as f:
         nc = len(yaml.safe_load(f)["names"])
-    return cls(None, size=size, nb_classes=nc), cls_name, size
+    # LibreRFDETR(None, ...) resolves and downloads the size's pretrained checkpoint; an empty dict is its
+    # constructor's own "no weights" form (models/rfdetr/model.py:362-365 at c41461e): the from-scratch network.
+    weights = {} if cls_name == "LibreRFDETR" else None
+    return cls(weights, size=size, nb_classes=nc), cls_name, size
 
 
 def scratch_rtdetr():

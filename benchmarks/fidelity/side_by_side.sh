@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.."
 . benchmarks/fidelity/common.sh
 ORIG=${ORIG:-.orig}
 [ "${SKIP_BUILD:-0}" = 1 ] || build_cuda ${BUILD_TIMEOUT:-300} libreyolo_cli
-batch_for() { case $1 in rtdetr*|dfine*|deim*|ec-*) echo 4 ;; *) echo 8 ;; esac; }
+batch_for() { case $1 in rtdetr*|dfine*|deim*|ec-*|rfdetr*) echo 4 ;; *) echo 8 ;; esac; }
 # The last mAP50 / mAP50-95 pair a log holds: `val` prints its metrics as JSON ("mAP50":x,"mAP50-95":y),
 # train's epoch lines as "mAP50 x  mAP50-95 y".
 metric() {
@@ -58,7 +58,7 @@ for seed in ${SEEDS:-0}; do
       vrc=$?
       # The DETR line's originals validate by stretching to a square: our val once more in that geometry.
       stretched=""
-      case $m in rtdetr*|dfine*|deim*|ec-*)
+      case $m in rtdetr*|dfine*|deim*|ec-*|rfdetr*)
         timeout 120 $CLI val model=/tmp/orig/${m}_$seed/weights/last.pt data=$D/data.yaml imgsz=640 batch=16 val_resize=stretch \
           > $L/orig_valstretch_${m}_$seed.log 2>&1
         stretched="stretch_rc=$? stretched: $(metric $L/orig_valstretch_${m}_$seed.log)" ;;

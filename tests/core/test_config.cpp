@@ -96,8 +96,8 @@ TEST_CASE("each configuration error names the key, the value and what is allowed
   e = error_of([] { parse_args({"amp_dtype=int8"}); });
   CHECK(contains(e, "amp_dtype=int8"));
   CHECK(contains(e, "float16 | bfloat16 | fp16 | bf16"));
-  e = error_of([] { parse_args({"scheduler=step"}); });
-  CHECK(contains(e, "linear | cos | warmcos | yoloxwarmcos | flat_cosine | deimv2_flat_cosine | constant"));
+  e = error_of([] { parse_args({"scheduler=multistep"}); });
+  CHECK(contains(e, "linear | cos | warmcos | yoloxwarmcos | flat_cosine | deimv2_flat_cosine | step | constant"));
   e = error_of([] { parse_args({"optimizer=adam"}); });
   CHECK(contains(e, "sgd | adamw"));
   e = error_of([] { parse_args({"cache=gpu"}); });

@@ -200,12 +200,12 @@ std::string family_from_original(const std::string& f);
 std::string family_to_original(std::string f);
 }  // namespace libreyolo::io::detail
 
-TEST_CASE("original .pt: the model_family 'rtdetr' / 'rtdetrv2' / 'ec' names our rtdetr-r18 / rtdetrv2-r18 / ec-r18, and back") {
+TEST_CASE("original .pt: the model_family 'rtdetr' / 'rtdetrv2' / 'ec' / 'rfdetr' names our rtdetr-r18 / rtdetrv2-r18 / ec-r18 / rfdetr-r18, and back") {
   lry_test::TempDir dir("lry_rtdetr_names");
   ly::Yolo9Family fam("t");
   fam.restore({{"names", std::vector<std::string>{"a", "b"}}, {"nc", 2}, {"size", "t"}});
   const auto sd = io::module_state_dict(*fam.make_network());
-  for (const std::string f : {"rtdetr", "rtdetrv2", "ec"}) {  // (the size is only a name here)
+  for (const std::string f : {"rtdetr", "rtdetrv2", "ec", "rfdetr"}) {  // (the size is only a name here)
     const fs::path p = dir.path / (f + ".pt");
     io::write_pt(p.string(), original_like(sd, f, "r18", 2));
     const auto ck = io::checkpoint_from_original(p);
@@ -228,7 +228,7 @@ TEST_CASE("original .pt: the DETR line's checkpoints carry val_resize=stretch (t
     io::write_pt(p.string(), original_like(sd, family, "n", 2));
     return io::checkpoint_from_original(p).meta.at("config");
   };
-  for (const std::string f : {"rtdetr", "rtdetrv2", "rtdetrv4", "dfine", "deim", "deimv2", "ec"}) {
+  for (const std::string f : {"rtdetr", "rtdetrv2", "rtdetrv4", "dfine", "deim", "deimv2", "ec", "rfdetr"}) {
     CAPTURE(f);
     CHECK(config_of(f).value("val_resize", std::string()) == "stretch");
   }

@@ -56,11 +56,21 @@ P kit_family() {
   return P(std::string(P::sizes.front()));
 }
 
-// A short deterministic run: augmentation off, the whole training split in one batch (so every step sees
-// the same images and the loss is a function of the weights alone), AdamW, no warm-up, no EMA.
+// The kit's batch: the whole training split (24 images) in one batch, so every step sees the same images and
+// the loss is a function of the weights alone; detection 2: its cases assert finite losses and moved weights
+// only (kit_learns), and a DETR's CPU step grows with the batch's queries (RF-DETR: 13 Group-DETR groups x 300
+// queries an image, ~25 s a step at 8 images on the 2-core VM; RT-DETR v2 15 s at 24).
+template <class P>
+constexpr int kit_batch() {
+  return P::task_info::task == libreyolo::Task::detect ? 2 : 24;
+}
+
+// A short deterministic run: augmentation off, kit_batch, AdamW, no warm-up, no EMA, no gradient accumulation
+// (nbs=0 also for a family whose recipe sets a nominal batch).
 template <class P>
 std::vector<std::string> kit_args(const std::filesystem::path& project, const std::string& name) {
-  return {"data=" + kit_data<P>().string(), "imgsz=64", "batch=24", "workers=0", "device=cpu", "epochs=8",
+  return {"data=" + kit_data<P>().string(), "imgsz=64", "batch=" + std::to_string(kit_batch<P>()), "nbs=0", "workers=0",
+          "device=cpu", "epochs=8",
           "val=false", "ema=false", "warmup_epochs=0", "optimizer=AdamW", "lr0=0.001", "weight_decay=0",
           "mosaic=0", "mixup=0", "fliplr=0", "flipud=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "degrees=0", "translate=0",
           "scale=0", "shear=0", "affine=false", "no_aug_epochs=0", "multi_scale=false", "seed=4", "deterministic=true",

@@ -169,7 +169,7 @@ LIBREYOLO_INLINE const std::vector<Field>& fields() {
     v.push_back(flag("nesterov", &TrainConfig::nesterov, "Nesterov momentum (SGD)"));
     v.push_back(num("weight_decay", &TrainConfig::weight_decay, 0, 1, "weight decay (not on norm weights, biases)"));
     v.push_back(text("scheduler", &TrainConfig::scheduler, "LR schedule",
-                     {"linear", "cos", "warmcos", "yoloxwarmcos", "flat_cosine", "deimv2_flat_cosine", "constant"},
+                     {"linear", "cos", "warmcos", "yoloxwarmcos", "flat_cosine", "deimv2_flat_cosine", "step", "constant"},
                      [](const std::string& s) { return lower(s); }));
     v.push_back(num("warmup_epochs", &TrainConfig::warmup_epochs, 0, inf, "warm-up epochs"));
     v.push_back(num("warmup_lr_start", &TrainConfig::warmup_lr_start, 0, 10, "LR at the start of warm-up (capped at lr0)"));
@@ -177,6 +177,8 @@ LIBREYOLO_INLINE const std::vector<Field>& fields() {
     v.push_back(num("no_aug_epochs", &TrainConfig::no_aug_epochs, 0, 1e6, "last epochs without mosaic"));
     v.push_back(num("flat_epochs", &TrainConfig::flat_epochs, -1, 1e6,
                     "scheduler=deimv2_flat_cosine: epochs at lr0 after warm-up (-1: up to the no-aug epochs)"));
+    v.push_back(num("lr_drop", &TrainConfig::lr_drop, 0, 1e6,
+                    "scheduler=step: the epoch from which the LR is lr0 x 0.1 (RF-DETR's lr_drop)"));
     v.push_back(flag("ema", &TrainConfig::ema, "keep an exponential moving average of the weights"));
     v.push_back(num("ema_decay", &TrainConfig::ema_decay, 0, 1, "EMA decay"));
     v.push_back(num("ema_tau", &TrainConfig::ema_tau, 1, inf, "EMA ramp: decay * (1 - exp(-updates / tau))"));

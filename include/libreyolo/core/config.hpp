@@ -56,6 +56,7 @@ struct TrainConfig {
   double min_lr_ratio = 0.05;
   int no_aug_epochs = 15;
   int flat_epochs = -1;             // scheduler=deimv2_flat_cosine only: where its flat phase ends (-1: at the no-aug epochs)
+  int lr_drop = 100;                // scheduler=step only: the epoch from which the LR is lr0 x 0.1 (RF-DETR's lr_drop)
   bool ema = true;
   double ema_decay = 0.9998;
   double ema_tau = 2000;

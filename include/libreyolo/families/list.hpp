@@ -27,6 +27,7 @@
   LIBREYOLO_FAMILY(deim, DEIMFamily)               \
   LIBREYOLO_FAMILY(deimv2, DEIMv2Family)           \
   LIBREYOLO_FAMILY(rtdetrv4, RTDETRv4Family)       \
+  LIBREYOLO_FAMILY(rfdetr, RFDETRFamily)           \
   LIBREYOLO_FAMILY(ec, ECFamily)
 
 #if defined(LIBREYOLO_FAMILY_SELECTION)

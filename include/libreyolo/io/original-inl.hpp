@@ -87,14 +87,14 @@ LIBREYOLO_INLINE void check_config_ints(const train::Checkpoint& ck, const std::
 }
 
 // The original's model_family and ours differ only where our family name ends in a dash (a size that
-// begins with a letter follows it: rtdetr-r18, rtdetrv2-r18, ec-s); the original writes "rtdetr", "rtdetrv2",
-// "ec".
+// begins with a letter follows it: rtdetr-r18, rtdetrv2-r18, ec-s, rfdetr-n); the original writes "rtdetr",
+// "rtdetrv2", "ec", "rfdetr".
 LIBREYOLO_INLINE std::string family_from_original(const std::string& f) {
-  return f == "rtdetr" || f == "rtdetrv2" || f == "ec" ? f + "-" : f;
+  return f == "rtdetr" || f == "rtdetrv2" || f == "ec" || f == "rfdetr" ? f + "-" : f;
 }
 // Our families whose original validates by a stretch to imgsz x imgsz rather than a letterbox.
 LIBREYOLO_INLINE bool validates_stretched(const std::string& family) {
-  for (const char* f : {"rtdetr-", "rtdetrv2-", "rtdetrv4", "dfine", "deim", "deimv2", "ec-"})
+  for (const char* f : {"rtdetr-", "rtdetrv2-", "rtdetrv4", "dfine", "deim", "deimv2", "ec-", "rfdetr-"})
     if (family == f) return true;
   return false;
 }
@@ -176,7 +176,7 @@ LIBREYOLO_INLINE train::Checkpoint checkpoint_from_original(const std::filesyste
   if (const PyValue* v = root.find("imgsz"); v && v->is_int()) cfg["imgsz"] = v->as_int();
   cfg["task"] = task;
   // The original validates and predicts with the DETR line by stretching the image to a square
-  // (validation/preprocessors.py: RTDETR-, RTDETRv2-, DFINE-, DEIM-, DEIMv2-, ECValPreprocessor); `val` and
+  // (validation/preprocessors.py: RTDETR-, RTDETRv2-, DFINE-, DEIM-, DEIMv2-, EC-, RFDETRValPreprocessor); `val` and
   // `predict` of its checkpoint read it in that geometry unless val_resize= is given (model.hpp).
   if (detail::validates_stretched(family)) cfg["val_resize"] = "stretch";
   nlohmann::json source = {{"format", "original .pt"}, {"path", path.string()}, {"task", task}};

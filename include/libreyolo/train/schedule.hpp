@@ -12,6 +12,10 @@
 //                flat_epochs is -1); lr_min from T - N on; between them a cosine from lr0 to lr_min over
 //                max(1, T - F - N) steps. The flat test comes first, so with F >= T - N (DEIMv2's recipes
 //                on a short run: flat_epochs 250 of 500 and epochs=10) the lr stays lr0 to the end.
+//   step         (RF-DETR's RFDETRStepScheduler, models/rfdetr/trainer.py at c41461e) lr0 t / W for t < W,
+//                W = floor(warmup_epochs * iters_per_epoch) here (the original's int(); from 0: warmup_lr_start
+//                is unread), then lr0 for t < D = lr_drop * iters_per_epoch, lr0 x 0.1 from D on (lr_drop
+//                >= epochs: no drop within the run)
 //   constant     after W: lr0
 // lr_min = lr0 * min_lr_ratio, T = epochs * iters_per_epoch. Past T the curves are held at their value at T.
 #include <libreyolo/core/error.hpp>
@@ -25,9 +29,9 @@
 
 namespace libreyolo::train {
 
-enum class ScheduleKind { linear, cos, yoloxwarmcos, flat_cosine, deimv2_flat_cosine, constant };
+enum class ScheduleKind { linear, cos, yoloxwarmcos, flat_cosine, deimv2_flat_cosine, step, constant };
 
-inline constexpr const char* kScheduleChoices = "linear|cos|warmcos|yoloxwarmcos|flat_cosine|deimv2_flat_cosine|constant";
+inline constexpr const char* kScheduleChoices = "linear|cos|warmcos|yoloxwarmcos|flat_cosine|deimv2_flat_cosine|step|constant";
 
 inline ScheduleKind parse_schedule(const std::string& s) {
   if (s == "linear") return ScheduleKind::linear;
@@ -35,6 +39,7 @@ inline ScheduleKind parse_schedule(const std::string& s) {
   if (s == "yoloxwarmcos") return ScheduleKind::yoloxwarmcos;
   if (s == "flat_cosine") return ScheduleKind::flat_cosine;
   if (s == "deimv2_flat_cosine") return ScheduleKind::deimv2_flat_cosine;
+  if (s == "step") return ScheduleKind::step;
   if (s == "constant") return ScheduleKind::constant;
   throw ConfigError("scheduler '" + s + "' is not supported; allowed: " + kScheduleChoices);
 }
@@ -50,6 +55,7 @@ struct ScheduleOptions {
   double momentum = 0.937;
   int no_aug_epochs = 15;  // yoloxwarmcos / deimv2_flat_cosine: the lr_min tail; flat_cosine: the cosine tail
   int flat_epochs = -1;    // deimv2_flat_cosine: where the flat phase ends (-1: at T - N); the others: unread
+  int lr_drop = 100;       // step: the epoch from which the lr is lr0 x 0.1; the others: unread
 };
 
 class LRSchedule {
@@ -65,10 +71,13 @@ class LRSchedule {
     if (!(o_.warmup_epochs >= 0)) bad("warmup_epochs", o_.warmup_epochs, "must be >= 0");
     if (!(o_.warmup_lr_start >= 0)) bad("warmup_lr_start", o_.warmup_lr_start, "must be >= 0");
     if (o_.no_aug_epochs < 0) bad("no_aug_epochs", o_.no_aug_epochs, "must be >= 0");
+    if (o_.lr_drop < 0) bad("lr_drop", o_.lr_drop, "must be >= 0");
     if (o_.flat_epochs < -1) bad("flat_epochs", o_.flat_epochs, "must be >= 0, or -1 (the flat phase ends where the no-aug epochs start)");
     if (!(o_.momentum >= 0 && o_.momentum < 1)) bad("momentum", o_.momentum, "allowed 0 <= momentum < 1");
     total_ = static_cast<int64_t>(o_.epochs) * o_.iters_per_epoch;
-    warmup_ = std::llround(o_.warmup_epochs * static_cast<double>(o_.iters_per_epoch));
+    // step truncates as the original's int(iters_per_epoch * warmup_epochs); the others round.
+    warmup_ = o_.kind == ScheduleKind::step ? static_cast<int64_t>(o_.warmup_epochs * static_cast<double>(o_.iters_per_epoch))
+                                            : std::llround(o_.warmup_epochs * static_cast<double>(o_.iters_per_epoch));
     tail_ = static_cast<int64_t>(o_.no_aug_epochs) * o_.iters_per_epoch;
     flat_ = o_.flat_epochs >= 0 ? static_cast<int64_t>(o_.flat_epochs) * o_.iters_per_epoch : total_ - tail_;
     start_ = std::min(o_.warmup_lr_start, o_.lr0);
@@ -82,6 +91,10 @@ class LRSchedule {
     const double lr0 = o_.lr0, lo = o_.lr0 * o_.min_lr_ratio;
     const auto frac = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
     const auto cosine = [&](double p) { return lo + 0.5 * (lr0 - lo) * (1 + std::cos(std::numbers::pi * p)); };  // lr0 at 0, lo at 1
+    if (o_.kind == ScheduleKind::step) {
+      if (warmup_ > 0 && t < warmup_) return lr0 * frac(t, warmup_);  // linear from 0 (warmup_lr_start unread)
+      return t < static_cast<int64_t>(o_.lr_drop) * o_.iters_per_epoch ? lr0 : lr0 * 0.1;
+    }
     const bool quadratic = o_.kind == ScheduleKind::yoloxwarmcos || o_.kind == ScheduleKind::deimv2_flat_cosine;
     if (quadratic && warmup_ > 0 && t <= warmup_) return (lr0 - start_) * std::pow(frac(t, warmup_), 2) + start_;
     if (o_.kind == ScheduleKind::yoloxwarmcos) {

@@ -205,11 +205,15 @@ void LIBREYOLO_TRAINER::build() {
   so.momentum = opt_->options().momentum;
   so.no_aug_epochs = cfg_.no_aug_epochs;
   so.flat_epochs = cfg_.flat_epochs;
+  so.lr_drop = cfg_.lr_drop;
   // Only a flat_epochs the user gave: a family recipe's (DEIMv2 sets one per size) under a scheduler the user
   // chose is the recipe's, not a setting of theirs that goes unread.
   if (so.flat_epochs >= 0 && so.kind != train::ScheduleKind::deimv2_flat_cosine && cfg_.is_explicit("flat_epochs"))
     log::notice_once("schedule.flat_epochs", "flat_epochs=" + std::to_string(so.flat_epochs) + " is read by scheduler=deimv2_flat_cosine "
                      "only; scheduler=" + cfg_.scheduler + " does not use it");
+  if (so.kind != train::ScheduleKind::step && cfg_.is_explicit("lr_drop"))
+    log::notice_once("schedule.lr_drop", "lr_drop=" + std::to_string(so.lr_drop) + " is read by scheduler=step only; scheduler=" +
+                     cfg_.scheduler + " does not use it");
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);
   precision_.set_capture_active(Capture::graphs);
