@@ -12,6 +12,7 @@
 #include <libreyolo/train/trainer.hpp>
 
 #include "support.hpp"
+#include "support_synth.hpp"
 
 #include <doctest/doctest.h>
 
@@ -92,12 +93,7 @@ TEST_CASE("deimn's loss falls when it overfits one synthetic image; decode gives
   fam.restore({{"names", std::vector<std::string>{"a", "b"}}});
   auto net = fam.make_network();
   net->train();
-  ly::data::DetectBatch b;
-  b.images = torch::full({1, 3, 128, 128}, 128, torch::kUInt8);
-  b.images.index_put_({0, 0, torch::indexing::Slice(16, 64), torch::indexing::Slice(20, 76)}, 255);
-  b.images.index_put_({0, 2, torch::indexing::Slice(72, 120), torch::indexing::Slice(64, 112)}, 0);
-  b.boxes = {torch::tensor({0.f, 20.f, 16.f, 76.f, 64.f, 1.f, 64.f, 72.f, 112.f, 120.f}).view({2, 5})};
-  b.targets = b.boxes[0].unsqueeze(0);
+  const auto b = lry_test::two_box_batch();
   std::vector<torch::Tensor> params;
   for (auto& p : net->parameters())
     if (p.requires_grad()) params.push_back(p);

@@ -7,6 +7,8 @@
 #include <libreyolo/train/ema.hpp>
 #include <libreyolo/train/schedule.hpp>
 
+#include "support_synth.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -219,12 +221,7 @@ TEST_CASE("rfdetr-n: a few CPU training steps on one image give a finite, fallin
   auto fam = family_n(2);
   auto net = fam.make_network();
   net->train();
-  ly::data::DetectBatch b;
-  b.images = torch::full({1, 3, 128, 128}, 128, torch::kUInt8);
-  b.images.index_put_({0, 0, torch::indexing::Slice(16, 64), torch::indexing::Slice(20, 76)}, 255);
-  b.images.index_put_({0, 2, torch::indexing::Slice(72, 120), torch::indexing::Slice(64, 112)}, 0);
-  b.boxes = {torch::tensor({0.f, 20.f, 16.f, 76.f, 64.f, 1.f, 64.f, 72.f, 112.f, 120.f}).view({2, 5})};
-  b.targets = b.boxes[0].unsqueeze(0);
+  const auto b = lry_test::two_box_batch();
   // The family's groups with their lr multipliers, AdamW at lr0 1e-3 (10x the recipe's, to see a fall in a few steps).
   std::vector<torch::optim::OptimizerParamGroup> pg;
   for (const auto& g : fam.param_groups(*net, 1e-4)) {
