@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next device session's measurement run (planned in session 25, not yet run), started as session 25's was:
+# Session 26's measurement run (planned in session 25; ran 2026-12-04, results in benchmarks/RESULTS.md "session 26"), started as session 25's was:
 #   cp -a . /tmp/s26repo && cd /tmp/s26repo && (setsid bash benchmarks/s26/driver.sh > /tmp/s26_driver.log 2>&1 < /dev/null &)
 # then read with `LOG=/tmp/s26_driver.log benchmarks/s24/poll.sh` in the following calls (carry .deps and .orig).
 # Session 25 changed what a detection training tile is (data/detect-inl.hpp load_tile: the image resized to its long
