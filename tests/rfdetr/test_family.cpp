@@ -25,11 +25,14 @@ namespace rf = libreyolo::families::rfdetr;
 
 namespace {
 
-nlohmann::json trainer_defaults(const std::string& size) {
-  std::ifstream f(std::filesystem::path(LIBREYOLO_SOURCE_DIR "/tests/fixtures/libreyolo/rfdetr-" + size) / "config.json");
+// One JSON file of the size's fixture (tests/fixtures/libreyolo/rfdetr-<size>/).
+nlohmann::json fixture_json(const std::string& size, const char* file) {
+  std::ifstream f(std::filesystem::path(LIBREYOLO_SOURCE_DIR "/tests/fixtures/libreyolo/rfdetr-" + size) / file);
   REQUIRE(f.good());
-  return nlohmann::json::parse(f).at("trainer_defaults");
+  return nlohmann::json::parse(f);
 }
+
+nlohmann::json trainer_defaults(const std::string& size) { return fixture_json(size, "config.json").at("trainer_defaults"); }
 
 ly::RFDETRFamily family_n(int classes = 3) {
   ly::RFDETRFamily fam("n");
@@ -79,9 +82,7 @@ TEST_CASE("rfdetr: the recipe overrides equal the original's RFDETRConfig for ev
 TEST_CASE("rfdetr: each size trains at the original's INPUT_SIZES (its train() passes imgsz=input_size), unless the user sets imgsz") {
   for (std::string size : {"n", "s", "m", "l"}) {
     CAPTURE(size);
-    std::ifstream f(std::filesystem::path(LIBREYOLO_SOURCE_DIR "/tests/fixtures/libreyolo/rfdetr-" + size) / "ref.json");
-    REQUIRE(f.good());
-    const int native = nlohmann::json::parse(f).at("imgsz").get<int>();  // the fixture's input: LibreRFDETR.INPUT_SIZES
+    const int native = fixture_json(size, "ref.json").at("imgsz").get<int>();  // the fixture's input: LibreRFDETR.INPUT_SIZES
     ly::RFDETRFamily fam(size);
     ly::TrainConfig cfg;
     ly::train::apply_family_overrides(fam, cfg);
