@@ -93,6 +93,8 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
   train::apply_family_overrides(family, cfg);
   family.restore(ck.meta.at("family"));
   family.setup(cfg);
+  // Standalone validation runs NMS as the original's val() does (IoU 0.6), not as its trainer's (0.65).
+  if constexpr (family_traits<F>::task == Task::detect) family.set_val_nms_iou(tasks::kStandaloneValIou);
   const auto dev = resolve_device(cfg.device);
   auto net = network_from(family, ck, dev);
   precision::FamilyDefault prec;

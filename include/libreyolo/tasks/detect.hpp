@@ -170,7 +170,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
   train::ValResult validate(Forward&& forward, data::Loader<Dataset>& loader, torch::Device dev) const {
     torch::NoGradGuard ng;
     eval::DetectionMetrics metrics;
-    const auto opts = Derived::val_decode();
+    auto opts = Derived::val_decode();
+    if (val_nms_iou_ > 0) opts.iou = val_nms_iou_;
     const bool plots = !plot_dir_.empty() && plot::available;
     plot::ConfusionMatrix confusion(num_classes());
     plot::PrCollector pr;
@@ -287,6 +288,12 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
   // val_batch0_pred.jpg, confusion_matrix.png and PR_curve.png ("" = none), and labels.png of the
   // training split (boxes per class, centres, sizes).
   void set_plot_dir(const std::filesystem::path& dir) { plot_dir_ = dir; }
+  // The NMS IoU validate() runs (> 0; default: val_decode()'s, the original's in-training 0.65): the facade's
+  // `val` sets kStandaloneValIou, the original's val() default. NMS-free decoders (the DETR line) ignore it.
+  void set_val_nms_iou(double iou) {
+    if (!(iou > 0 && iou <= 1)) throw ConfigError("validation NMS IoU " + std::to_string(iou) + ": allowed 0 < iou <= 1");
+    val_nms_iou_ = iou;
+  }
   void plot_labels(const std::filesystem::path& out) const {
     if (!train_) return;
     std::vector<std::array<float, 5>> boxes;
@@ -319,6 +326,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
   }
 
   std::filesystem::path plot_dir_;
+  double val_nms_iou_ = -1;  // set_val_nms_iou; -1: val_decode()'s
 };
 
 }  // namespace libreyolo::tasks

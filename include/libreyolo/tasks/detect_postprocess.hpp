@@ -28,9 +28,14 @@ struct DecodeOptions {
   bool agnostic = false;      // NMS across classes
 };
 
-// The originals' validation post-processing: conf 0.001, class-aware NMS at IoU 0.65, 300 detections
-// per image; every (box, class) pair above conf (multi_label: Ultralytics', YOLOv9's) or the best class
-// of each box (YOLOX's, YOLOv7's, YOLO-NAS's own postprocess).
+// The originals' validation post-processing during training: conf 0.001, class-aware NMS at IoU 0.65
+// (training/trainer.py:1728 at c41461e), 300 detections per image; every (box, class) pair above conf
+// (multi_label: Ultralytics', YOLOv9's) or the best class of each box (YOLOX's, YOLOv7's, YOLO-NAS's own
+// postprocess). A checkpoint validated on its own (`val`) runs NMS at kStandaloneValIou instead.
+// The original's `val()` default NMS IoU (models/base/model.py:1062, ValidationConfig.iou_thres): what `libreyolo
+// val` runs, where the validation inside training runs validation_decode's 0.65.
+inline constexpr double kStandaloneValIou = 0.6;
+
 inline DecodeOptions validation_decode(bool multi_label) {
   DecodeOptions o;
   o.conf = 0.001;
