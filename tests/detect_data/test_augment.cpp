@@ -76,6 +76,37 @@ TEST_CASE("letterbox: hand-worked placement of pixels and boxes") {
   CHECK(o2.at(5, 19, 0) == 0);
 }
 
+TEST_CASE("letterbox top_left: the originals' preproc, padding right and below, the resized size truncated") {
+  // 100 wide x 50 high into 64 x 64: 64 x 32 in the top-left corner; rows 32..63 grey.
+  Image img = with_rect(50, 100, 10, 5, 30, 20);
+  DetBoxes boxes{{3, 10, 5, 30, 20}};
+  LetterboxInfo info;
+  Image out = letterbox(img, 64, 64, boxes, &info, /*scaleup=*/true, LetterboxPlace::top_left);
+  CHECK(info.pad_x == 0);
+  CHECK(info.pad_y == 0);
+  CHECK(info.scale_y == doctest::Approx(0.64));
+  REQUIRE(boxes.size() == 1);
+  CHECK(boxes[0].x1 == doctest::Approx(6.4));
+  CHECK(boxes[0].y1 == doctest::Approx(3.2));   // 5 * 0.64, no offset
+  CHECK(boxes[0].y2 == doctest::Approx(12.8));  // 20 * 0.64
+  CHECK(out.at(0, 0, 0) == 0);                   // the image's first row, black
+  CHECK(out.at(31, 63, 0) == 0);
+  CHECK(out.at(32, 0, 0) == kLetterboxFill);     // padding below
+  CHECK(out.at(63, 63, 1) == kLetterboxFill);
+  check_box_matches_colour(out, boxes[0], 255, 0, 0);
+
+  // 37 wide x 70 high: r = 64/70, width 33.83 -> 33 (int(), as the originals), where the centred one rounds to 34.
+  Image tall = with_rect(70, 37, 2, 2, 6, 6);
+  DetBoxes none;
+  Image o1 = letterbox(tall, 64, 64, none, &info, true, LetterboxPlace::top_left);
+  CHECK(info.scale_x == doctest::Approx(33.0 / 37));
+  CHECK(o1.at(10, 32, 0) == 0);
+  CHECK(o1.at(10, 33, 0) == kLetterboxFill);
+  letterbox(tall, 64, 64, none, &info);
+  CHECK(info.scale_x == doctest::Approx(34.0 / 37));
+  CHECK(info.pad_x == 15);  // (64 - 34) / 2
+}
+
 TEST_CASE("mosaic4: tiles meet at the centre, boxes move with them and are clipped to the canvas") {
   const int S = 32;
   // Four 32 x 16 (w x h) tiles with one rectangle each, in four colours.

@@ -234,6 +234,25 @@ TEST_CASE("validation samples: letterbox to imgsz with the inverse mapping kept"
   CHECK(s.image[0][5][20].item<int>() == kLetterboxFill);
 }
 
+TEST_CASE("validation samples with letterbox_place top_left: no padding above, the inverse mapping kept") {
+  lry_test::TempDir td("lry_val_tl");
+  write_png_image(td / "images/a.png", rect_image(100, 200, 40, 20, 80, 60, {255, 0, 0}));
+  write_text(td / "labels/a.txt", "0 0.3 0.4 0.2 0.4\n");  // the rectangle [40,80) x [20,60)
+  auto aug = val_aug(64);
+  aug.letterbox_place = LetterboxPlace::top_left;
+  auto ds = DetectDataset::open_images({td / "images/a.png"}, {"box"}, aug, {});
+  std::mt19937_64 rng(0);
+  const DetectSample s = ds->get(0, rng, 0);
+  CHECK(s.pad_x == 0);
+  CHECK(s.pad_y == 0);
+  CHECK(s.ratio_x == doctest::Approx(0.32));
+  REQUIRE(s.boxes.size(0) == 1);
+  CHECK(s.boxes[0][2].item<float>() == doctest::Approx(6.4));   // 20 * 0.32
+  CHECK(s.boxes[0][4].item<float>() == doctest::Approx(19.2));  // 60 * 0.32
+  CHECK(s.image[0][14][20].item<int>() == 255);                 // inside the box: red
+  CHECK(s.image[0][40][20].item<int>() == kLetterboxFill);      // below the 32 image rows
+}
+
 TEST_CASE("validation samples with val_stretch: a stretch to imgsz x imgsz, a ratio per axis, no padding") {
   lry_test::TempDir td("lry_val_stretch");
   write_png_image(td / "images/a.png", rect_image(100, 200, 40, 20, 80, 60, {255, 0, 0}));

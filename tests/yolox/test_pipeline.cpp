@@ -125,9 +125,11 @@ TEST_CASE("yolox pipeline: mixup boxes equal the original's _mixup (jitter, mirr
   }
 }
 
-TEST_CASE("yolox pipeline: once mosaic closes, no affine and no mixup: the image alone, letterboxed") {
+TEST_CASE("yolox pipeline: once mosaic closes, no affine and no mixup: the image alone, letterboxed top-left") {
   RectSet set(5, 48, 64);
   auto a = base_aug();
+  a.letterbox_place = ly::YoloxFamily::letterbox_place;  // augment_from sets it so
+  REQUIRE(a.letterbox_place == ly::data::LetterboxPlace::top_left);
   ly::TrainConfig cfg;
   ly::YoloxFamily::adjust_augment(a, cfg);
   REQUIRE(a.pipeline);
@@ -138,17 +140,19 @@ TEST_CASE("yolox pipeline: once mosaic closes, no affine and no mixup: the image
     const size_t i = seed % 5;
     const auto s = ds->get(i, rng, /*epoch=*/8);
     REQUIRE(s.image.sizes() == torch::IntArrayRef({3, 64, 64}));
-    // The 64 x 48 image centred on the grey 64 x 64 canvas (8 rows above and below), its one box moved down.
+    // The 64 x 48 image in the top-left corner of the grey 64 x 64 canvas (16 rows below, as the original's
+    // preproc), its one box where it was.
     const auto [x1, y1, x2, y2] = set.rects[i];
     REQUIRE(s.boxes.size(0) == 1);
     CHECK(s.boxes[0][0].item<float>() == static_cast<float>(i % 3));
     CHECK(s.boxes[0][1].item<float>() == doctest::Approx(x1));
-    CHECK(s.boxes[0][2].item<float>() == doctest::Approx(y1 + 8));
+    CHECK(s.boxes[0][2].item<float>() == doctest::Approx(y1));
     CHECK(s.boxes[0][3].item<float>() == doctest::Approx(x2));
-    CHECK(s.boxes[0][4].item<float>() == doctest::Approx(y2 + 8));
-    CHECK(s.image[0][0][0].item<int>() == 114);   // padding
-    CHECK(s.image[0][8][0].item<int>() == 0);     // the image's black background: no mixup blended in
-    CHECK(s.image[1][(y1 + y2) / 2 + 8][(x1 + x2) / 2].item<int>() == static_cast<int>((i + 1) * 20));
+    CHECK(s.boxes[0][4].item<float>() == doctest::Approx(y2));
+    CHECK(s.image[0][63][0].item<int>() == 114);  // padding below
+    CHECK(s.image[0][48][0].item<int>() == 114);
+    CHECK(s.image[0][0][0].item<int>() == 0);     // the image's black background: no mixup blended in
+    CHECK(s.image[1][(y1 + y2) / 2][(x1 + x2) / 2].item<int>() == static_cast<int>((i + 1) * 20));
   }
 }
 

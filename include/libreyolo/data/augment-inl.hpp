@@ -34,12 +34,13 @@ LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::arra
 }
 
 LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info,
-                                 bool scaleup) {
+                                 bool scaleup, LetterboxPlace place) {
   double r = std::min(static_cast<double>(out_h) / img.h, static_cast<double>(out_w) / img.w);
   if (!scaleup) r = std::min(r, 1.0);
-  const int w = std::clamp(static_cast<int>(std::lround(img.w * r)), 1, out_w);
-  const int h = std::clamp(static_cast<int>(std::lround(img.h * r)), 1, out_h);
-  const int left = (out_w - w) / 2, top = (out_h - h) / 2;
+  const bool corner = place == LetterboxPlace::top_left;
+  auto side = [&](int n) { return corner ? static_cast<int>(n * r) : static_cast<int>(std::lround(n * r)); };
+  const int w = std::clamp(side(img.w), 1, out_w), h = std::clamp(side(img.h), 1, out_h);
+  const int left = corner ? 0 : (out_w - w) / 2, top = corner ? 0 : (out_h - h) / 2;
   Image out(out_h, out_w, img.c, kLetterboxFill);
   if (h == img.h && w == img.w) paste(out, img, top, left);
   else paste(out, resize_bilinear(img, h, w), top, left);

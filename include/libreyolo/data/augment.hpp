@@ -35,8 +35,13 @@ struct LetterboxInfo {
   int pad_x = 0, pad_y = 0;         // left and top padding
 };
 
-// Resizes img to fit out_h x out_w with its aspect ratio kept (never up when !scaleup), centres it
-// on a grey canvas and moves the boxes along.
+// Where a letterbox puts the resized image on its grey canvas: centred (Ultralytics' LetterBox), or in the
+// top-left corner with the padding right and below (the originals' YOLOv9, YOLOX and RTMDet `preproc` in
+// training, validation and predict, which also truncate the resized size: int(h * r), int(w * r)).
+enum class LetterboxPlace { centre, top_left };
+
+// Resizes img to fit out_h x out_w with its aspect ratio kept (never up when !scaleup), places it on a
+// grey canvas (`place`) and moves the boxes along.
 // Undoes a letterbox: boxes in the network input (from_hw) were made by resizing the original image
 // (to_hw) by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them to
 // the original image; other columns pass through.
@@ -47,7 +52,7 @@ LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::arra
                                            std::array<double, 2> ratio_xy, std::array<double, 2> pad_xy);
 
 LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr,
-                                 bool scaleup = true);
+                                 bool scaleup = true, LetterboxPlace place = LetterboxPlace::centre);
 // Resizes img to exactly out_h x out_w (the aspect ratio is not kept: the originals' DETR validation and
 // inference resize, val_resize=stretch) and scales the boxes per axis; no padding.
 LIBREYOLO_INLINE Image stretch_resize(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr);

@@ -128,7 +128,7 @@ LIBREYOLO_INLINE DetectDataset::Sample DetectDataset::get(size_t i, std::mt19937
     detail::StageClock clock(detect_stage_times().augment_ns);
     LetterboxInfo lb;
     const Image img = aug_.val_stretch ? stretch_resize(*loaded, out_size, out_size, boxes, &lb)
-                                       : letterbox(*loaded, out_size, out_size, boxes, &lb);
+                                       : letterbox(*loaded, out_size, out_size, boxes, &lb, /*scaleup=*/true, aug_.letterbox_place);
     // The loaded image may be a cached, smaller copy: the ratios are to the file's own size. A letterbox
     // scales both axes by one ratio (its per-axis scales differ only by the rounding of the resized size).
     s.ratio_x = static_cast<double>(loaded->w) * lb.scale_x / index_.entries[used].w;
@@ -246,7 +246,8 @@ LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::make_canvas(size_t i, std:
   } else {
     const Tile t = load_tile(i);
     c.h = c.w = S;
-    place(t, (S - t.w) / 2, (S - t.h) / 2);
+    if (aug_.letterbox_place == LetterboxPlace::top_left) place(t, 0, 0);
+    else place(t, (S - t.w) / 2, (S - t.h) / 2);
     c.primary = t.index;
   }
   return c;

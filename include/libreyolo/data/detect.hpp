@@ -58,6 +58,9 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   bool stretch = false;        // a family pipeline's last resize stretches to a square (train_resize=stretch)
   bool can_stretch = false;    // set by a pipeline that reads `stretch` (the D-FINE line's); else stretch is refused
   bool val_stretch = false;    // validation (train = false) stretches to imgsz x imgsz instead of letterboxing (val_resize)
+  // Where a single image's letterbox sits (validation, and training samples without a mosaic): the family's
+  // (DetectTask::letterbox_place: top-left for the YOLOv9, YOLOX and RTMDet originals).
+  LetterboxPlace letterbox_place = LetterboxPlace::centre;
   int no_aug_epochs = 15;
   int epochs = 300;            // mosaic closes for the last no_aug_epochs epochs
   std::string cache = "off";   // off | ram | disk

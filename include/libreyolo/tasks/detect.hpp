@@ -108,6 +108,11 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
 
   explicit DetectTask(std::string size) : Base(std::move(size)) {}
 
+  // Where a letterboxed image sits in validation, predict and the training samples without a mosaic:
+  // centred here; a family whose original pads right and below (its `preproc`: YOLOv9, YOLOX, RTMDet)
+  // declares `static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;`.
+  static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::centre;
+
   // Opens the dataset YAML named by cfg.data; the augmentation settings come from the config.
   void setup(const TrainConfig& cfg) {
     this->require_data(cfg, "a detection dataset YAML is required (path, train, val, names)");
@@ -143,6 +148,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     a.multi_scale = cfg.multi_scale;
     a.stretch = cfg.train_resize == "stretch";
     a.val_stretch = cfg.val_stretch();
+    a.letterbox_place = Derived::letterbox_place;
     // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
     if constexpr (requires { Derived::adjust_augment(a, cfg, size); }) Derived::adjust_augment(a, cfg, size);
     if (a.stretch && !a.can_stretch)
@@ -238,7 +244,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
       data::DetBoxes none;
       data::LetterboxInfo lb;
       data::Image in = opt.stretch ? data::stretch_resize(img, opt.imgsz, opt.imgsz, none, &lb)
-                                   : data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false);
+                                   : data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false, Derived::letterbox_place);
       auto x = Derived::from_pixels(data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32));
       torch::Tensor det = derived().decode(forward(x), dec)[0].to(torch::kCPU).to(torch::kFloat64);
       nlohmann::json boxes = nlohmann::json::array();

@@ -27,6 +27,8 @@ namespace libreyolo {
 class RtmdetFamily : public tasks::DetectTask<RtmdetFamily> {
  public:
   static constexpr std::string_view name = "rtmdet";
+  // The original pads right and below (training/augment.py preproc, RTMDetValPreprocessor, predict).
+  static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;
   static constexpr std::array<std::string_view, 5> sizes{"t", "s", "m", "l", "x"};
   struct traits : family_defaults {
     using members = member::list<member::param_groups>;

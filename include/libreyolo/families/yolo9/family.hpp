@@ -26,6 +26,9 @@ namespace libreyolo {
 class Yolo9Family : public tasks::DetectTask<Yolo9Family> {
  public:
   static constexpr std::string_view name = "yolo9";
+  // The original pads right and below (its YOLO9ValPreprocessor, YOLO9TrainTransform and predict preprocess):
+  // its own validator's mAP of a checkpoint is reproduced only so (docs/fidelity.md row 18).
+  static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;
   static constexpr auto sizes = families::yolo9::kSizes;  // t, s, m, c
   // YOLOv9-e: the original (snapshot c41461e) has no such size (its YOLO9_CONFIGS holds t, s, m, c).
   static constexpr auto planned_sizes = families::yolo9::kPlannedSizes;

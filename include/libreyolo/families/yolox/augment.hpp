@@ -190,14 +190,16 @@ inline torch::Tensor mosaic_mixup_sample(const data::DetectDataset& ds, const Mo
   const double k = static_cast<double>(out) / S;
   boxes.clear();
   if (!(ds.mosaic_on(epoch) && data::bernoulli(rng, a.mosaic))) {
-    // The image alone: flip, letterbox (centred), HSV over the image only, boxes over 1 px.
+    // The image alone: flip, letterbox (the family's placement: top-left as the original's preproc, whose
+    // padding is right and below), HSV over the image only, boxes over 1 px.
     const auto t = ds.load_tile(i);
     used = t.index;
     boxes = ds.pixel_boxes(t.index, t.w, t.h);
     const bool flip = data::bernoulli(rng, a.fliplr);
     const double r = std::min(static_cast<double>(out) / t.h, static_cast<double>(out) / t.w);
     const int w = std::clamp(static_cast<int>(t.w * r), 1, out), h = std::clamp(static_cast<int>(t.h * r), 1, out);
-    const int left = (out - w) / 2, top = (out - h) / 2;
+    const bool corner = a.letterbox_place == data::LetterboxPlace::top_left;
+    const int left = corner ? 0 : (out - w) / 2, top = corner ? 0 : (out - h) / 2;
     const data::WarpTile wt = data::place_tile(*t.img, t.w, t.h, 0, 0, t.w, t.h);
     data::Mat3 M = data::kIdentity3;
     M[0] = (flip ? -r : r), M[2] = flip ? w : 0, M[4] = r;

@@ -30,6 +30,8 @@ namespace libreyolo {
 class YoloxFamily : public tasks::DetectTask<YoloxFamily> {
  public:
   static constexpr std::string_view name = "yolox";
+  // The original pads right and below (training/augment.py preproc, YOLOXValPreprocessor, predict).
+  static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;
   // t first: the family's default (model=yolox) and the conformance kit's size, as before the others came.
   static constexpr std::array<std::string_view, 6> sizes{"t", "s", "n", "m", "l", "x"};
   struct traits : family_defaults {
