@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <iostream>
 #include <thread>
 
@@ -131,19 +132,29 @@ int run_predict(std::vector<std::string> args) {
   args = cli::refuse_repeated_keys(args, "predict");
   auto source = take(args, "source");
   if (source.empty()) throw libreyolo::ConfigError("predict: source= is required (an image or a folder of images)");
-  const auto conf_text = take(args, "conf", "0.25");
-  double conf = 0;
-  try {
-    conf = std::stod(conf_text);
-  } catch (const std::exception&) {
-    conf = -1;
-  }
-  if (!(conf >= 0 && conf <= 1)) throw libreyolo::ConfigError("conf=" + conf_text + ": invalid value; allowed: 0 .. 1");
+  // The thresholds predict takes besides the config keys (the original's predict defaults); a value that is
+  // not a whole number in range is refused naming the key, the value and what is allowed.
+  auto number = [&](const char* key, const char* fallback, auto ok, const char* allowed, bool integer) {
+    const auto text = take(args, key, fallback);
+    double v = std::nan("");
+    try {
+      size_t used = 0;
+      v = std::stod(text, &used);
+      if (used != text.size() || (integer && v != std::floor(v))) v = std::nan("");
+    } catch (const std::exception&) {
+    }
+    if (!(v == v) || !ok(v)) throw libreyolo::ConfigError(std::string(key) + "=" + text + ": invalid value; allowed: " + allowed);
+    return v;
+  };
+  const double conf = number("conf", "0.25", [](double v) { return v >= 0 && v <= 1; }, "0 .. 1", false);
+  const double iou = number("iou", "0.45", [](double v) { return v > 0 && v <= 1; }, "0 < iou <= 1", false);
+  const auto max_det = static_cast<int64_t>(number("max_det", "300", [](double v) { return v >= 1 && v <= 1e9; },
+                                                   "an integer >= 1", true));
   auto cfg = libreyolo::parse_args(args);
   check_model_argument(cfg.model);
   if (!cfg.is_explicit("project")) cfg.project = "runs/predict";
   auto out = libreyolo::train::prepare_run_dir(cfg);
-  auto j = libreyolo::Model(cfg.model).predict(source, cfg, out, conf);
+  auto j = libreyolo::Model(cfg.model).predict(source, cfg, out, conf, iou, max_det);
   size_t boxes = 0;
   bool detections = false;
   for (auto& f : j)
@@ -173,7 +184,7 @@ int main(int argc, char** argv) {
   auto* val = app.add_subcommand("val", "validate a checkpoint: libreyolo val model=weights/best.ckpt [data=...]");
   val->allow_extras();
   auto* predict = app.add_subcommand("predict", "predict with a checkpoint (boxes, classes: its task's outputs): "
-                                                "libreyolo predict model=best.ckpt source=IMG_OR_DIR [conf=0.25]");
+                                                "libreyolo predict model=best.ckpt source=IMG_OR_DIR [conf=0.25 iou=0.45 max_det=300]");
   predict->allow_extras();
 
   auto* exp = app.add_subcommand("export", "write a checkpoint as the original's .pt: libreyolo export model=best.ckpt "

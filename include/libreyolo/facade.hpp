@@ -117,16 +117,16 @@ train::ValResult validate_with(F family, TrainConfig cfg, const train::Checkpoin
 }
 
 // Predict with a checkpoint's network on the images `source` names; the task writes its outputs under
-// out_dir and returns them as JSON. cfg.cuda_graph: the forward replays a CUDA graph (see validate_with).
+// out_dir and returns them as JSON. `given`: the thresholds (conf, iou, max_det); the rest comes from cfg and
+// the checkpoint. cfg.cuda_graph: the forward replays a CUDA graph (see validate_with).
 template <class F>
 nlohmann::json predict_with(F family, const train::Checkpoint& ck, const std::filesystem::path& source,
-                            const TrainConfig& cfg, const std::filesystem::path& out_dir, double conf) {
+                            const TrainConfig& cfg, const std::filesystem::path& out_dir, const tasks::PredictOptions& given) {
   refuse_detect_resize<F>(cfg);
   const auto dev = resolve_device(cfg.device);
   auto net = network_from(family, ck, dev);
-  tasks::PredictOptions po;
+  tasks::PredictOptions po = given;
   po.imgsz = cfg.is_explicit("imgsz") ? cfg.imgsz : ck.meta.at("config").value("imgsz", 640);
-  po.conf = conf;
   po.save_txt = cfg.save_txt;
   po.stretch = cfg.val_stretch();
   // cuda_graph=true: every image is letterboxed (or stretched) to imgsz x imgsz, batch 1: one graph serves them all.

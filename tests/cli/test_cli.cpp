@@ -153,6 +153,34 @@ TEST_CASE("cli: predict (detection): a folder, a file and a glob; annotated imag
                    "project=" + (w / "pred").string(), "name=none"});
   CHECK(none.code == 4);
   CHECK(has(none.err, "matches no"));
+  // iou= and max_det= (the original's predict keys): max_det caps each image's boxes, a looser NMS keeps at
+  // least as many; bad values are refused naming the key, the value and what is allowed.
+  auto capped = run({"predict", "model=" + best.string(), "source=" + val_dir.string(), "conf=0.01", "max_det=2", "iou=0.9",
+                     "device=cpu", "project=" + (w / "pred").string(), "name=capped"});
+  REQUIRE_MESSAGE(capped.code == 0, capped.all());
+  auto loose = run({"predict", "model=" + best.string(), "source=" + val_dir.string(), "conf=0.01", "iou=0.9", "device=cpu",
+                    "project=" + (w / "pred").string(), "name=loose"});
+  REQUIRE_MESSAGE(loose.code == 0, loose.all());
+  const auto jc = parse_json(slurp(w / "pred" / "capped" / "predictions.json"));
+  const auto jl = parse_json(slurp(w / "pred" / "loose" / "predictions.json"));
+  REQUIRE(jc.size() == n);
+  size_t most = 0, total_default = 0, total_loose = 0;
+  for (size_t i = 0; i < n; ++i) {
+    most = std::max(most, jc[i]["boxes"].size());
+    total_default += j[i]["boxes"].size(), total_loose += jl[i]["boxes"].size();
+    CHECK(jc[i]["boxes"].size() == std::min<size_t>(2, jl[i]["boxes"].size()));
+  }
+  CHECK(most == 2);
+  CHECK(total_loose > total_default);  // NMS at 0.9 keeps boxes that 0.45 (the default) drops
+  for (const auto& [arg, says] : std::vector<std::pair<std::string, std::string>>{
+           {"iou=0", "iou=0: invalid value; allowed: 0 < iou <= 1"}, {"iou=x", "iou=x: invalid value"},
+           {"max_det=0", "max_det=0: invalid value; allowed: an integer >= 1"}, {"max_det=2.5", "max_det=2.5: invalid value"},
+           {"conf=1.5", "conf=1.5: invalid value; allowed: 0 .. 1"}}) {
+    auto bad = run({"predict", "model=" + best.string(), "source=" + val_dir.string(), arg, "device=cpu",
+                    "project=" + (w / "pred").string(), "name=bad"});
+    CHECK_MESSAGE(bad.code == 2, arg);
+    CHECK_MESSAGE(has(bad.err, says), bad.err);
+  }
 }
 
 TEST_CASE("cli: classification train, val and predict") {

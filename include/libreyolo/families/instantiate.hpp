@@ -10,7 +10,7 @@
   prefix TrainResult train_with<P>(P, const TrainConfig&);                                                       \
   prefix train::ValResult validate_with<P>(P, TrainConfig, const train::Checkpoint&);                           \
   prefix nlohmann::json predict_with<P>(P, const train::Checkpoint&, const std::filesystem::path&, const TrainConfig&, \
-                                        const std::filesystem::path&, double);                                   \
+                                        const std::filesystem::path&, const tasks::PredictOptions&);             \
   prefix void export_with<P>(P, const train::Checkpoint&, const std::filesystem::path&);                        \
   prefix nlohmann::json infer_with<P>(P, const train::Checkpoint*, const std::string&, eval::InferOptions);
 

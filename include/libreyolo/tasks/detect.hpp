@@ -238,6 +238,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     dec.conf = opt.conf;
     dec.iou = opt.iou;
     dec.max_det = opt.max_det;
+    dec.multi_label = Derived::val_decode().multi_label;  // the family's postprocess: YOLOv9's keeps every class above conf
     torch::NoGradGuard ng;
     auto one = [&](const fs::path& file) -> nlohmann::json {
       data::Image img = data::read_image(file);

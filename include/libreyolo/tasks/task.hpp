@@ -47,7 +47,7 @@ namespace libreyolo::tasks {
 // out_dir/labels/<stem>.txt per image in the task's YOLO label format plus a confidence column.
 struct PredictOptions {
   int imgsz = 640;
-  double conf = 0.25, iou = 0.7;  // detection: score threshold and NMS IoU
+  double conf = 0.25, iou = 0.45;  // detection: score threshold and NMS IoU (the originals' predict defaults)
   int64_t max_det = 300;          // detection: boxes kept per image
   int64_t top_k = 5;              // classification: classes reported per image
   bool save_images = true;        // annotated copies of the images
