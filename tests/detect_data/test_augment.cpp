@@ -95,11 +95,11 @@ TEST_CASE("letterbox top_left: the originals' preproc, padding right and below, 
   CHECK(out.at(63, 63, 1) == kLetterboxFill);
   check_box_matches_colour(out, boxes[0], 255, 0, 0);
 
-  // 37 wide x 70 high: r = 64/70, width 33.83 -> 33 (int(), as the originals), where the centred one rounds to 34.
+  // 37 wide x 70 high: r = 64/70, width 33.83 -> 33 pixels (int(), as the originals), where the centred one rounds to 34.
   Image tall = with_rect(70, 37, 2, 2, 6, 6);
   DetBoxes none;
   Image o1 = letterbox(tall, 64, 64, none, &info, true, LetterboxPlace::top_left);
-  CHECK(info.scale_x == doctest::Approx(33.0 / 37));
+  CHECK(info.scale_x == doctest::Approx(64.0 / 70));  // boxes move (and map back) by r itself, as the originals'
   CHECK(o1.at(10, 32, 0) == 0);
   CHECK(o1.at(10, 33, 0) == kLetterboxFill);
   letterbox(tall, 64, 64, none, &info);

@@ -91,6 +91,26 @@ TEST_CASE("class-aware NMS on overlapping boxes of two classes") {
   CHECK(y9::non_max_suppression(two, opt)[0].sizes() == torch::IntArrayRef({0, 6}));
 }
 
+TEST_CASE("NMS with clip regions: boxes clamped to the image before NMS, the empty ones dropped (the originals' order)") {
+  // Class 0: A [10,0,30,10] 0.9, B [0,0,20,10] 0.8 (IoU 1/3), C [25,0,35,10] 0.7 (IoU with A 1/3).
+  auto decoded = torch::tensor({10.f, 0.f, 30.f, 10.f, 0.9f, 0.f, 10.f, 20.f, 0.8f, 0.f, 25.f, 0.f, 35.f, 10.f, 0.7f})
+                     .view({1, 3, 5});
+  decoded[0][1] = torch::tensor({0.f, 0.f, 20.f, 10.f, 0.8f});
+  y9::NmsOptions opt;
+  opt.conf = 0.25;
+  opt.iou = 0.45;
+  CHECK(y9::non_max_suppression(decoded, opt)[0].size(0) == 3);  // no clip: nothing overlaps enough
+  // The image ends at x = 20 (padding right of it): A becomes [10,0,20,10], whose IoU with B is 1/2 > 0.45, so
+  // B goes; C becomes empty and is dropped.
+  opt.clip = {{0, 0, 20, 64}};
+  const auto det = y9::non_max_suppression(decoded, opt)[0];
+  REQUIRE(det.size(0) == 1);
+  CHECK(torch::equal(det[0].narrow(0, 0, 5), torch::tensor({10.f, 0.f, 20.f, 10.f, 0.9f})));
+  CHECK(torch::equal(decoded[0][0].narrow(0, 0, 4), torch::tensor({10.f, 0.f, 30.f, 10.f})));  // the input is untouched
+  opt.clip.push_back({0, 0, 64, 64});
+  CHECK_THROWS_WITH(y9::non_max_suppression(decoded, opt), doctest::Contains("2 clip regions for a batch of 1"));
+}
+
 TEST_CASE("scale_boxes undoes a letterbox") {
   // A 300x400 (h x w) image letterboxed into 640x640: ratio min(640/300, 640/400) = 1.6, resized to
   // 480x640, padded (640 - 480) / 2 = 80 px top and bottom. (100,180,300,400) -> x / 1.6, (y - 80) / 1.6

@@ -44,12 +44,15 @@ LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxe
   Image out(out_h, out_w, img.c, kLetterboxFill);
   if (h == img.h && w == img.w) paste(out, img, top, left);
   else paste(out, resize_bilinear(img, h, w), top, left);
-  const float sx = static_cast<float>(w) / img.w, sy = static_cast<float>(h) / img.h;
+  // The scale boxes move by (and that maps them back): the resized size over the image's, per axis; the
+  // originals' top-left preproc scales (and maps back) by r itself.
+  const double scale_x = corner ? r : static_cast<double>(w) / img.w, scale_y = corner ? r : static_cast<double>(h) / img.h;
+  const float sx = static_cast<float>(scale_x), sy = static_cast<float>(scale_y);
   for (auto& b : boxes) {
     b.x1 = b.x1 * sx + left, b.x2 = b.x2 * sx + left;
     b.y1 = b.y1 * sy + top, b.y2 = b.y2 * sy + top;
   }
-  if (info) *info = {static_cast<double>(w) / img.w, static_cast<double>(h) / img.h, left, top};
+  if (info) *info = {scale_x, scale_y, left, top};
   return out;
 }
 

@@ -185,6 +185,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     loader.start_epoch(0);
     while (auto batch = loader.next()) {
       auto b = Derived::to_device(*batch, dev);
+      opts.clip.clear();  // each image's own region of the input: orig_h, orig_w, ratio_x, ratio_y, pad_x, pad_y
+      for (const auto& lb : batch->letterbox) opts.clip.push_back({lb[4], lb[5], lb[4] + lb[1] * lb[2], lb[5] + lb[0] * lb[3]});
       auto preds = derived().decode(forward(Derived::input(b)), opts);
       const std::array<int64_t, 2> in_hw{b.images.size(2), b.images.size(3)};
       if (plots && first_batch) plot_batch(*batch, preds);
@@ -247,7 +249,9 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
       data::Image in = opt.stretch ? data::stretch_resize(img, opt.imgsz, opt.imgsz, none, &lb)
                                    : data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false, Derived::letterbox_place);
       auto x = Derived::from_pixels(data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32));
-      torch::Tensor det = derived().decode(forward(x), dec)[0].to(torch::kCPU).to(torch::kFloat64);
+      DecodeOptions dec_one = dec;  // boxes clamped to the image before NMS, as in validate()
+      dec_one.clip = {{double(lb.pad_x), double(lb.pad_y), lb.pad_x + img.w * lb.scale_x, lb.pad_y + img.h * lb.scale_y}};
+      torch::Tensor det = derived().decode(forward(x), dec_one)[0].to(torch::kCPU).to(torch::kFloat64);
       nlohmann::json boxes = nlohmann::json::array();
       std::vector<plot::DetBox> drawn;
       std::vector<std::string> lines;

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -26,6 +27,10 @@ struct DecodeOptions {
   int64_t max_nms = 30000;    // candidates entering NMS per image, best first
   bool multi_label = false;   // one row per (box, class) above conf instead of the best class only
   bool agnostic = false;      // NMS across classes
+  // Per image of the batch, the image's own region in the network input (x1, y1, x2, y2: inside the letterbox
+  // padding): boxes are clamped to it and the empty ones dropped before NMS, as every NMS original's postprocess
+  // clamps to the original image first (postprocess/yolo9.py :480, common.py :80, yolonas.py :93). Empty: no clamp.
+  std::vector<std::array<double, 4>> clip;
 };
 
 // The originals' validation post-processing during training: conf 0.001, class-aware NMS at IoU 0.65
@@ -157,6 +162,15 @@ inline std::vector<torch::Tensor> non_max_suppression(const torch::Tensor& decod
                         cls.index_select(0, sel).unsqueeze(1).to(rows.scalar_type())}, 1);
     }
     if (det.size(0) > opt.max_nms) det = det.index_select(0, std::get<1>(det.select(1, 4).topk(opt.max_nms)));
+    if (!opt.clip.empty()) {
+      if (static_cast<int64_t>(opt.clip.size()) != decoded.size(0))
+        throw Error("non_max_suppression: " + std::to_string(opt.clip.size()) + " clip regions for a batch of " +
+                    std::to_string(decoded.size(0)) + " images");
+      const auto& r = opt.clip[static_cast<size_t>(img)];
+      det.select(1, 0).clamp_(r[0], r[2]), det.select(1, 2).clamp_(r[0], r[2]);
+      det.select(1, 1).clamp_(r[1], r[3]), det.select(1, 3).clamp_(r[1], r[3]);
+      det = det.index_select(0, ((det.select(1, 2) > det.select(1, 0)) & (det.select(1, 3) > det.select(1, 1))).nonzero().squeeze(1));
+    }
     auto classes = opt.agnostic ? torch::zeros({det.size(0)}, det.options().dtype(torch::kInt64)) : det.select(1, 5);
     auto keep = batched_nms(det.narrow(1, 0, 4), det.select(1, 4), classes, opt.iou, opt.max_det);
     out.push_back(det.index_select(0, keep));
