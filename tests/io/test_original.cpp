@@ -292,6 +292,7 @@ TEST_CASE("val_resize: predict stretches as the checkpoint's run did or as the c
   dec.conf = 0.0;
   dec.iou = ly::tasks::PredictOptions{}.iou;
   dec.multi_label = ly::Yolo9Family::val_decode().multi_label;  // predict keeps YOLOv9's every class above conf
+  dec.clip = {{0, 0, 320, 320}};                                 // boxes clamped to the (stretched) image before NMS
   torch::NoGradGuard ng;
   const auto x = ly::Yolo9Family::from_pixels(ly::data::to_chw_tensor(in).unsqueeze(0).to(torch::kFloat32));
   const auto det = fam.decode(net->forward(x), dec)[0].to(torch::kFloat64);
