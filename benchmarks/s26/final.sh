@@ -21,6 +21,10 @@ echo "build stage done $(date -u +%T)"; cp $OUT/build.log $L/ 2>/dev/null; pack
 coco_shim > $L/coco_shim.log 2>&1; echo "coco_shim rc=$?"
 export PYTHONPATH
 STYLE=shapes synth_set /tmp/shapes_0 0; echo "set written $(date -u +%T)"
+# VALCHECK=1 (benchmarks/s27/final.sh): issue 43's val check after fidelity rows 17, 18 and 20: the original trains
+# YOLOv9-t and YOLOX-t on the scenes set (seeds 0-1); each lane prints our `val` of its checkpoint beside its own validator's.
+[ "${VALCHECK:-0}" = 1 ] && for s in 0 1; do for m in yolo9-t yolox-t; do
+  ARM_TIMEOUT=${ARM_TIMEOUT:-540} lane_arm $m $s original scenes & done; done
 [ "${ARMS:-1}" = 1 ] && { ARM_TIMEOUT=${ARM_TIMEOUT:-480} lane_arm rfdetr-n 0 ours shapes & ARM_TIMEOUT=${ARM_TIMEOUT:-480} lane_arm rfdetr-n 0 original shapes & }
 wait
 cat $L/lanes/*.txt 2>/dev/null | grep -E "^seed" | sort > $OUT/lanes.txt
