@@ -132,8 +132,8 @@ int run_predict(std::vector<std::string> args) {
   args = cli::refuse_repeated_keys(args, "predict");
   auto source = take(args, "source");
   if (source.empty()) throw libreyolo::ConfigError("predict: source= is required (an image or a folder of images)");
-  // The thresholds predict takes besides the config keys (the original's predict defaults); a value that is
-  // not a whole number in range is refused naming the key, the value and what is allowed.
+  // The thresholds predict takes besides the config keys (the original's predict defaults); a value that is not
+  // a number in range (max_det: an integer) is refused naming the key, the value and what is allowed.
   auto number = [&](const char* key, const char* fallback, auto ok, const char* allowed, bool integer) {
     const auto text = take(args, key, fallback);
     double v = std::nan("");

@@ -72,7 +72,7 @@ class Model {
   }
 
   // `libreyolo predict`: the task's outputs (detection: boxes + annotated images; classification: top-k
-  // classes) under out_dir, as JSON. Detection keeps boxes scoring at least `conf`, NMS at `iou`, at most
+  // classes) under out_dir, as JSON. Detection keeps boxes scoring above `conf`, NMS at `iou`, at most
   // `max_det` per image (the original's predict defaults: 0.25, 0.45, 300).
   nlohmann::json predict(const std::filesystem::path& source, TrainConfig cfg, const std::filesystem::path& out_dir,
                          double conf = 0.25, double iou = 0.45, int64_t max_det = 300) const {
