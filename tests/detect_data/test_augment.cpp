@@ -107,6 +107,24 @@ TEST_CASE("letterbox top_left: the originals' preproc, padding right and below, 
   CHECK(info.pad_x == 15);  // (64 - 34) / 2
 }
 
+TEST_CASE("letterbox fit: resized into a smaller square, centred on the canvas (YOLO-NAS's 636 in 640)") {
+  // 100 wide x 50 high, fit 60 on 64 x 64: r = 0.6 -> 60 x 30, left (64-60)/2 = 2, top (64-30)/2 = 17.
+  Image img = with_rect(50, 100, 10, 5, 30, 20);
+  DetBoxes boxes{{3, 10, 5, 30, 20}};
+  LetterboxInfo info;
+  Image out = letterbox(img, 64, 64, boxes, &info, /*scaleup=*/true, LetterboxPlace::centre, /*fit=*/60);
+  CHECK(info.scale_x == doctest::Approx(0.6));
+  CHECK(info.pad_x == 2);
+  CHECK(info.pad_y == 17);
+  CHECK(boxes[0].x1 == doctest::Approx(8));   // 10 * 0.6 + 2
+  CHECK(boxes[0].y2 == doctest::Approx(29));  // 20 * 0.6 + 17
+  CHECK(out.at(30, 1, 0) == kLetterboxFill);  // left of the image
+  CHECK(out.at(30, 2, 0) == 0);               // its first column, black
+  CHECK(out.at(30, 62, 0) == kLetterboxFill);
+  check_box_matches_colour(out, boxes[0], 255, 0, 0);
+  CHECK_THROWS_AS(letterbox(img, 64, 64, boxes, &info, true, LetterboxPlace::centre, 65), ConfigError);
+}
+
 TEST_CASE("mosaic4: tiles meet at the centre, boxes move with them and are clipped to the canvas") {
   const int S = 32;
   // Four 32 x 16 (w x h) tiles with one rectangle each, in four colours.

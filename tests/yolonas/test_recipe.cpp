@@ -74,3 +74,13 @@ TEST_CASE("recipes: the original's YOLONASConfig and YOLOv7Config after the over
   CHECK(v7.hsv_mode == "add");
   CHECK(v7.eval_interval == 10);
 }
+
+TEST_CASE("YOLO-NAS validation and predict letterbox: 636 centred on 640, as the original's preprocess_numpy") {
+  CHECK(libreyolo::YoloNasFamily::letterbox_fit(640) == 636);
+  CHECK(libreyolo::YoloNasFamily::letterbox_fit(320) == 318);
+  CHECK(libreyolo::YoloNasFamily::letterbox_place == libreyolo::data::LetterboxPlace::centre);
+  libreyolo::TrainConfig cfg;
+  cfg.imgsz = 640;
+  CHECK(libreyolo::YoloNasFamily::augment_from(cfg, "s").letterbox_fit == 636);
+  CHECK(libreyolo::Yolov7Family::augment_from(cfg, "b").letterbox_fit == 640);  // the others: imgsz
+}

@@ -34,8 +34,12 @@ LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::arra
 }
 
 LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info,
-                                 bool scaleup, LetterboxPlace place) {
-  double r = std::min(static_cast<double>(out_h) / img.h, static_cast<double>(out_w) / img.w);
+                                 bool scaleup, LetterboxPlace place, int fit) {
+  if (fit > std::min(out_h, out_w))
+    throw ConfigError("letterbox: fit " + std::to_string(fit) + " exceeds the " + std::to_string(out_h) + " x " +
+                      std::to_string(out_w) + " canvas");
+  const int fh = fit > 0 ? fit : out_h, fw = fit > 0 ? fit : out_w;
+  double r = std::min(static_cast<double>(fh) / img.h, static_cast<double>(fw) / img.w);
   if (!scaleup) r = std::min(r, 1.0);
   const bool corner = place == LetterboxPlace::top_left;
   auto side = [&](int n) { return corner ? static_cast<int>(n * r) : static_cast<int>(std::lround(n * r)); };

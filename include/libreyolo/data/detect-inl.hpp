@@ -128,7 +128,8 @@ LIBREYOLO_INLINE DetectDataset::Sample DetectDataset::get(size_t i, std::mt19937
     detail::StageClock clock(detect_stage_times().augment_ns);
     LetterboxInfo lb;
     const Image img = aug_.val_stretch ? stretch_resize(*loaded, out_size, out_size, boxes, &lb)
-                                       : letterbox(*loaded, out_size, out_size, boxes, &lb, /*scaleup=*/true, aug_.letterbox_place);
+                                       : letterbox(*loaded, out_size, out_size, boxes, &lb, /*scaleup=*/true, aug_.letterbox_place,
+                                                   out_size == aug_.imgsz ? aug_.letterbox_fit : 0);
     // The loaded image may be a cached, smaller copy: the ratios are to the file's own size. A letterbox
     // scales both axes by one ratio (its per-axis scales differ only by the rounding of the resized size).
     s.ratio_x = static_cast<double>(loaded->w) * lb.scale_x / index_.entries[used].w;

@@ -112,6 +112,9 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
   // centred here; a family whose original pads right and below (its `preproc`: YOLOv9, YOLOX, RTMDet)
   // declares `static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;`.
   static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::centre;
+  // The square a letterboxed image is resized into in validation and predict, on the imgsz canvas: imgsz here
+  // (YOLO-NAS hides it: its original resizes to 636 and centres that on 640).
+  static int letterbox_fit(int imgsz) { return imgsz; }
 
   // Opens the dataset YAML named by cfg.data; the augmentation settings come from the config.
   void setup(const TrainConfig& cfg) {
@@ -149,6 +152,7 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
     a.stretch = cfg.train_resize == "stretch";
     a.val_stretch = cfg.val_stretch();
     a.letterbox_place = Derived::letterbox_place;
+    a.letterbox_fit = Derived::letterbox_fit(cfg.imgsz);
     // A family may adjust them (e.g. bring its own training pipeline): static void adjust_augment(a, cfg, size).
     if constexpr (requires { Derived::adjust_augment(a, cfg, size); }) Derived::adjust_augment(a, cfg, size);
     if (a.stretch && !a.can_stretch)
@@ -247,7 +251,8 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
       data::DetBoxes none;
       data::LetterboxInfo lb;
       data::Image in = opt.stretch ? data::stretch_resize(img, opt.imgsz, opt.imgsz, none, &lb)
-                                   : data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false, Derived::letterbox_place);
+                                   : data::letterbox(img, opt.imgsz, opt.imgsz, none, &lb, /*scaleup=*/false, Derived::letterbox_place,
+                                                     Derived::letterbox_fit(opt.imgsz));
       auto x = Derived::from_pixels(data::to_chw_tensor(in).unsqueeze(0).to(dev).to(torch::kFloat32));
       DecodeOptions dec_one = dec;  // boxes clamped to the image before NMS, as in validate()
       dec_one.clip = {{double(lb.pad_x), double(lb.pad_y), lb.pad_x + img.w * lb.scale_x, lb.pad_y + img.h * lb.scale_y}};

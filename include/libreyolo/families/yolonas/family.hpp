@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -77,6 +78,10 @@ class YoloNasFamily : public tasks::DetectTask<YoloNasFamily> {
   }
   // The original validates YOLO-NAS with its own postprocess: best class only, conf 0.001, IoU 0.65.
   static tasks::DecodeOptions val_decode() { return tasks::validation_decode(/*multi_label=*/false); }
+  // The original's validation and predict resize the image to a long side of 636 (YOLO_NAS_RESIZE_SIZE,
+  // postprocess/yolonas.py:19) and centre it on the 640 canvas (models/yolonas/utils.py preprocess_numpy); its
+  // 636 is a constant, which overflows a smaller canvas: here it scales with imgsz (docs/fidelity.md row 21).
+  static int letterbox_fit(int imgsz) { return static_cast<int>(std::lround(imgsz * 636.0 / 640.0)); }
   static std::vector<int64_t> strides() { return {8, 16, 32}; }
 
   // The original's (and SuperGradients') state-dict names equal ours.
