@@ -23,8 +23,15 @@ export PYTHONPATH
 STYLE=shapes synth_set /tmp/shapes_0 0; echo "set written $(date -u +%T)"
 # VALCHECK=1 (benchmarks/s27/final.sh): issue 43's val check after fidelity rows 17, 18 and 20: the original trains
 # YOLOv9-t and YOLOX-t on the scenes set (seeds 0-1); each lane prints our `val` of its checkpoint beside its own validator's.
-[ "${VALCHECK:-0}" = 1 ] && for s in 0 1; do for m in yolo9-t yolox-t; do
-  ARM_TIMEOUT=${ARM_TIMEOUT:-540} lane_arm $m $s original scenes & done; done
+# Our arms of the same models and seeds run beside them (session 27's training changes: the non-mosaic samples top-left,
+# training validation clamped before NMS), each pair in the same call under the same load. The sets are written first
+# (two arms of one seed would write the same folder at once). Model names are ours without a hyphen (yolo9t, yoloxt):
+# original_train.py splits the size off after the family prefix.
+if [ "${VALCHECK:-0}" = 1 ]; then
+  for s in 0 1; do synth_set /tmp/scenes_$s $s & done; wait; echo "scenes sets written $(date -u +%T)"
+  for s in 0 1; do for m in yolo9t yoloxt; do for side in original ours; do
+    ARM_TIMEOUT=${ARM_TIMEOUT:-540} lane_arm $m $s $side scenes & done; done; done
+fi
 [ "${ARMS:-1}" = 1 ] && { ARM_TIMEOUT=${ARM_TIMEOUT:-480} lane_arm rfdetr-n 0 ours shapes & ARM_TIMEOUT=${ARM_TIMEOUT:-480} lane_arm rfdetr-n 0 original shapes & }
 wait
 cat $L/lanes/*.txt 2>/dev/null | grep -E "^seed" | sort > $OUT/lanes.txt
