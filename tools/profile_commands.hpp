@@ -52,6 +52,11 @@ class ProfileCommands {
     infer_cmd_->add_flag("--cuda-graph", infer_opts_.cuda_graph, "also measure the forward replayed from CUDA graphs (CUDA only)");
     infer_cmd_->add_flag("--half", infer_opts_.half, "fp16 weights and inputs, as the original's predict(half=True) (CUDA only)");
     infer_cmd_->add_flag("--channels-last", infer_opts_.channels_last, "channels-last (NHWC) weights and inputs");
+    infer_cmd_->add_flag("--cudnn-benchmark", infer_opts_.cudnn_benchmark, "cuDNN autotuning, as training's cudnn_benchmark=true (CUDA only)");
+    infer_cmd_->add_option("--trace", infer_opts_.trace,
+                           "after the timed passes, N more forwards per mode under the kernel tracer: kernels per forward and "
+                           "their busy time (CUDA builds; default 0, none)")
+        ->check(CLI::Range(0, 100000));
     infer_cmd_->add_option("--repeat", infer_opts_.repeat, "measured iterations per mode (default 50)")->check(CLI::Range(1, 100000));
     infer_cmd_->add_option("--warmup", infer_opts_.warmup, "unmeasured iterations first (default 5)")->check(CLI::Range(0, 100000));
     summary_ = prof_->add_subcommand("summary", "headline numbers and the verdict");

@@ -14,12 +14,14 @@
 #include <libreyolo/eval/infer_profile.hpp>
 #include <libreyolo/io/original.hpp>
 #include <libreyolo/precision/family_default.hpp>
+#include <libreyolo/profile/step_timing.hpp>
 #include <libreyolo/tasks/detect_postprocess.hpp>
 #include <libreyolo/tasks/task.hpp>
 #include <libreyolo/train/trainer.hpp>
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -164,6 +166,13 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
       throw ConfigError("profile infer: --half needs a CUDA device (device " + device_name(dev) + "; fp16 convolutions on "
                         "the CPU are slow or missing); run without --half");
     if (o.half) net->to(torch::kHalf);  // floating-point parameters and buffers; the input follows (preprocess)
+    if (o.cudnn_benchmark && !dev.is_cuda())
+      throw ConfigError("profile infer: --cudnn-benchmark needs a CUDA device (device " + device_name(dev) + "); run without it");
+    if (o.trace > 0 && !compat::with_cuda)
+      throw ConfigError("profile infer: --trace needs a CUDA build of libreyolo (this one has no kernel tracer); run without it");
+    if (o.trace > 0 && !dev.is_cuda())
+      throw ConfigError("profile infer: --trace needs a CUDA device (device " + device_name(dev) + "); run without it");
+    if (dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.cudnn_benchmark);
     if (o.channels_last) to_channels_last(*net);
     if (o.imgsz == 0) o.imgsz = ck ? ck->meta.at("config").value("imgsz", 640) : 640;
     // Deterministic synthetic images, 4:3 (letterboxing pads them), a different pattern each.
@@ -222,11 +231,25 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
       }
       return s;
     };
+    // --trace: per mode `o.trace` forwards of one preprocessed batch timed alone, then as many under the kernel
+    // tracer (profile::time_steps), after every timed pass (the tracer's set-up and CUPTI slow the launches
+    // around it): the mode block's "kernels".
+    auto trace_forwards = [&](auto& fwd) -> nlohmann::json {
+      const auto x = preprocess();
+      const auto t = profile::time_steps([&] { eval::complete(fwd(x)); }, o.trace, dev, o.batch);
+      if (!t.traced) return nullptr;
+      auto k = profile::step_breakdown_json(t.busy, 5);
+      k["forwards"] = o.trace;
+      k["forward_min_ms"] = t.min_ms, k["forward_median_ms"] = t.median_ms;
+      k["kernels_per_forward"] = t.busy.kernels_per_step;
+      k["busy_ms"] = t.busy.gpu_busy_ms_per_step, k["kernel_sum_ms"] = t.busy.gpu_kernel_sum_ms_per_step;
+      return k;
+    };
     nlohmann::json doc = {{"schema", eval::infer_schema}, {"model", model}, {"task", std::string(F::task_info::name)},
                           {"weights", ck ? nlohmann::json(true) : nlohmann::json(false)},
                           {"weights_note", ck ? "checkpoint weights" : "random weights: a bare model name"},
                           {"batch", o.batch}, {"imgsz", o.imgsz}, {"device", device_name(dev)}, {"half", o.half},
-                          {"channels_last", o.channels_last}, {"repeat", o.repeat},
+                          {"channels_last", o.channels_last}, {"cudnn_benchmark", o.cudnn_benchmark}, {"repeat", o.repeat},
                           {"warmup", o.warmup}, {"host_timings_only", true}, {"trace_collected", false},
                           {"note", eval::infer_timing_note()}};
     nlohmann::json modes = nlohmann::json::array();
@@ -234,20 +257,33 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
     const nlohmann::json eager_doc = eval::mode_doc("eager", measure(eager), o.batch);
     modes.push_back(eager_doc);
     nlohmann::json graph = {{"requested", o.cuda_graph}, {"measured", false}, {"why", nullptr}, {"graphs", 0}};
+    std::optional<eval::GraphedForward<decltype(net)>> graphed;
     if (o.cuda_graph && !dev.is_cuda()) {
       graph["why"] = "cuda_graph: graphs need CUDA (device " + device_name(dev) + "); eager only";
     } else if (o.cuda_graph) {
-      eval::GraphedForward<decltype(net)> graphed(net, dev, true, "profile infer");
-      const eval::StageSamples s = measure(graphed);
-      if (graphed.active()) {
+      graphed.emplace(net, dev, true, "profile infer");
+      const eval::StageSamples s = measure(*graphed);
+      if (graphed->active()) {
         const nlohmann::json gdoc = eval::mode_doc("cuda_graph", s, o.batch);
         modes.push_back(gdoc);
         graph["measured"] = true;
-        graph["graphs"] = graphed.graphs();
+        graph["graphs"] = graphed->graphs();
         doc["graph_speedup_p50"] = eager_doc["latency_ms"]["p50_ms"].get<double>() / gdoc["latency_ms"]["p50_ms"].get<double>();
       } else {
-        graph["why"] = graphed.fallback();
+        graph["why"] = graphed->fallback();
+        graphed.reset();
       }
+    }
+    if (o.trace > 0) {
+      bool collected = true;
+      for (auto& m : modes) {
+        const auto k = m.at("mode") == "eager" ? trace_forwards(eager) : trace_forwards(*graphed);
+        collected = collected && !k.is_null();
+        m["kernels"] = k;
+      }
+      doc["trace_collected"] = collected;
+      doc["host_timings_only"] = !collected;
+      doc["note"] = collected ? eval::infer_trace_note() : eval::infer_timing_note();
     }
     doc["cuda_graph"] = graph;
     doc["modes"] = modes;

@@ -77,12 +77,13 @@ class Model {
   nlohmann::json predict(const std::filesystem::path& source, TrainConfig cfg, const std::filesystem::path& out_dir,
                          double conf = 0.25, double iou = 0.45, int64_t max_det = 300) const {
     if (weights_.empty()) throw ConfigError("predict: model= must be a checkpoint file (weights/best.ckpt)");
-    check_predict_source(source);
-    auto ck = io::load_any_checkpoint(weights_);
-    inherit_resize(cfg, ck);
+    // The thresholds first: a bad value is refused before the checkpoint is read.
     if (!(conf >= 0 && conf <= 1)) throw ConfigError("conf=" + std::to_string(conf) + ": invalid value; allowed: 0 .. 1");
     if (!(iou > 0 && iou <= 1)) throw ConfigError("iou=" + std::to_string(iou) + ": invalid value; allowed: 0 < iou <= 1");
     if (max_det < 1) throw ConfigError("max_det=" + std::to_string(max_det) + ": invalid value; allowed: an integer >= 1");
+    check_predict_source(source);
+    auto ck = io::load_any_checkpoint(weights_);
+    inherit_resize(cfg, ck);
     tasks::PredictOptions po;
     po.conf = conf, po.iou = iou, po.max_det = max_det;
     return with_family(model_, task_, [&](auto fam) { return predict_with(std::move(fam), ck, source, cfg, out_dir, po); });

@@ -94,4 +94,27 @@ LRY_GPU_SUITE {
   TEST_CASE("gpu inference graphs: RT-DETR-r18 graphed predictions (decoder in the graph) equal eager") {
     graphed_equals_eager(ly::RTDETRFamily("r18"));
   }
+  TEST_CASE("gpu profile infer --trace: kernels per forward and their busy time, eager and graphed, one launch per replay") {
+    LRY_REQUIRE_CUDA();
+    ly::eval::InferOptions o;
+    o.batch = 1, o.imgsz = 128, o.device = "cuda", o.cuda_graph = true, o.repeat = 3, o.warmup = 1, o.trace = 4;
+    const auto d = ly::Model("yolo9t").profile_infer(o);
+    INFO(d.dump());
+    CHECK(d["trace_collected"] == true);
+    CHECK(d["host_timings_only"] == false);
+    REQUIRE(d["modes"].size() == 2);
+    const auto& e = d["modes"][0]["kernels"];
+    const auto& g = d["modes"][1]["kernels"];
+    REQUIRE(e.is_object());
+    REQUIRE(g.is_object());
+    for (const auto* k : {&e, &g}) {
+      CHECK((*k)["forwards"] == 4);
+      CHECK((*k)["kernels_per_forward"].get<double>() >= 50);  // YOLOv9-t's forward is hundreds of kernels
+      CHECK((*k)["busy_ms"].get<double>() > 0);
+      CHECK((*k)["busy_ms"].get<double>() <= (*k)["kernel_sum_ms"].get<double>() + 1e-9);
+    }
+    // The replay runs the eager forward's kernels (the same network, the same decode), from one launch.
+    CHECK(g["kernels_per_forward"].get<double>() == doctest::Approx(e["kernels_per_forward"].get<double>()).epsilon(0.1));
+    CHECK(g["launches_per_step"].get<double>() < 0.1 * e["launches_per_step"].get<double>());
+  }
 }

@@ -390,6 +390,18 @@ TEST_CASE("cli: profile infer on CPU: stage percentiles in order, throughput, ea
   auto h = run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--half"});
   CHECK(h.code == 2);
   CHECK_MESSAGE(h.all().find("--half needs a CUDA device") != std::string::npos, h.all());
+  // --trace and --cudnn-benchmark need CUDA too (a CPU build has no kernel tracer): usage errors, not silent no-ops
+  auto tr = run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--trace", "3"});
+  CHECK(tr.code == 2);
+  CHECK_MESSAGE(tr.all().find("--trace needs a CUDA") != std::string::npos, tr.all());
+  auto cb = run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--cudnn-benchmark"});
+  CHECK(cb.code == 2);
+  CHECK_MESSAGE(cb.all().find("--cudnn-benchmark needs a CUDA device") != std::string::npos, cb.all());
+  CHECK(run({"profile", "infer", best, "--trace", "-1"}).code == 2);
+  // --trace 0 (the default) is no trace: the timings alone
+  auto t0 = parse_json(run({"profile", "infer", best, "--device", "cpu", "--imgsz", "64", "--repeat", "2", "--trace", "0", "--json"}).out);
+  CHECK(t0["trace_collected"] == false);
+  CHECK_FALSE(t0["modes"][0].contains("kernels"));
 }
 
 TEST_CASE("cli: predict and val cuda_graph=true on CPU: one fallback line, the eager output") {

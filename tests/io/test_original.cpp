@@ -285,6 +285,19 @@ TEST_CASE("val_resize: predict stretches as the checkpoint's run did or as the c
   size_t inside = 0;
   for (const auto& b : boxes) inside += b.at("box")[3].get<double>() - b.at("box")[1].get<double>() < 159;
   CHECK(inside > 0);
+  // Bad thresholds are refused before predict reads the checkpoint again or looks at the source: with the
+  // model's file gone and the source missing, the error names the threshold.
+  {
+    fs::copy_file(plain, dir.path / "gone.ckpt");
+    const ly::Model m((dir.path / "gone.ckpt").string());
+    fs::remove(dir.path / "gone.ckpt");
+    const auto cfg = ly::parse_args({"device=cpu"});
+    CHECK_THROWS_WITH_AS(m.predict(dir.path / "nowhere", cfg, dir.path / "p5", 0.25, 0.0), doctest::Contains("iou="), ly::ConfigError);
+    CHECK_THROWS_WITH_AS(m.predict(dir.path / "nowhere", cfg, dir.path / "p5", 1.5), doctest::Contains("conf="), ly::ConfigError);
+    CHECK_THROWS_WITH_AS(m.predict(dir.path / "nowhere", cfg, dir.path / "p5", 0.25, 0.45, 0), doctest::Contains("max_det="),
+                         ly::ConfigError);
+    CHECK_THROWS(m.predict(dir.path / "src", cfg, dir.path / "p5"));  // good thresholds: the missing file is what fails
+  }
   // The stretched boxes by hand: the image resized to 320 x 320, decoded, y divided by 320/160.
   ly::data::DetBoxes none;
   const auto in = ly::data::stretch_resize(img, 320, 320, none);

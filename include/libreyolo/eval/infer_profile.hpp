@@ -1,8 +1,9 @@
 #pragma once
 // `libreyolo profile infer`: inference latency of one model, stage by stage (preprocess, forward,
-// postprocess), eager and from CUDA graphs side by side. Host timings only, as `profile run` without a
-// kernel trace: each stage is host wall-clock time with the device synchronised at its end (on CUDA),
-// so a stage's time includes the device work it queued; no GPU busy time or utilisation is claimed.
+// postprocess), eager and from CUDA graphs side by side. Each stage is host wall-clock time with the device
+// synchronised at its end (on CUDA), so a stage's time includes the device work it queued. With --trace N
+// (CUDA builds), one more pass of N forwards per mode runs under the kernel tracer after the timed ones and
+// reports kernels per forward and their busy time; without it no GPU busy time or utilisation is claimed.
 //   preprocess   letterbox (detection) or resize + centre crop (classification) of `batch` synthetic
 //                images to imgsz, to a tensor on the device, the family's input normalisation;
 //   forward      the network (a DETR's decoder included), eager or one graph replay;
@@ -35,6 +36,11 @@ struct InferOptions {
   double conf = 0.25;        // detection: the score threshold of decode
   bool half = false;           // fp16 weights and inputs (the original's predict(half=True)); CUDA only
   bool channels_last = false;  // NHWC weights and inputs (as training's channels_last)
+  bool cudnn_benchmark = false;  // cuDNN autotuning (training's cudnn_benchmark); CUDA only
+  // After the timed passes, per mode `trace` forwards of one batch timed alone, then as many under the kernel
+  // tracer (profile::time_steps; CUDA builds): kernels per forward and their busy time, the floor under a
+  // forward's device time. 0: none.
+  int trace = 0;
 };
 
 inline void check_infer_options(const InferOptions& o) {
@@ -43,6 +49,7 @@ inline void check_infer_options(const InferOptions& o) {
     throw ConfigError("profile infer: --imgsz " + std::to_string(o.imgsz) + ": allowed an integer >= 32 (pixels)");
   if (o.repeat < 1) throw ConfigError("profile infer: --repeat " + std::to_string(o.repeat) + ": allowed an integer >= 1");
   if (o.warmup < 0) throw ConfigError("profile infer: --warmup " + std::to_string(o.warmup) + ": allowed an integer >= 0");
+  if (o.trace < 0) throw ConfigError("profile infer: --trace " + std::to_string(o.trace) + ": allowed an integer >= 0 (forwards traced)");
 }
 
 // The q-th percentile (0..100) of `v`, linear between the closest ranks (numpy's default).
@@ -89,6 +96,10 @@ inline const char* infer_timing_note() {
   return "host wall-clock timings (the device synchronised after each stage); no GPU kernel trace: GPU busy time and "
          "utilisation are not measured";
 }
+inline const char* infer_trace_note() {
+  return "stages timed on the host (the device synchronised after each); kernel figures from a separate traced pass of "
+         "forwards (Kineto), not from the timed ones: a forward can take no less device time than its kernels' busy time";
+}
 
 inline std::string infer_text(const nlohmann::json& d) {
   std::ostringstream o;
@@ -97,8 +108,9 @@ inline std::string infer_text(const nlohmann::json& d) {
     << d.value("task", std::string()) << ", batch " << d.value("batch", 0) << ", imgsz " << d.value("imgsz", 0) << ", device "
     << d.value("device", std::string()) << ", " << d.value("repeat", 0) << " iterations after " << d.value("warmup", 0)
     << " warm-up" << (d.value("half", false) ? ", fp16 weights" : "") << (d.value("channels_last", false) ? ", channels-last" : "")
-    << "\n";
-  o << "host timings only: " << infer_timing_note() << "\n";
+    << (d.value("cudnn_benchmark", false) ? ", cuDNN autotuning" : "") << "\n";
+  if (d.value("trace_collected", false)) o << infer_trace_note() << "\n";
+  else o << "host timings only: " << infer_timing_note() << "\n";
   std::snprintf(line, sizeof line, "%-11s %-12s %9s %9s %9s %9s\n", "mode", "stage", "p50 ms", "p90 ms", "p99 ms", "mean ms");
   o << line;
   for (const auto& m : d.at("modes")) {
@@ -113,6 +125,13 @@ inline std::string infer_text(const nlohmann::json& d) {
     row("latency", m.at("latency_ms"));
     if (m.at("img_per_s").is_number()) {
       std::snprintf(line, sizeof line, "%-11s throughput %.1f img/s\n", mode.c_str(), m.at("img_per_s").get<double>());
+      o << line;
+    }
+    if (m.contains("kernels") && m.at("kernels").is_object()) {
+      const auto& k = m.at("kernels");
+      std::snprintf(line, sizeof line, "%-11s kernels    %.0f per forward, busy %.3f ms (forward alone: min %.3f ms; %d forwards traced)\n",
+                    mode.c_str(), k.at("kernels_per_forward").get<double>(), k.at("busy_ms").get<double>(),
+                    k.at("forward_min_ms").get<double>(), k.at("forwards").get<int>());
       o << line;
     }
   }

@@ -541,6 +541,7 @@ class PositionEmbeddingSineImpl : public torch::nn::Cloneable<PositionEmbeddingS
   void reset() override {
     auto d = torch::arange(n_, torch::kFloat32);
     dim_t_ = torch::pow(temperature_, 2 * torch::div(d, 2, "floor") / static_cast<double>(n_));
+    dim_t_dev_ = torch::Tensor();
   }
   // feat [B, C, h, w] -> [B, 2 * num_pos_feats, h, w] in feat's dtype.
   torch::Tensor forward(const torch::Tensor& feat) {
@@ -551,7 +552,7 @@ class PositionEmbeddingSineImpl : public torch::nn::Cloneable<PositionEmbeddingS
     const double scale = 2 * std::numbers::pi, eps = 1e-6;
     y = y / (y.narrow(1, h - 1, 1) + eps) * scale;
     x = x / (x.narrow(2, w - 1, 1) + eps) * scale;
-    const auto dim_t = dim_t_.to(feat.device());
+    const auto& dim_t = dim_t_on(feat.device());
     auto embed = [&](const torch::Tensor& e) {
       auto p = e.unsqueeze(-1) / dim_t;  // [B, h, w, n]
       using torch::indexing::Slice;
@@ -562,9 +563,16 @@ class PositionEmbeddingSineImpl : public torch::nn::Cloneable<PositionEmbeddingS
   }
 
  private:
+  // dim_t on the features' device, copied there once: by the first forward on that device, an eager step
+  // before any CUDA graph is captured (a capture cannot copy from pageable host memory). dim_t itself stays
+  // as computed on the CPU, as the original's buffer is.
+  const torch::Tensor& dim_t_on(const torch::Device& d) {
+    if (!dim_t_dev_.defined() || dim_t_dev_.device() != d) dim_t_dev_ = dim_t_.to(d);
+    return dim_t_dev_;
+  }
   int64_t n_;
   double temperature_;
-  torch::Tensor dim_t_;
+  torch::Tensor dim_t_, dim_t_dev_;
 };
 TORCH_MODULE(PositionEmbeddingSine);
 
@@ -820,7 +828,7 @@ class RFDETRTransformerImpl : public torch::nn::Cloneable<RFDETRTransformerImpl>
     for (size_t lvl = 0; lvl < shapes.size(); ++lvl) {
       const int64_t h = shapes[lvl][0], w = shapes[lvl][1];
       auto gy = torch::ones({h, w}, o).cumsum(0) - 1, gx = torch::ones({h, w}, o).cumsum(1) - 1;
-      auto scale = torch::tensor({static_cast<float>(w), static_cast<float>(h)}, o);
+      auto scale = detr::device_pair(static_cast<double>(w), static_cast<double>(h), o);
       auto grid = (torch::stack({gx, gy}, -1) + 0.5) / scale;
       auto wh = torch::ones_like(grid) * 0.05 * std::pow(2.0, static_cast<double>(lvl));
       props.push_back(torch::cat({grid, wh}, -1).reshape({1, h * w, 4}));

@@ -39,7 +39,7 @@ inline torch::Tensor ms_deform_attn_core(const torch::Tensor& value, const Spati
       if (v.scalar_type() != locs[l].scalar_type()) v = v.to(locs[l].scalar_type());
       sampled.push_back(torch::grid_sampler(v, locs[l], /*bilinear*/ 0, /*zeros*/ 0, /*align_corners=*/false));
     } else {
-      auto wh = torch::tensor({static_cast<double>(w), static_cast<double>(h)}, locs[l].options());
+      auto wh = device_pair(static_cast<double>(w), static_cast<double>(h), locs[l].options());
       auto coord = (locs[l] * wh + 0.5).to(torch::kLong).clamp(0, h - 1).reshape({B * H, Lq * points[l], 2});
       auto flat_idx = coord.select(-1, 1) * w + coord.select(-1, 0);                         // [B*H, Lq*P]
       auto g = v.flatten(2).gather(2, flat_idx.unsqueeze(1).expand({B * H, D, Lq * points[l]}));  // [B*H, D, Lq*P]

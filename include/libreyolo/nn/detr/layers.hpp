@@ -38,6 +38,13 @@ inline torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5) 
 inline torch::Tensor linear(const torch::nn::LinearImpl& l, const torch::Tensor& x) { return torch::linear(x, l.weight, l.bias); }
 inline torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) { return linear(*l, x); }
 
+// The two-element tensor (a, b) made where `o` says, without a host-to-device copy: torch::tensor({a, b}, o)
+// builds it on the CPU and copies it over, which a CUDA graph cannot capture from pageable memory. Two fills
+// and a stack give the same values (exact for the integer sizes this is used for).
+inline torch::Tensor device_pair(double a, double b, const torch::TensorOptions& o) {
+  return torch::stack({torch::full({}, a, o), torch::full({}, b, o)});
+}
+
 // The bias whose sigmoid is prior_prob.
 inline double bias_init_with_prob(double prior_prob = 0.01) { return -std::log((1 - prior_prob) / prior_prob); }
 
