@@ -1,6 +1,7 @@
 // The DETR pieces by hand: the set loss (Hungarian matching, varifocal, L1, GIoU) on a case small
 // enough to compute on paper, the contrastive denoising group whose size follows the batch's largest
 // ground-truth count, its attention mask, and the decoder's training output with denoising queries.
+#include <libreyolo/assign/hungarian.hpp>
 #include <libreyolo/nn/detr/criterion.hpp>
 #include <libreyolo/nn/detr/decoder.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
@@ -8,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace detr = libreyolo::nn::detr;
@@ -197,4 +200,171 @@ TEST_CASE("the decoder's training output carries the denoising part sized by the
   CHECK_FALSE(ev.dn_meta.has_value());
   CHECK(ev.aux.empty());
   CHECK(ev.pred_boxes.sizes() == torch::IntArrayRef({2, 84, 4}));
+}
+
+// ---- the fixed-shape loss against a plain reference -------------------------------------------------
+// The criterion runs in fixed shapes (targets in [B, M] slots, matches as each slot's query, masked terms:
+// the form a step graph holds). The reference below computes the same loss one output and one image at a
+// time, straight from the formulas, with ragged per-image tensors: the matching cost (2 focal + 5 L1 +
+// 2 (-GIoU)) solved by assign::linear_sum_assignment, varifocal over every (query, class), L1 and GIoU on
+// the matched pairs, the denoising queries matched by construction.
+namespace {
+
+struct RefLoss {
+  torch::Tensor vfl, bbox, giou;
+  void add(const torch::Tensor& v, const torch::Tensor& b, const torch::Tensor& g) {
+    vfl = vfl.defined() ? vfl + v : v;
+    bbox = bbox.defined() ? bbox + b : b;
+    giou = giou.defined() ? giou + g : g;
+  }
+};
+
+// Image i's matched (query, target) pairs of one output by the Hungarian method on its own cost matrix.
+std::vector<std::pair<int64_t, int64_t>> ref_match(const torch::Tensor& logits, const torch::Tensor& boxes, const detr::DetrTarget& t) {
+  const int64_t n = t.labels.size(0), Q = logits.size(0);
+  if (n == 0) return {};
+  torch::NoGradGuard ng;
+  auto prob = torch::sigmoid(logits).index_select(1, t.labels);  // [Q, n]
+  auto neg = 0.75 * prob.pow(2) * (-(1 - prob + 1e-8).log());
+  auto pos = 0.25 * (1 - prob).pow(2) * (-(prob + 1e-8).log());
+  auto l1 = (boxes.unsqueeze(1) - t.boxes.unsqueeze(0)).abs().sum(-1);
+  auto giou = detr::generalized_box_iou(detr::box_cxcywh_to_xyxy(boxes), detr::box_cxcywh_to_xyxy(t.boxes));
+  auto cost = (5 * l1 + 2 * (pos - neg) - 2 * giou).to(torch::kFloat64).contiguous();
+  const auto a = libreyolo::assign::linear_sum_assignment(cost.data_ptr<double>(), Q, n);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t k = 0; k < a.rows.size(); ++k) out.emplace_back(a.rows[k], a.cols[k]);
+  return out;
+}
+
+// One output's three terms for given pairs per image, each normalised by `norm`.
+void ref_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const std::vector<detr::DetrTarget>& t,
+               const std::vector<std::vector<std::pair<int64_t, int64_t>>>& pairs, double norm, RefLoss& r) {
+  for (size_t i = 0; i < t.size(); ++i) {
+    const auto li = logits[static_cast<int64_t>(i)], bi = boxes[static_cast<int64_t>(i)];
+    auto score = torch::zeros_like(li), onehot = torch::zeros_like(li);
+    auto l1 = bi.sum() * 0, gi = bi.sum() * 0;
+    for (auto [q, j] : pairs[i]) {
+      auto s = detr::box_cxcywh_to_xyxy(bi[q].unsqueeze(0)), g = detr::box_cxcywh_to_xyxy(t[i].boxes[j].unsqueeze(0));
+      const int64_t c = t[i].labels[j].item<int64_t>();
+      score[q][c] = detr::paired_iou(s, g).detach()[0];
+      onehot[q][c] = 1;
+      l1 = l1 + (bi[q] - t[i].boxes[j]).abs().sum();
+      gi = gi + (1 - detr::paired_giou(s, g)[0]);
+    }
+    auto w = 0.75 * torch::sigmoid(li).detach().pow(2) * (1 - onehot) + score;
+    auto vfl = torch::binary_cross_entropy_with_logits(li, score, w, {}, at::Reduction::Sum);
+    r.add(vfl / norm, 5 * l1 / norm, 2 * gi / norm);
+  }
+}
+
+struct RandomDetrCase {
+  std::vector<detr::DetrTarget> targets;
+  detr::DetrOutput out;
+  std::vector<torch::Tensor> leaves;  // every output tensor, for the gradients
+};
+
+// B = 3 images with {3, 0, 5} targets (4 classes), a main output and two aux layers of 10 queries, an
+// encoder output of 12 (a second stack), and two denoising layers for num_denoising = 10 (2 groups of 2 x 5).
+RandomDetrCase random_detr_case(uint64_t seed) {
+  torch::manual_seed(seed);
+  RandomDetrCase c;
+  for (int64_t n : {3, 0, 5}) {
+    auto cxcy = torch::rand({n, 2}) * 0.6 + 0.2, wh = torch::rand({n, 2}) * 0.35 + 0.05;
+    c.targets.push_back({torch::randint(0, 4, {n}, torch::kLong), torch::cat({cxcy, wh}, 1)});
+  }
+  auto output = [&](int64_t Q) {
+    auto l = torch::randn({3, Q, 4}).requires_grad_(true), b = torch::sigmoid(torch::randn({3, Q, 4})).requires_grad_(true);
+    c.leaves.push_back(l), c.leaves.push_back(b);
+    return std::make_pair(l, b);
+  };
+  std::tie(c.out.pred_logits, c.out.pred_boxes) = output(10);
+  c.out.aux = {output(10), output(10)};
+  c.out.enc_aux = {output(12)};
+  c.out.dn_aux = {output(20), output(20)};
+  detr::DenoisingMeta meta;
+  meta.num_group = 2, meta.max_gt = 5, meta.num_denoising = 20, meta.num_queries = 10;
+  for (auto& t : c.targets) {
+    std::vector<int64_t> p;
+    for (int64_t g = 0; g < 2; ++g)
+      for (int64_t j = 0; j < t.labels.size(0); ++j) p.push_back(g * 10 + j);
+    meta.positive_idx.push_back(torch::tensor(p, torch::kLong));
+  }
+  c.out.dn_meta = meta;
+  return c;
+}
+
+RefLoss reference_loss(const RandomDetrCase& c) {
+  const double nb = 8;  // 3 + 0 + 5 boxes
+  RefLoss r;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> matched{{c.out.pred_logits, c.out.pred_boxes}};
+  for (auto& a : c.out.aux) matched.push_back(a);
+  for (auto& a : c.out.enc_aux) matched.push_back(a);
+  for (auto& [l, b] : matched) {
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> pairs;
+    for (size_t i = 0; i < c.targets.size(); ++i)
+      pairs.push_back(ref_match(l[static_cast<int64_t>(i)], b[static_cast<int64_t>(i)], c.targets[i]));
+    ref_terms(l, b, c.targets, pairs, nb, r);
+  }
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> dn;
+  for (size_t i = 0; i < c.targets.size(); ++i) {
+    dn.emplace_back();
+    for (int64_t g = 0; g < 2; ++g)
+      for (int64_t j = 0; j < c.targets[i].labels.size(0); ++j) dn.back().emplace_back(g * 10 + j, j);
+  }
+  for (auto& [l, b] : c.out.dn_aux) ref_terms(l, b, c.targets, dn, nb * 2, r);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the fixed-shape set loss equals a per-image reference, values and gradients, with padding slots") {
+  detr::SetCriterionOptions o;
+  o.num_classes = 4;
+  const detr::SetCriterion crit(o);
+  for (uint64_t seed : {0u, 1u, 2u}) {
+    CAPTURE(seed);
+    auto c = random_detr_case(seed);
+    const auto ref = reference_loss(c);
+    const auto l = crit(c.out, c.targets);
+    CHECK(l.items[0].item<double>() == doctest::Approx(ref.vfl.item<double>()).epsilon(1e-5));
+    CHECK(l.items[1].item<double>() == doctest::Approx(ref.bbox.item<double>()).epsilon(1e-5));
+    CHECK(l.items[2].item<double>() == doctest::Approx(ref.giou.item<double>()).epsilon(1e-5));
+    // Gradients of every output, element by element.
+    const auto g = torch::autograd::grad({l.total}, c.leaves);
+    const auto gr = torch::autograd::grad({ref.vfl + ref.bbox + ref.giou}, c.leaves);
+    for (size_t k = 0; k < c.leaves.size(); ++k) {
+      CAPTURE(k);
+      CHECK(torch::allclose(g[k], gr[k], 1e-4, 1e-6));
+    }
+    // More slots than targets (M = 8, as a power-of-two bucket would give): the same matches in the first
+    // five slots, -1 after, and the same loss.
+    const auto t5 = detr::set_batch::pad_targets(c.targets, torch::kCPU), t8 = detr::set_batch::pad_targets(c.targets, torch::kCPU, 8);
+    REQUIRE(t5.M == 5);
+    REQUIRE(t8.M == 8);
+    CHECK(t8.valid.sum().item<int64_t>() == 8);
+    const auto m5 = crit.match_slots({{c.out.pred_logits, c.out.pred_boxes}, c.out.enc_aux.front()}, t5);
+    const auto m8 = crit.match_slots({{c.out.pred_logits, c.out.pred_boxes}, c.out.enc_aux.front()}, t8);
+    for (size_t k = 0; k < 2; ++k) {
+      CHECK(m8[k].narrow(1, 0, 5).equal(m5[k]));
+      CHECK((m8[k].narrow(1, 5, 3) == -1).all().item<bool>());
+      CHECK((m5[k] >= 0).equal(t5.valid));  // every target matched (Q >= n), no padding slot
+    }
+    const auto l8 = crit(c.out, t8);
+    CHECK(torch::allclose(l8.items, l.items, 1e-6, 0));
+  }
+}
+
+TEST_CASE("the denoising matches made on the device: slot g * M + j holds query g * 2G + j where target j exists") {
+  detr::DenoisingMeta meta;
+  meta.num_group = 2, meta.max_gt = 3;
+  const std::vector<detr::DetrTarget> t{target({1, 0}, {0.5f, 0.5f, 0.2f, 0.2f, 0.3f, 0.3f, 0.1f, 0.1f}),
+                                        target({2, 2, 1}, {0.4f, 0.4f, 0.2f, 0.2f, 0.6f, 0.6f, 0.1f, 0.1f, 0.2f, 0.7f, 0.1f, 0.2f})};
+  const auto p = detr::set_batch::pad_targets(t, torch::kCPU, 4);
+  CHECK(detr::set_batch::denoising_qidx(meta, p).equal(torch::tensor({0, 1, -1, -1, 6, 7, -1, -1,  //
+                                                                      0, 1, 2, -1, 6, 7, 8, -1}, torch::kLong).view({2, 8})));
+  CHECK(detr::set_batch::denoising_columns(meta, p).equal(torch::tensor({0, 1, 2, 3, 0, 1, 2, 3}, torch::kLong)));
+  // The padded slots: label 0, box (0.5, 0.5, 1, 1), not valid.
+  CHECK(p.labels.equal(torch::tensor({1, 0, 0, 0, 2, 2, 1, 0}, torch::kLong).view({2, 4})));
+  CHECK(p.boxes[0][3].equal(torch::tensor({0.5f, 0.5f, 1.f, 1.f})));
+  CHECK(p.valid.equal(torch::tensor({1, 1, 0, 0, 1, 1, 1, 0}, torch::kLong).view({2, 4}).to(torch::kBool)));
 }

@@ -9,8 +9,11 @@
 //             box count x groups).
 // Reported components (the original's get_loss_components): vfl, bbox, giou, each summed over all terms.
 // The outputs of one query count are evaluated together (nn/detr/set_batch.hpp): the matched ones (last
-// layer, aux, encoder) as one [O, B, Q, .] stack, the denoising layers as another; every index set goes to
-// the device in one copy, the cost matrices to the host in one.
+// layer, aux, encoder) as one [O, B, Q, .] stack, the denoising layers as another. Everything is in fixed
+// shapes (set_batch's PaddedTargets): the targets as [B, M] slots with a mask, the cost matrices [O * B,
+// Q, M] (to the host in one copy), the matches as each slot's query [O, B, M] (to the device in one copy),
+// every term masked; the denoising matches are made on the device. So the loss after the matching follows
+// only B, Q and M: the form a step graph of the DETR line holds (issue 44).
 #include <libreyolo/nn/detr/decoder.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
 #include <libreyolo/nn/detr/set_batch.hpp>
@@ -42,93 +45,81 @@ class SetCriterion {
  public:
   explicit SetCriterion(SetCriterionOptions o = {}) : o_(o) {}
 
-  // The matching cost matrix [B, Q, T] of one output against the batch's concatenated targets.
-  torch::Tensor cost_matrix(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& tgt_ids,
+  // The matching cost [N, Q, M] of N outputs (logits [N, Q, C], cxcywh boxes [N, Q, 4]) against their
+  // images' target slots (labels [N, M], boxes [N, M, 4]).
+  torch::Tensor cost_matrix(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& labels,
                             const torch::Tensor& tgt_boxes) const {
     torch::NoGradGuard ng;
-    const int64_t B = logits.size(0), Q = logits.size(1);
-    auto prob = torch::sigmoid(logits.flatten(0, 1)).index_select(1, tgt_ids);  // [B*Q, T]
+    const int64_t N = logits.size(0), Q = logits.size(1), M = labels.size(1);
+    auto prob = torch::sigmoid(logits).gather(2, labels.unsqueeze(1).expand({N, Q, M}));  // [N, Q, M]
     auto neg = (1 - o_.match_alpha) * prob.pow(o_.match_gamma) * (-(1 - prob + 1e-8).log());
     auto pos = o_.match_alpha * (1 - prob).pow(o_.match_gamma) * (-(prob + 1e-8).log());
-    auto out_bbox = boxes.flatten(0, 1);
-    auto cost_bbox = (out_bbox.unsqueeze(1) - tgt_boxes.unsqueeze(0)).abs().sum(-1);  // cdist p=1
-    auto cost_giou = -generalized_box_iou(box_cxcywh_to_xyxy(out_bbox), box_cxcywh_to_xyxy(tgt_boxes));
-    auto c = o_.cost_bbox * cost_bbox + o_.cost_class * (pos - neg) + o_.cost_giou * cost_giou;
-    return c.view({B, Q, -1});
+    auto cost_bbox = (boxes.unsqueeze(2) - tgt_boxes.unsqueeze(1)).abs().sum(-1);  // cdist p=1
+    auto cost_giou = -generalized_box_iou(box_cxcywh_to_xyxy(boxes), box_cxcywh_to_xyxy(tgt_boxes));
+    return o_.cost_bbox * cost_bbox + o_.cost_class * (pos - neg) + o_.cost_giou * cost_giou;
   }
 
-  // Hungarian matching of several outputs at once (one device-to-host copy for all of them).
+  // The matches of several outputs as every target slot's query: per output [B, M] int64, -1 for a padding
+  // slot (one device-to-host copy of the costs for all outputs).
+  std::vector<torch::Tensor> match_slots(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
+                                         const set_batch::PaddedTargets& t) const {
+    const auto stacks = set_batch::stack_by_queries(outputs);
+    const auto per_stack = match_padded(stacks, t);
+    std::vector<torch::Tensor> out(outputs.size());
+    for (size_t g = 0; g < stacks.size(); ++g)
+      for (size_t k = 0; k < stacks[g].members.size(); ++k) out[stacks[g].members[k]] = per_stack[g][static_cast<int64_t>(k)];
+    return out;
+  }
+
+  // The same as (query, target) index pairs per output and image, queries ascending (CPU int64).
   std::vector<MatchIndices> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                   const std::vector<DetrTarget>& targets) const {
-    const set_batch::Targets t(targets);
-    auto host = match_host(set_batch::stack_by_queries(outputs), outputs.size(), t);
+    const auto t = set_batch::pad_targets(targets, outputs.front().first.device());
     std::vector<MatchIndices> all;
-    for (auto& m : host) all.push_back(set_batch::to_tensors(m));
+    for (auto& slots : match_slots(outputs, t)) {
+      auto h = slots.to(torch::kCPU).contiguous();
+      const int64_t B = h.size(0), M = h.size(1);
+      const int64_t* p = h.data_ptr<int64_t>();
+      MatchIndices m;
+      for (int64_t i = 0; i < B; ++i) {
+        std::vector<std::pair<int64_t, int64_t>> pairs;  // (query, target)
+        for (int64_t j = 0; j < M; ++j)
+          if (p[i * M + j] >= 0) pairs.emplace_back(p[i * M + j], j);
+        std::sort(pairs.begin(), pairs.end());
+        std::vector<int64_t> q, c;
+        for (auto& [a, b] : pairs) q.push_back(a), c.push_back(b);
+        m.emplace_back(set_batch::long_tensor(q), set_batch::long_tensor(c));
+      }
+      all.push_back(std::move(m));
+    }
     return all;
   }
 
-  // The loss of one output for given indices: {vfl, bbox, giou} (already weighted).
-  std::array<torch::Tensor, 3> terms(const torch::Tensor& logits, const torch::Tensor& boxes, const std::vector<DetrTarget>& targets,
-                                     const MatchIndices& idx, double num_boxes) const {
-    const set_batch::Targets t(targets);
-    const auto m = set_batch::to_host(idx);
-    set_batch::DeviceIndices di;
-    const size_t seg = di.add({&m}, {0}, logits.size(0), logits.size(1), t.offsets);
-    di.upload(logits.device());
-    return stack_terms(set_batch::stack_f32({logits}), set_batch::stack_f32({boxes}), t, di[seg], num_boxes);
-  }
-
-  // The denoising queries' indices: image i's positives against its targets tiled num_group times.
-  static MatchIndices denoising_indices(const DenoisingMeta& meta, const std::vector<DetrTarget>& targets) {
-    return set_batch::to_tensors(set_batch::denoising_match(meta, targets));
-  }
-
   SetLoss operator()(const DetrOutput& out, const std::vector<DetrTarget>& targets) const {
-    int64_t nb = 0;
-    for (auto& t : targets) nb += t.labels.size(0);
-    const double num_boxes = std::max<double>(1.0, static_cast<double>(nb));
-    const auto dev = out.pred_logits.device();
-    set_batch::Targets t(targets);
-    if (t.labels.defined() && t.labels.device() != dev) t.labels = t.labels.to(dev), t.boxes = t.boxes.to(dev);
+    return (*this)(out, set_batch::pad_targets(targets, out.pred_logits.device()));
+  }
+
+  SetLoss operator()(const DetrOutput& out, const set_batch::PaddedTargets& t) const {
     std::vector<std::pair<torch::Tensor, torch::Tensor>> matched{{out.pred_logits, out.pred_boxes}};
     for (auto& a : out.aux) matched.push_back(a);
     if (o_.enc_aux)
       for (auto& a : out.enc_aux) matched.push_back(a);
     const auto stacks = set_batch::stack_by_queries(matched);
-    const auto indices = match_host(stacks, matched.size(), t);
-    // Every index set in one host-to-device copy.
-    set_batch::DeviceIndices di;
-    std::vector<size_t> segs;
-    for (auto& s : stacks) {
-      std::vector<const HostMatch*> ms;
-      std::vector<int64_t> slots;
-      for (size_t k = 0; k < s.members.size(); ++k) ms.push_back(&indices[s.members[k]]), slots.push_back(static_cast<int64_t>(k));
-      segs.push_back(di.add(ms, slots, s.logits.size(1), s.logits.size(2), t.offsets));
-    }
-    std::vector<set_batch::Stack> dn_stacks;
-    std::vector<size_t> dn_segs;
-    HostMatch dn_idx;
-    const bool has_dn = out.dn_meta && !out.dn_aux.empty();
-    if (has_dn) {
-      dn_idx = set_batch::denoising_match(*out.dn_meta, targets);
-      dn_stacks = set_batch::stack_by_queries(out.dn_aux);
-      for (auto& s : dn_stacks) {
-        std::vector<const HostMatch*> ms(s.members.size(), &dn_idx);
-        std::vector<int64_t> slots;
-        for (size_t k = 0; k < s.members.size(); ++k) slots.push_back(static_cast<int64_t>(k));
-        dn_segs.push_back(di.add(ms, slots, s.logits.size(1), s.logits.size(2), t.offsets));
-      }
-    }
-    di.upload(dev);
+    const auto qidx = match_padded(stacks, t);
+    // The batch's box count (at least 1) as a device scalar: nothing after the matching reads the host.
+    const auto num_boxes = t.valid.sum().clamp_min(1).to(torch::kFloat32);
+    const auto cols = torch::arange(t.M, t.labels.options());
 
     std::array<torch::Tensor, 3> sum;
     auto add = [&](const std::array<torch::Tensor, 3>& x) {
       for (int k = 0; k < 3; ++k) sum[k] = sum[k].defined() ? sum[k] + x[k] : x[k];
     };
-    for (size_t g = 0; g < stacks.size(); ++g) add(stack_terms(stacks[g].logits, stacks[g].boxes, t, di[segs[g]], num_boxes));
-    if (has_dn) {
-      const double dn_boxes = num_boxes * static_cast<double>(out.dn_meta->num_group);
-      for (size_t g = 0; g < dn_stacks.size(); ++g) add(stack_terms(dn_stacks[g].logits, dn_stacks[g].boxes, t, di[dn_segs[g]], dn_boxes));
+    for (size_t g = 0; g < stacks.size(); ++g) add(stack_terms(stacks[g].logits, stacks[g].boxes, t, qidx[g], cols, num_boxes));
+    if (out.dn_meta && !out.dn_aux.empty()) {
+      const auto dq = set_batch::denoising_qidx(*out.dn_meta, t).unsqueeze(0);
+      const auto dcols = set_batch::denoising_columns(*out.dn_meta, t);
+      const auto dn_boxes = num_boxes * static_cast<double>(out.dn_meta->num_group);
+      for (auto& s : set_batch::stack_by_queries(out.dn_aux)) add(stack_terms(s.logits, s.boxes, t, dq, dcols, dn_boxes));
     }
     SetLoss r;
     r.total = sum[0] + sum[1] + sum[2];
@@ -139,51 +130,50 @@ class SetCriterion {
   const SetCriterionOptions& options() const { return o_; }
 
  private:
-  std::vector<HostMatch> match_host(const std::vector<set_batch::Stack>& stacks, size_t n, const set_batch::Targets& t) const {
-    return set_batch::hungarian(stacks, n, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
+  std::vector<torch::Tensor> match_padded(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
+    return set_batch::hungarian_padded(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
       return cost_matrix(l, b, ids, bx);
     });
   }
 
-  // The summed terms {vfl, bbox, giou} (weighted) of O stacked outputs [O, B, Q, .] sharing one
-  // normalisation, for the matched pairs of `seg` (flat indices over the stack).
-  std::array<torch::Tensor, 3> stack_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const set_batch::Targets& t,
-                                           const set_batch::DeviceIndices::Segment& seg, double num_boxes) const {
-    const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
-    auto src_boxes = boxes.reshape({-1, 4}).index_select(0, seg.flat);
-    torch::Tensor target_boxes, target_labels;
-    if (seg.n > 0) {
-      target_boxes = t.boxes.index_select(0, seg.tidx);
-      target_labels = t.labels.index_select(0, seg.tidx);
-    }
+  // The summed terms {vfl, bbox, giou} (weighted) of O stacked outputs [O, B, Q, .] sharing one normaliser
+  // (a device scalar), in fixed shapes: qidx [O or 1, B, K] is each slot's query (-1: none) and cols [K]
+  // its target column. Unmatched slots write their varifocal targets into a dummy row past the last query
+  // (dropped after) and carry mask 0 in the box terms.
+  std::array<torch::Tensor, 3> stack_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const set_batch::PaddedTargets& t,
+                                           const torch::Tensor& qidx, const torch::Tensor& cols, const torch::Tensor& num_boxes) const {
+    const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3), K = qidx.size(2);
+    const auto lopt = qidx.options();
+    auto q = qidx.expand({O, B, K});
+    auto mask = (q >= 0).reshape({-1});
+    auto base = (torch::arange(O, lopt).view({O, 1, 1}) * B + torch::arange(B, lopt).view({1, B, 1})) * Q;
+    auto flat = (base + q.clamp_min(0)).reshape({-1});                             // [O * B * K]
+    auto row = torch::where(mask, flat, torch::full_like(flat, O * B * Q));           // unmatched -> the dummy row
+    auto target_labels = t.labels.index_select(1, cols).unsqueeze(0).expand({O, B, K}).reshape({-1});
+    auto target_boxes = t.boxes.index_select(1, cols).unsqueeze(0).expand({O, B, K, 4}).reshape({-1, 4});
+    auto src_boxes = boxes.reshape({-1, 4}).index_select(0, flat);
+    auto src_xyxy = box_cxcywh_to_xyxy(src_boxes), tgt_xyxy = box_cxcywh_to_xyxy(target_boxes);
+    const auto maskf = mask.to(logits.scalar_type());
 
     // Varifocal: target = IoU at the matched (query, class), 0 elsewhere.
-    auto target = torch::zeros({O * B * Q, C}, logits.options());
-    auto target_score = torch::zeros({O * B * Q, C}, logits.options());
-    if (seg.n > 0) {
-      torch::Tensor ious;
-      {
-        torch::NoGradGuard ng;
-        ious = paired_iou(box_cxcywh_to_xyxy(src_boxes), box_cxcywh_to_xyxy(target_boxes)).detach();
-      }
-      target.index_put_({seg.flat, target_labels}, torch::ones_like(ious));
-      target_score.index_put_({seg.flat, target_labels}, ious);
+    torch::Tensor ious;
+    {
+      torch::NoGradGuard ng;
+      ious = paired_iou(src_xyxy, tgt_xyxy).detach();
     }
-    target = target.view({O, B, Q, C});
-    target_score = target_score.view({O, B, Q, C});
+    auto target = torch::zeros({O * B * Q + 1, C}, logits.options());
+    auto target_score = torch::zeros({O * B * Q + 1, C}, logits.options());
+    target.index_put_({row, target_labels}, torch::ones_like(ious));
+    target_score.index_put_({row, target_labels}, ious);
+    target = target.narrow(0, 0, O * B * Q).view({O, B, Q, C});
+    target_score = target_score.narrow(0, 0, O * B * Q).view({O, B, Q, C});
     auto pred_score = torch::sigmoid(logits).detach();
     auto weight = o_.vfl_alpha * pred_score.pow(o_.vfl_gamma) * (1 - target) + target_score;
     auto vfl = torch::binary_cross_entropy_with_logits(logits, target_score, weight, {}, at::Reduction::None);
-    auto loss_vfl = vfl.mean(2).sum() * (static_cast<double>(Q) / num_boxes) * o_.w_vfl;
+    auto loss_vfl = vfl.mean(2).sum() * static_cast<double>(Q) / num_boxes * o_.w_vfl;
 
-    torch::Tensor loss_bbox, loss_giou;
-    if (seg.n == 0) {
-      loss_bbox = src_boxes.sum() * 0;
-      loss_giou = src_boxes.sum() * 0;
-    } else {
-      loss_bbox = (src_boxes - target_boxes).abs().sum() / num_boxes * o_.w_bbox;
-      loss_giou = (1 - paired_giou(box_cxcywh_to_xyxy(src_boxes), box_cxcywh_to_xyxy(target_boxes))).sum() / num_boxes * o_.w_giou;
-    }
+    auto loss_bbox = ((src_boxes - target_boxes).abs().sum(1) * maskf).sum() / num_boxes * o_.w_bbox;
+    auto loss_giou = ((1 - paired_giou(src_xyxy, tgt_xyxy)) * maskf).sum() / num_boxes * o_.w_giou;
     return {loss_vfl, loss_bbox, loss_giou};
   }
 

@@ -10,8 +10,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,6 +60,46 @@ std::vector<DetrTarget> detr_targets_of(const std::vector<torch::Tensor>& rows, 
   if (counts.empty()) return out;
   auto ls = labels.split_with_sizes(counts), bs = boxes.split_with_sizes(counts);
   for (size_t i = 0; i < counts.size(); ++i) out.push_back({ls[i], bs[i]});
+  return out;
+}
+
+// Per-image targets written into fixed [B, M] slots: image i's n_i labels and boxes at columns [0, n_i) in
+// their order, the other slots holding `label_fill` and `box_fill` (cx, cy, w, h), `valid` true exactly at
+// the written slots. Every image's targets go in at once (one index copy to the device, not three copies
+// per image). M must be at least every n_i.
+struct PaddedSlots {
+  torch::Tensor labels;  // [B, M] int64
+  torch::Tensor boxes;   // [B, M, 4] float32
+  torch::Tensor valid;   // [B, M] bool
+};
+inline PaddedSlots scatter_targets(const std::vector<DetrTarget>& targets, int64_t M, int64_t label_fill,
+                                   std::array<float, 4> box_fill, torch::Device dev) {
+  const auto B = static_cast<int64_t>(targets.size());
+  const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(dev);
+  PaddedSlots out;
+  out.labels = torch::full({B, M}, label_fill, lopt);
+  out.boxes = torch::full({B, M, 4}, box_fill[0], lopt.dtype(torch::kFloat32));
+  for (int64_t k = 1; k < 4; ++k)
+    if (box_fill[static_cast<size_t>(k)] != box_fill[0]) out.boxes.select(2, k).fill_(box_fill[static_cast<size_t>(k)]);
+  out.valid = torch::zeros({B, M}, lopt.dtype(torch::kBool));
+  std::vector<int64_t> slots;
+  std::vector<torch::Tensor> labels, boxes;
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t n = targets[static_cast<size_t>(i)].labels.size(0);
+    if (n == 0) continue;
+    if (n > M) throw std::invalid_argument("scatter_targets: an image has " + std::to_string(n) + " targets, more than the " +
+                                           std::to_string(M) + " slots");
+    for (int64_t j = 0; j < n; ++j) slots.push_back(i * M + j);
+    labels.push_back(targets[static_cast<size_t>(i)].labels);
+    boxes.push_back(targets[static_cast<size_t>(i)].boxes);
+  }
+  if (slots.empty()) return out;
+  auto host = torch::empty({static_cast<int64_t>(slots.size())}, torch::kLong);
+  std::memcpy(host.data_ptr<int64_t>(), slots.data(), slots.size() * sizeof(int64_t));
+  auto slot_idx = dev.is_cpu() ? host : host.to(dev);
+  out.labels.view({-1}).index_put_({slot_idx}, (labels.size() == 1 ? labels.front() : torch::cat(labels)).to(dev, torch::kLong));
+  out.boxes.view({-1, 4}).index_put_({slot_idx}, (boxes.size() == 1 ? boxes.front() : torch::cat(boxes)).to(dev, torch::kFloat32));
+  out.valid.view({-1}).index_fill_(0, slot_idx, true);
   return out;
 }
 
@@ -108,28 +151,7 @@ inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vect
   const auto B = static_cast<int64_t>(targets.size());
   const auto dev = class_embed->weight.device();
   auto fopt = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
-  auto cls = torch::full({B, G}, num_classes, torch::TensorOptions().dtype(torch::kLong).device(dev));
-  auto bbox = torch::zeros({B, G, 4}, fopt);
-  auto pad = torch::zeros({B, G}, torch::TensorOptions().dtype(torch::kBool).device(dev));
-  {
-    // Every image's targets written at once: labels and boxes concatenated, scattered to the slots
-    // i * G + [0, n_i) (one index copy to the device instead of three copies per image).
-    std::vector<int64_t> slots;
-    std::vector<torch::Tensor> labels, boxes;
-    for (int64_t i = 0; i < B; ++i) {
-      const int64_t n = num_gts[static_cast<size_t>(i)];
-      if (n == 0) continue;
-      for (int64_t j = 0; j < n; ++j) slots.push_back(i * G + j);
-      labels.push_back(targets[static_cast<size_t>(i)].labels);
-      boxes.push_back(targets[static_cast<size_t>(i)].boxes);
-    }
-    auto host = torch::empty({static_cast<int64_t>(slots.size())}, torch::kLong);
-    std::memcpy(host.data_ptr<int64_t>(), slots.data(), slots.size() * sizeof(int64_t));
-    auto slot_idx = dev.is_cpu() ? host : host.to(dev);
-    cls.view({-1}).index_put_({slot_idx}, (labels.size() == 1 ? labels.front() : torch::cat(labels)).to(dev, torch::kLong));
-    bbox.view({-1, 4}).index_put_({slot_idx}, (boxes.size() == 1 ? boxes.front() : torch::cat(boxes)).to(dev, torch::kFloat32));
-    pad.view({-1}).index_fill_(0, slot_idx, true);
-  }
+  auto [cls, bbox, pad] = scatter_targets(targets, G, num_classes, {0.f, 0.f, 0.f, 0.f}, dev);
   cls = cls.repeat({1, 2 * groups});
   bbox = bbox.repeat({1, 2 * groups, 1});
   pad = pad.repeat({1, 2 * groups});

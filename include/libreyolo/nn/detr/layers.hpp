@@ -60,24 +60,25 @@ inline torch::Tensor box_xyxy_to_cxcywh(const torch::Tensor& b) {
   return torch::cat({(p0 + p1) / 2, p1 - p0}, -1);
 }
 
-// Pairwise IoU [N, M] and union of xyxy boxes (union + 1e-6 in the denominator, as the original).
+// Pairwise IoU [..., N, M] and union of xyxy boxes a [..., N, 4], b [..., M, 4] (union + 1e-6 in the
+// denominator, as the original). Leading dimensions are a batch: [B, Q, 4] x [B, M, 4] -> [B, Q, M].
 inline std::pair<torch::Tensor, torch::Tensor> box_iou_union(const torch::Tensor& a, const torch::Tensor& b) {
-  auto area1 = (a.select(1, 2) - a.select(1, 0)) * (a.select(1, 3) - a.select(1, 1));
-  auto area2 = (b.select(1, 2) - b.select(1, 0)) * (b.select(1, 3) - b.select(1, 1));
-  auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.unsqueeze(0).narrow(2, 0, 2));
-  auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.unsqueeze(0).narrow(2, 2, 2));
+  auto area1 = (a.select(-1, 2) - a.select(-1, 0)) * (a.select(-1, 3) - a.select(-1, 1));
+  auto area2 = (b.select(-1, 2) - b.select(-1, 0)) * (b.select(-1, 3) - b.select(-1, 1));
+  auto lt = torch::max(a.unsqueeze(-2).narrow(-1, 0, 2), b.unsqueeze(-3).narrow(-1, 0, 2));
+  auto rb = torch::min(a.unsqueeze(-2).narrow(-1, 2, 2), b.unsqueeze(-3).narrow(-1, 2, 2));
   auto wh = (rb - lt).clamp_min(0);
-  auto inter = wh.select(2, 0) * wh.select(2, 1);
-  auto uni = area1.unsqueeze(1) + area2.unsqueeze(0) - inter;
+  auto inter = wh.select(-1, 0) * wh.select(-1, 1);
+  auto uni = area1.unsqueeze(-1) + area2.unsqueeze(-2) - inter;
   return {inter / (uni + 1e-6), uni};
 }
-// Pairwise generalized IoU [N, M] of xyxy boxes.
+// Pairwise generalized IoU [..., N, M] of xyxy boxes (leading dimensions a batch, as box_iou_union).
 inline torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
   auto [iou, uni] = box_iou_union(a, b);
-  auto lt = torch::min(a.unsqueeze(1).narrow(2, 0, 2), b.unsqueeze(0).narrow(2, 0, 2));
-  auto rb = torch::max(a.unsqueeze(1).narrow(2, 2, 2), b.unsqueeze(0).narrow(2, 2, 2));
+  auto lt = torch::min(a.unsqueeze(-2).narrow(-1, 0, 2), b.unsqueeze(-3).narrow(-1, 0, 2));
+  auto rb = torch::max(a.unsqueeze(-2).narrow(-1, 2, 2), b.unsqueeze(-3).narrow(-1, 2, 2));
   auto wh = (rb - lt).clamp_min(0);
-  auto area = wh.select(2, 0) * wh.select(2, 1);
+  auto area = wh.select(-1, 0) * wh.select(-1, 1);
   return iou - (area - uni) / (area + 1e-6);
 }
 // Element-wise IoU and GIoU of matched pairs a[i] <-> b[i] (xyxy, [N, 4]): the diagonals of the

@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -140,6 +141,97 @@ std::vector<HostMatch> hungarian(const std::vector<Stack>& stacks, size_t n_outp
     }
   }
   return all;
+}
+
+// ---- Fixed shapes: what a step graph can hold (issue 44's form of the same loss) ---------------------
+// Targets as [B, M] slots with a validity mask instead of per-image tensors, the matches as the query of
+// every target slot ([O, B, M] int64, -1 where none), and every loss term masked: the shapes follow B, Q
+// and M only, not the batch's counts. The criterion's loss uses this form for every batch.
+
+// The batch's targets in M slots per image (M = the largest count, at least 1, when 0 is passed): image
+// i's n_i targets at [0, n_i); padding slots hold label 0 and the box (0.5, 0.5, 1, 1), a finite box with
+// area, so the masked pairs' IoU and GIoU stay finite (a 0 * NaN would poison the sums and gradients).
+struct PaddedTargets : PaddedSlots {
+  std::vector<int64_t> counts;  // n_i, on the host
+  int64_t M = 0;
+  int64_t total() const {
+    int64_t n = 0;
+    for (auto c : counts) n += c;
+    return n;
+  }
+};
+inline PaddedTargets pad_targets(const std::vector<DetrTarget>& t, torch::Device dev, int64_t M = 0) {
+  PaddedTargets out;
+  for (auto& x : t) out.counts.push_back(x.labels.size(0)), M = std::max(M, out.counts.back());
+  out.M = std::max<int64_t>(M, 1);
+  static_cast<PaddedSlots&>(out) = scatter_targets(t, out.M, 0, {0.5f, 0.5f, 1.f, 1.f}, dev);
+  return out;
+}
+
+// The Hungarian matching of every stacked output against padded targets. Per stack, cost(logits [N, Q, C],
+// boxes [N, Q, 4], labels [N, M], boxes [N, M, 4]) -> [N, Q, M], N = O * B (the targets tiled O times),
+// called without gradients; every matrix goes to the host in one copy and each (output, image) is solved
+// on its n_i valid columns. Returns, per stack, the matched query of every target slot as [O, B, M] int64
+// on the targets' device (-1 for padding, or a target left over when Q < n_i), one copy for all stacks.
+template <class CostFn>
+std::vector<torch::Tensor> hungarian_padded(const std::vector<Stack>& stacks, const PaddedTargets& t, CostFn&& cost) {
+  const auto B = static_cast<int64_t>(t.counts.size()), M = t.M;
+  const auto dev = t.labels.device();
+  int64_t slots = 0;
+  for (auto& s : stacks) slots += s.logits.size(0) * B * M;
+  auto qidx = torch::full({slots}, int64_t{-1}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
+  if (t.total() > 0) {
+    std::vector<torch::Tensor> flat;
+    {
+      torch::NoGradGuard ng;
+      for (auto& s : stacks) {
+        const int64_t O = s.logits.size(0);
+        flat.push_back(cost(s.logits.flatten(0, 1), s.boxes.flatten(0, 1), t.labels.repeat({O, 1}), t.boxes.repeat({O, 1, 1})).reshape({-1}));
+      }
+    }
+    // One device-to-host copy for every cost matrix.
+    auto host = (flat.size() == 1 ? flat.front() : torch::cat(flat)).to(torch::kCPU).to(torch::kFloat64).contiguous();
+    const double* pc = host.data_ptr<double>();
+    int64_t* pq = qidx.data_ptr<int64_t>();
+    std::vector<double> block;
+    int64_t at = 0, out_at = 0;  // where the current stack's costs and slots begin
+    for (auto& s : stacks) {
+      const int64_t O = s.logits.size(0), Q = s.logits.size(2);
+      for (int64_t oi = 0; oi < O * B; ++oi) {
+        const int64_t n = t.counts[static_cast<size_t>(oi % B)];
+        if (n == 0) continue;
+        block.resize(static_cast<size_t>(Q * n));
+        const double* c = pc + at + oi * Q * M;
+        for (int64_t q = 0; q < Q; ++q) std::copy(c + q * M, c + q * M + n, block.begin() + q * n);
+        const auto a = assign::linear_sum_assignment(block.data(), Q, n);
+        for (size_t k = 0; k < a.rows.size(); ++k) pq[out_at + oi * M + a.cols[k]] = a.rows[k];
+      }
+      at += O * B * Q * M;
+      out_at += O * B * M;
+    }
+  }
+  auto d = dev.is_cpu() ? qidx : qidx.to(dev, /*non_blocking=*/true);
+  std::vector<torch::Tensor> out;
+  int64_t at = 0;
+  for (auto& s : stacks) {
+    const int64_t O = s.logits.size(0);
+    out.push_back(d.narrow(0, at, O * B * M).view({O, B, M}));
+    at += O * B * M;
+  }
+  return out;
+}
+
+// The denoising queries' matches in the fixed form: slot k = g * M + j of image i (group g, target j) holds
+// the positive query g * 2G + j where target j is valid, else -1; [B, groups * M] int64, made on the
+// targets' device from the group sizes alone. The slot's target column is k % M (denoising_columns).
+inline torch::Tensor denoising_columns(const DenoisingMeta& meta, const PaddedTargets& t) {
+  return torch::arange(meta.num_group * t.M, t.labels.options()).remainder(t.M);
+}
+inline torch::Tensor denoising_qidx(const DenoisingMeta& meta, const PaddedTargets& t) {
+  auto k = torch::arange(meta.num_group * t.M, t.labels.options());
+  auto j = k.remainder(t.M);
+  auto q = torch::div(k, t.M, "floor") * (2 * meta.max_gt) + j;
+  return torch::where(t.valid.index_select(1, j), q.unsqueeze(0), torch::full_like(q, -1).unsqueeze(0));
 }
 
 // The denoising queries' indices: image i's positives against its targets tiled num_group times.
