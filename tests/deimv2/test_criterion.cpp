@@ -87,8 +87,8 @@ TEST_CASE("deimv2 criterion: from matcher_change_epoch on the matching cost is -
   detr::DFineCriterion c(o);
   const auto logits = torch::tensor({{{0.3f, -1.0f}, {2.0f, 0.5f}}});       // [1, 2, 2]
   const auto boxes = torch::tensor({{{0.5f, 0.5f, 0.4f, 0.4f}, {0.5f, 0.5f, 0.2f, 0.4f}}});
-  const auto ids = torch::tensor({1}, torch::kLong);
-  const auto tb = torch::tensor({{0.5f, 0.5f, 0.4f, 0.4f}});
+  const auto ids = torch::tensor({{1}}, torch::kLong);           // [1, 1]: one image's one target slot
+  const auto tb = torch::tensor({{{0.5f, 0.5f, 0.4f, 0.4f}}});   // [1, 1, 4]
   const auto before = c.cost_matrix(logits, boxes, ids, tb);
   c.set_epoch(5);
   const auto after = c.cost_matrix(logits, boxes, ids, tb);

@@ -360,9 +360,10 @@ TEST_CASE("the denoising matches made on the device: slot g * M + j holds query 
   const std::vector<detr::DetrTarget> t{target({1, 0}, {0.5f, 0.5f, 0.2f, 0.2f, 0.3f, 0.3f, 0.1f, 0.1f}),
                                         target({2, 2, 1}, {0.4f, 0.4f, 0.2f, 0.2f, 0.6f, 0.6f, 0.1f, 0.1f, 0.2f, 0.7f, 0.1f, 0.2f})};
   const auto p = detr::set_batch::pad_targets(t, torch::kCPU, 4);
-  CHECK(detr::set_batch::denoising_qidx(meta, p).equal(torch::tensor({0, 1, -1, -1, 6, 7, -1, -1,  //
-                                                                      0, 1, 2, -1, 6, 7, 8, -1}, torch::kLong).view({2, 8})));
-  CHECK(detr::set_batch::denoising_columns(meta, p).equal(torch::tensor({0, 1, 2, 3, 0, 1, 2, 3}, torch::kLong)));
+  const auto dn = detr::set_batch::denoising_slots(meta, p);
+  CHECK(dn.qidx.equal(torch::tensor({0, 1, -1, -1, 6, 7, -1, -1,  //
+                                     0, 1, 2, -1, 6, 7, 8, -1}, torch::kLong).view({1, 2, 8})));
+  CHECK(dn.tcol.equal(torch::tensor({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, torch::kLong).view({2, 8})));
   // The padded slots: label 0, box (0.5, 0.5, 1, 1), not valid.
   CHECK(p.labels.equal(torch::tensor({1, 0, 0, 0, 2, 2, 1, 0}, torch::kLong).view({2, 4})));
   CHECK(p.boxes[0][3].equal(torch::tensor({0.5f, 0.5f, 1.f, 1.f})));

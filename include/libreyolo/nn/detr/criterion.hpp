@@ -75,23 +75,9 @@ class SetCriterion {
   std::vector<MatchIndices> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                   const std::vector<DetrTarget>& targets) const {
     const auto t = set_batch::pad_targets(targets, outputs.front().first.device());
+    const auto stacks = set_batch::stack_by_queries(outputs);
     std::vector<MatchIndices> all;
-    for (auto& slots : match_slots(outputs, t)) {
-      auto h = slots.to(torch::kCPU).contiguous();
-      const int64_t B = h.size(0), M = h.size(1);
-      const int64_t* p = h.data_ptr<int64_t>();
-      MatchIndices m;
-      for (int64_t i = 0; i < B; ++i) {
-        std::vector<std::pair<int64_t, int64_t>> pairs;  // (query, target)
-        for (int64_t j = 0; j < M; ++j)
-          if (p[i * M + j] >= 0) pairs.emplace_back(p[i * M + j], j);
-        std::sort(pairs.begin(), pairs.end());
-        std::vector<int64_t> q, c;
-        for (auto& [a, b] : pairs) q.push_back(a), c.push_back(b);
-        m.emplace_back(set_batch::long_tensor(q), set_batch::long_tensor(c));
-      }
-      all.push_back(std::move(m));
-    }
+    for (auto& m : set_batch::slots_per_output(match_host(stacks, t), stacks, outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
     return all;
   }
 
@@ -108,18 +94,17 @@ class SetCriterion {
     const auto qidx = match_padded(stacks, t);
     // The batch's box count (at least 1) as a device scalar: nothing after the matching reads the host.
     const auto num_boxes = t.valid.sum().clamp_min(1).to(torch::kFloat32);
-    const auto cols = torch::arange(t.M, t.labels.options());
+    const auto cols = set_batch::match_columns(t);
 
     std::array<torch::Tensor, 3> sum;
     auto add = [&](const std::array<torch::Tensor, 3>& x) {
       for (int k = 0; k < 3; ++k) sum[k] = sum[k].defined() ? sum[k] + x[k] : x[k];
     };
-    for (size_t g = 0; g < stacks.size(); ++g) add(stack_terms(stacks[g].logits, stacks[g].boxes, t, qidx[g], cols, num_boxes));
+    for (size_t g = 0; g < stacks.size(); ++g) add(stack_terms(stacks[g].logits, stacks[g].boxes, t, {qidx[g], cols}, num_boxes));
     if (out.dn_meta && !out.dn_aux.empty()) {
-      const auto dq = set_batch::denoising_qidx(*out.dn_meta, t).unsqueeze(0);
-      const auto dcols = set_batch::denoising_columns(*out.dn_meta, t);
+      const auto dn = set_batch::denoising_slots(*out.dn_meta, t);
       const auto dn_boxes = num_boxes * static_cast<double>(out.dn_meta->num_group);
-      for (auto& s : set_batch::stack_by_queries(out.dn_aux)) add(stack_terms(s.logits, s.boxes, t, dq, dcols, dn_boxes));
+      for (auto& s : set_batch::stack_by_queries(out.dn_aux)) add(stack_terms(s.logits, s.boxes, t, dn, dn_boxes));
     }
     SetLoss r;
     r.total = sum[0] + sum[1] + sum[2];
@@ -130,30 +115,25 @@ class SetCriterion {
   const SetCriterionOptions& options() const { return o_; }
 
  private:
+  torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
+    return set_batch::hungarian_slots_host(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids,
+                                                          const torch::Tensor& bx) { return cost_matrix(l, b, ids, bx); });
+  }
   std::vector<torch::Tensor> match_padded(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
-    return set_batch::hungarian_padded(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
-      return cost_matrix(l, b, ids, bx);
-    });
+    return set_batch::stack_slots(match_host(stacks, t), stacks, static_cast<int64_t>(t.counts.size()), t.M, t.labels.device());
   }
 
   // The summed terms {vfl, bbox, giou} (weighted) of O stacked outputs [O, B, Q, .] sharing one normaliser
-  // (a device scalar), in fixed shapes: qidx [O or 1, B, K] is each slot's query (-1: none) and cols [K]
-  // its target column. Unmatched slots write their varifocal targets into a dummy row past the last query
-  // (dropped after) and carry mask 0 in the box terms.
+  // (a device scalar), for fixed-shape pairs (set_batch::Slots). Unmatched slots write their varifocal
+  // targets into a dummy row past the last query (dropped after) and carry mask 0 in the box terms.
   std::array<torch::Tensor, 3> stack_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const set_batch::PaddedTargets& t,
-                                           const torch::Tensor& qidx, const torch::Tensor& cols, const torch::Tensor& num_boxes) const {
-    const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3), K = qidx.size(2);
-    const auto lopt = qidx.options();
-    auto q = qidx.expand({O, B, K});
-    auto mask = (q >= 0).reshape({-1});
-    auto base = (torch::arange(O, lopt).view({O, 1, 1}) * B + torch::arange(B, lopt).view({1, B, 1})) * Q;
-    auto flat = (base + q.clamp_min(0)).reshape({-1});                             // [O * B * K]
-    auto row = torch::where(mask, flat, torch::full_like(flat, O * B * Q));           // unmatched -> the dummy row
-    auto target_labels = t.labels.index_select(1, cols).unsqueeze(0).expand({O, B, K}).reshape({-1});
-    auto target_boxes = t.boxes.index_select(1, cols).unsqueeze(0).expand({O, B, K, 4}).reshape({-1, 4});
-    auto src_boxes = boxes.reshape({-1, 4}).index_select(0, flat);
+                                           const set_batch::Slots& slots, const torch::Tensor& num_boxes) const {
+    const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
+    const auto p = set_batch::slot_pairs(slots, t, O, Q);
+    const auto &row = p.row, &target_labels = p.labels, &target_boxes = p.boxes;
+    auto src_boxes = boxes.reshape({-1, 4}).index_select(0, p.flat);
     auto src_xyxy = box_cxcywh_to_xyxy(src_boxes), tgt_xyxy = box_cxcywh_to_xyxy(target_boxes);
-    const auto maskf = mask.to(logits.scalar_type());
+    const auto maskf = p.mask.to(logits.scalar_type());
 
     // Varifocal: target = IoU at the matched (query, class), 0 elsewhere.
     torch::Tensor ious;

@@ -4,7 +4,7 @@
 //
 //   matching  per output and image, the one-to-one assignment minimising 5 * L1 + 2 * focal class
 //             cost (alpha 0.25, gamma 2) + 2 * (-GIoU) (NaN costs read as 1); every output's cost matrix
-//             goes to the host in one copy (assign/hungarian.hpp solves them).
+//             goes to the host in one copy (assign/hungarian.hpp solves them), the matches come back in one.
 //   GO-LSD    the union of the matches of the last layer, every earlier layer, the pre-decoder head and
 //             the encoder proposals: per image every (query, target) pair they name, counted, sorted by
 //             count (descending), the first pair of each query kept. The box and local losses of every
@@ -25,10 +25,10 @@
 //             boxes), matched by construction and normalised by box count x groups.
 // Every term is weighted, NaN read as 0. The reported components (the original's get_loss_components)
 // are the five sums class, bbox, giou, fgl, ddf. Apart from the matching's one device-to-host copy the
-// loss needs no synchronisation: counts are known on the host, masks are multiplications. The outputs of
-// one query count and kind are evaluated together (nn/detr/set_batch.hpp): the matched ones (last layer,
-// aux, pre, encoder) as one [O, B, Q, .] stack, the denoising ones as another, every index set copied to
-// the device at once; each term is still reported on its own.
+// loss needs no synchronisation, and it runs in fixed shapes (nn/detr/set_batch.hpp): targets in [B, M]
+// slots, every pair set as one query per slot with a mask, counts and normalisers as device scalars. The
+// outputs of one query count and kind are evaluated together: the matched ones (last layer, aux, pre,
+// encoder) as one [O, B, Q, .] stack, the denoising ones as another; each term is still reported on its own.
 #include <libreyolo/nn/detr/denoising.hpp>
 #include <libreyolo/nn/detr/dfine_output.hpp>
 #include <libreyolo/nn/detr/fdr.hpp>
@@ -90,18 +90,21 @@ inline torch::Tensor cxcywh_to_xyxy(const torch::Tensor& b) {
   return torch::cat({c - half, c + half}, -1);
 }
 inline torch::Tensor area(const torch::Tensor& a) { return (a.select(-1, 2) - a.select(-1, 0)) * (a.select(-1, 3) - a.select(-1, 1)); }
-inline torch::Tensor pairwise_giou(const torch::Tensor& a, const torch::Tensor& b) {
-  auto area1 = area(a), area2 = area(b);
-  auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
-  auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
+// Pairwise IoU and union [..., N, M] of a [..., N, 4] and b [..., M, 4] (leading dimensions a batch).
+inline std::pair<torch::Tensor, torch::Tensor> pairwise_iou_union(const torch::Tensor& a, const torch::Tensor& b) {
+  auto lt = torch::max(a.unsqueeze(-2).narrow(-1, 0, 2), b.unsqueeze(-3).narrow(-1, 0, 2));
+  auto rb = torch::min(a.unsqueeze(-2).narrow(-1, 2, 2), b.unsqueeze(-3).narrow(-1, 2, 2));
   auto wh = (rb - lt).clamp_min(0);
-  auto inter = wh.select(2, 0) * wh.select(2, 1);
-  auto uni = area1.unsqueeze(1) + area2 - inter;
-  auto iou = inter / uni;
-  auto lt2 = torch::min(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
-  auto rb2 = torch::max(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
+  auto inter = wh.select(-1, 0) * wh.select(-1, 1);
+  auto uni = area(a).unsqueeze(-1) + area(b).unsqueeze(-2) - inter;
+  return {inter / uni, uni};
+}
+inline torch::Tensor pairwise_giou(const torch::Tensor& a, const torch::Tensor& b) {
+  auto [iou, uni] = pairwise_iou_union(a, b);
+  auto lt2 = torch::min(a.unsqueeze(-2).narrow(-1, 0, 2), b.unsqueeze(-3).narrow(-1, 0, 2));
+  auto rb2 = torch::max(a.unsqueeze(-2).narrow(-1, 2, 2), b.unsqueeze(-3).narrow(-1, 2, 2));
   auto wh2 = (rb2 - lt2).clamp_min(0);
-  auto encl = wh2.select(2, 0) * wh2.select(2, 1);
+  auto encl = wh2.select(-1, 0) * wh2.select(-1, 1);
   return iou - (encl - uni) / encl;
 }
 // IoU and GIoU of matched pairs a[i] <-> b[i] (the diagonals of the pairwise ones).
@@ -128,36 +131,30 @@ class DFineCriterion {
   // The training epoch (0-based), for matcher_change_epoch.
   void set_epoch(int64_t e) { epoch_ = e; }
 
-  // The matching cost [B, Q, T] of one output against the batch's concatenated targets.
-  torch::Tensor cost_matrix(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& tgt_ids,
+  // The matching cost [N, Q, M] of N outputs (logits [N, Q, C], cxcywh boxes [N, Q, 4]) against their
+  // images' target slots (labels [N, M], boxes [N, M, 4]).
+  torch::Tensor cost_matrix(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& labels,
                             const torch::Tensor& tgt_boxes) const {
     torch::NoGradGuard ng;
-    const int64_t B = logits.size(0), Q = logits.size(1);
-    auto prob = torch::sigmoid(logits.flatten(0, 1)).index_select(1, tgt_ids);
-    if (o_.matcher_change_epoch >= 0 && epoch_ >= o_.matcher_change_epoch) {  // DEIMv2: -score x IoU^alpha
-      auto a = dfine_detail::cxcywh_to_xyxy(boxes.flatten(0, 1)), b = dfine_detail::cxcywh_to_xyxy(tgt_boxes);
-      auto lt = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.narrow(1, 0, 2));
-      auto rb = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.narrow(1, 2, 2));
-      auto wh = (rb - lt).clamp_min(0);
-      auto inter = wh.select(2, 0) * wh.select(2, 1);
-      auto iou = inter / (dfine_detail::area(a).unsqueeze(1) + dfine_detail::area(b) - inter);
-      return torch::nan_to_num(-prob * iou.pow(o_.iou_order_alpha), 1.0).view({B, Q, -1});
-    }
+    const int64_t N = logits.size(0), Q = logits.size(1), M = labels.size(1);
+    auto prob = torch::sigmoid(logits).gather(2, labels.unsqueeze(1).expand({N, Q, M}));
+    auto a = dfine_detail::cxcywh_to_xyxy(boxes), b = dfine_detail::cxcywh_to_xyxy(tgt_boxes);
+    if (o_.matcher_change_epoch >= 0 && epoch_ >= o_.matcher_change_epoch)  // DEIMv2: -score x IoU^alpha
+      return torch::nan_to_num(-prob * dfine_detail::pairwise_iou_union(a, b).first.pow(o_.iou_order_alpha), 1.0);
     auto neg = (1 - o_.match_alpha) * prob.pow(o_.match_gamma) * (-(1 - prob + 1e-8).log());
     auto pos = o_.match_alpha * (1 - prob).pow(o_.match_gamma) * (-(prob + 1e-8).log());
-    auto out_bbox = boxes.flatten(0, 1);
-    auto cost_bbox = torch::cdist(out_bbox, tgt_boxes, 1);
-    auto cost_giou = -dfine_detail::pairwise_giou(dfine_detail::cxcywh_to_xyxy(out_bbox), dfine_detail::cxcywh_to_xyxy(tgt_boxes));
-    auto c = o_.cost_bbox * cost_bbox + o_.cost_class * (pos - neg) + o_.cost_giou * cost_giou;
-    return torch::nan_to_num(c, 1.0).view({B, Q, -1});
+    auto cost_bbox = torch::cdist(boxes, tgt_boxes, 1);
+    auto cost_giou = -dfine_detail::pairwise_giou(a, b);
+    return torch::nan_to_num(o_.cost_bbox * cost_bbox + o_.cost_class * (pos - neg) + o_.cost_giou * cost_giou, 1.0);
   }
 
   // Hungarian matching of several (logits, boxes) outputs (one device-to-host copy for all).
   std::vector<DFineMatch> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                 const std::vector<DetrTarget>& targets) const {
-    const set_batch::Targets t(targets);
+    const auto t = set_batch::pad_targets(targets, outputs.front().first.device());
+    const auto stacks = set_batch::stack_by_queries(outputs);
     std::vector<DFineMatch> all;
-    for (auto& m : match_host(set_batch::stack_by_queries(outputs), outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
+    for (auto& m : set_batch::slots_per_output(match_host(stacks, t), stacks, outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
     return all;
   }
 
@@ -172,13 +169,11 @@ class DFineCriterion {
     return set_batch::to_tensors(go_host(p));
   }
 
-  // The denoising queries' indices: image i's positives against its targets tiled num_group times.
-  static DFineMatch denoising_indices(const DenoisingMeta& meta, const std::vector<DetrTarget>& targets) {
-    return set_batch::to_tensors(set_batch::denoising_match(meta, targets));
-  }
-
   // The loss of the decoder's training output (nn/detr/dfine_output.hpp) for the batch's targets.
   DFineLoss operator()(const DFineOutput& in, const std::vector<DetrTarget>& targets) const {
+    return (*this)(in, set_batch::pad_targets(targets, in.pred_logits.device()));
+  }
+  DFineLoss operator()(const DFineOutput& in, const set_batch::PaddedTargets& targets) const {
     Run r(*this, in, targets);
     return r.run();
   }
@@ -186,10 +181,9 @@ class DFineCriterion {
   const DFineCriterionOptions& options() const { return o_; }
 
  private:
-  std::vector<HostMatch> match_host(const std::vector<set_batch::Stack>& stacks, size_t n, const set_batch::Targets& t) const {
-    return set_batch::hungarian(stacks, n, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
-      return cost_matrix(l, b, ids, bx.scalar_type() == torch::kFloat32 ? bx : bx.to(torch::kFloat32));
-    });
+  torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
+    return set_batch::hungarian_slots_host(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids,
+                                                          const torch::Tensor& bx) { return cost_matrix(l, b, ids, bx); });
   }
 
   static HostMatch go_host(const std::vector<const HostMatch*>& matches) {
@@ -237,23 +231,17 @@ class DFineCriterion {
   // Every output's terms, evaluated per stack of outputs of one query count and kind (matched or
   // denoising): the class loss on each output's own match, boxes and local losses on the union (the
   // denoising outputs: on their own match, normalised by box count x groups), DDF against the output's
-  // teacher. The terms come out named and in the original's order.
+  // teacher. The terms come out named and in the original's order. Every pair set is fixed-shape
+  // (set_batch::Slots): each output's match [O, B, M], the union one slot per query [1, B, Q], the
+  // denoising pairs [1, B, groups x M]; counts and normalisers are device scalars.
   class Run {
    public:
-    Run(const DFineCriterion& c, const DFineOutput& in, const std::vector<DetrTarget>& targets)
-        : c_(c), o_(c.o_), in_(in), targets_(targets), tg_(targets) {}
+    Run(const DFineCriterion& c, const DFineOutput& in, const set_batch::PaddedTargets& t) : c_(c), o_(c.o_), in_(in), t_(t) {}
 
     DFineLoss run() {
-      const auto& t = targets_;
+      const auto B = static_cast<int64_t>(t_.counts.size());
       dev_ = in_.pred_logits.device();
-      int64_t nb = 0;
-      for (auto& x : t) nb += x.labels.size(0);
-      num_boxes_ = std::max<double>(1.0, static_cast<double>(nb));
-      if (tg_.labels.defined()) {
-        if (tg_.labels.device() != dev_) tg_.labels = tg_.labels.to(dev_);
-        if (tg_.boxes.device() != dev_) tg_.boxes = tg_.boxes.to(dev_);
-        if (tg_.boxes.scalar_type() != torch::kFloat32) tg_.boxes = tg_.boxes.to(torch::kFloat32);
-      }
+      num_boxes_ = t_.valid.sum().clamp_min(1).to(torch::kFloat32);
 
       // The heads in the original's order: main, aux..., pre, enc... (matched), then dn..., dn pre.
       const std::string cls = o_.class_loss == DFineClassLoss::vfl ? "vfl" : "mal";
@@ -276,22 +264,38 @@ class DFineCriterion {
       std::vector<std::pair<torch::Tensor, torch::Tensor>> outs;
       for (size_t k = 0; k < n_match; ++k) outs.emplace_back(specs_[k].h.logits, specs_[k].h.boxes);
       auto stacks = set_batch::stack_by_queries(outs);
-      own_ = c_.match_host(stacks, outs.size(), tg_);
-      std::vector<const HostMatch*> all;
-      for (auto& m : own_) all.push_back(&m);
-      go_ = go_host(all);
-      int64_t ng = 0;
-      for (auto& [s, _] : go_) ng += static_cast<int64_t>(s.size());
-      num_go_ = std::max<double>(1.0, static_cast<double>(ng));
-      for (auto& s : stacks) plan(std::move(s), false, 0);
+      const int64_t Q = stacks.front().logits.size(2);
+      for (auto& st : stacks)
+        if (st.logits.size(2) != Q)
+          throw std::invalid_argument("DFineCriterion: the matched outputs hold " + std::to_string(Q) + " and " +
+                                      std::to_string(st.logits.size(2)) + " queries; GO-LSD's union needs one query count");
+      const auto host = c_.match_host(stacks, t_);
+      const auto own = set_batch::stack_slots(host, stacks, B, t_.M, dev_);
+      // GO-LSD's union on the host, from the same matches: one slot per query, its target column or -1.
+      {
+        const auto per_output = set_batch::slots_per_output(host, stacks, outs.size(), t_);
+        std::vector<const HostMatch*> all;
+        for (auto& m : per_output) all.push_back(&m);
+        const auto go = go_host(all);
+        auto q = set_batch::host_long(B * Q, -1, dev_), col = set_batch::host_long(B * Q, 0, dev_);
+        int64_t *pq = q.data_ptr<int64_t>(), *pc = col.data_ptr<int64_t>();
+        for (int64_t i = 0; i < B; ++i) {
+          const auto& [r, c] = go[static_cast<size_t>(i)];
+          for (size_t k = 0; k < r.size(); ++k) pq[i * Q + r[k]] = r[k], pc[i * Q + r[k]] = c[k];
+        }
+        go_.qidx = set_batch::to_device(q, dev_).view({1, B, Q});
+        go_.tcol = set_batch::to_device(col, dev_).view({B, Q});
+      }
+      num_go_ = (go_.qidx >= 0).sum().clamp_min(1).to(torch::kFloat32);
+      const auto cols = set_batch::match_columns(t_);
+      for (size_t g = 0; g < stacks.size(); ++g) plan(std::move(stacks[g]), false, 0, {own[g], cols});
       if (has_dn) {
-        dn_idx_ = set_batch::denoising_match(*in_.dn_meta, t);
-        dn_boxes_ = std::max(1.0, num_boxes_ * static_cast<double>(in_.dn_meta->num_group));
+        dn_ = set_batch::denoising_slots(*in_.dn_meta, t_);
+        dn_boxes_ = (num_boxes_ * static_cast<double>(in_.dn_meta->num_group)).clamp_min(1);
         std::vector<std::pair<torch::Tensor, torch::Tensor>> dn;
         for (size_t k = n_match; k < specs_.size(); ++k) dn.emplace_back(specs_[k].h.logits, specs_[k].h.boxes);
-        for (auto& s : set_batch::stack_by_queries(dn)) plan(std::move(s), true, n_match);
+        for (auto& st : set_batch::stack_by_queries(dn)) plan(std::move(st), true, n_match, dn_);
       }
-      idx_.upload(dev_);  // every index set in one host-to-device copy
       for (auto& g : groups_) evaluate(g);
 
       DFineLoss out;
@@ -331,36 +335,25 @@ class DFineCriterion {
       bool dn = false;
       size_t base = 0;
       int64_t n_corner = 0;        // members [0, n_corner) carry corners
-      size_t cls_seg = 0, box_seg = 0;
+      set_batch::Slots cls, box;   // the class loss's pairs (each output's own) and the box terms'
       std::vector<std::vector<int64_t>> ddf;  // members (< n_corner) distilled from one teacher, per teacher
-      std::vector<size_t> ddf_seg;
     };
 
     Spec& spec(const Group& g, size_t k) { return specs_[g.base + g.st.members[k]]; }
 
-    // The index sets of one group, added to the host buffer.
-    void plan(set_batch::Stack st, bool dn, size_t base) {
+    void plan(set_batch::Stack st, bool dn, size_t base, set_batch::Slots own) {
       Group g;
       g.st = std::move(st);
       g.dn = dn;
       g.base = base;
-      const auto O = g.st.members.size();
-      const int64_t B = g.st.logits.size(1), Q = g.st.logits.size(2);
-      std::vector<const HostMatch*> own, box;
-      std::vector<int64_t> slots;
-      const HostMatch* box_idx = dn ? &dn_idx_ : &go_;
-      for (size_t k = 0; k < O; ++k) {
-        own.push_back(dn ? &dn_idx_ : &own_[g.st.members[k]]);
-        box.push_back(o_.uni_set ? box_idx : own.back());
-        slots.push_back(static_cast<int64_t>(k));
+      g.cls = std::move(own);
+      g.box = dn ? dn_ : o_.uni_set ? go_ : g.cls;
+      for (size_t k = 0; k < g.st.members.size(); ++k)
         if (spec(g, k).h.corners.defined()) {
           if (g.n_corner != static_cast<int64_t>(k))
             throw std::invalid_argument("DFineCriterion: an output with pred_corners follows one without (" + spec(g, k).suffix + ")");
           ++g.n_corner;
         }
-      }
-      g.cls_seg = idx_.add(own, slots, B, Q, tg_.offsets);
-      g.box_seg = idx_.add(box, slots, B, Q, tg_.offsets);
       // DDF: the layers with a teacher that is not themselves, grouped by teacher.
       std::vector<size_t> first_of;  // per teacher group: the member whose teacher it is
       for (int64_t k = 0; k < g.n_corner; ++k) {
@@ -374,12 +367,6 @@ class DFineCriterion {
         }
         if (j == g.ddf.size()) g.ddf.emplace_back(), first_of.push_back(static_cast<size_t>(k));
         g.ddf[j].push_back(k);
-      }
-      for (auto& d : g.ddf) {
-        std::vector<const HostMatch*> m(d.size(), box_idx);
-        std::vector<int64_t> s;
-        for (size_t k = 0; k < d.size(); ++k) s.push_back(static_cast<int64_t>(k));
-        g.ddf_seg.push_back(idx_.add(m, s, B, Q, tg_.offsets));
       }
       groups_.push_back(std::move(g));
     }
@@ -406,39 +393,34 @@ class DFineCriterion {
       const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
       std::vector<int64_t> all(static_cast<size_t>(O));
       for (int64_t k = 0; k < O; ++k) all[static_cast<size_t>(k)] = k;
-      const double nb_class = g.dn ? dn_boxes_ : num_boxes_, nb_box = g.dn ? dn_boxes_ : o_.uni_set ? num_go_ : num_boxes_;
+      const auto& nb_class = g.dn ? dn_boxes_ : num_boxes_;
+      const auto& nb_box = g.dn ? dn_boxes_ : o_.uni_set ? num_go_ : num_boxes_;
       const auto flat_boxes = boxes.reshape({-1, 4});
 
-      // Class loss, each output on its own match.
-      const auto& cs = idx_[g.cls_seg];
+      // Class loss, each output on its own match (unmatched slots write into a dummy row, dropped after).
       {
-        auto target = torch::zeros({O * B * Q, C}, logits.options());
-        auto score = torch::zeros({O * B * Q, C}, logits.options());
-        if (cs.n > 0) {
-          auto labels = tg_.labels.index_select(0, cs.tidx);
-          std::vector<int64_t> keep;  // class-agnostic outputs: label 0
-          bool agnostic = false;
-          for (int64_t k = 0; k < O; ++k) agnostic = agnostic || spec(g, static_cast<size_t>(k)).agnostic;
-          if (agnostic) {
-            for (int64_t k = 0; k < O; ++k) {
-              int64_t n = 0;
-              for (auto& [r, _] : g.dn ? dn_idx_ : own_[g.st.members[static_cast<size_t>(k)]]) n += static_cast<int64_t>(r.size());
-              keep.insert(keep.end(), static_cast<size_t>(n), spec(g, static_cast<size_t>(k)).agnostic ? 0 : 1);
-            }
-            labels = labels * set_batch::long_tensor(keep).to(labels.device());
-          }
-          torch::Tensor ious;
-          {
-            torch::NoGradGuard ng;
-            auto src = flat_boxes.index_select(0, cs.flat);
-            auto tb = tg_.boxes.index_select(0, cs.tidx);
-            ious = dfine_detail::paired_iou_union(dfine_detail::cxcywh_to_xyxy(src), dfine_detail::cxcywh_to_xyxy(tb)).first;
-          }
-          target.index_put_({cs.flat, labels}, torch::ones_like(ious));
-          score.index_put_({cs.flat, labels}, ious);
+        const auto cp = set_batch::slot_pairs(g.cls, t_, O, Q);
+        auto labels = cp.labels;
+        bool agnostic = false;
+        for (int64_t k = 0; k < O; ++k) agnostic = agnostic || spec(g, static_cast<size_t>(k)).agnostic;
+        if (agnostic) {  // class-agnostic outputs: label 0
+          labels = labels.view({O, -1}).clone();
+          for (int64_t k = 0; k < O; ++k)
+            if (spec(g, static_cast<size_t>(k)).agnostic) labels[k].zero_();
+          labels = labels.view({-1});
         }
-        target = target.view({O, B, Q, C});
-        score = score.view({O, B, Q, C});
+        torch::Tensor ious;
+        {
+          torch::NoGradGuard ng;
+          auto src = flat_boxes.index_select(0, cp.flat);
+          ious = dfine_detail::paired_iou_union(dfine_detail::cxcywh_to_xyxy(src), dfine_detail::cxcywh_to_xyxy(cp.boxes)).first;
+        }
+        auto target = torch::zeros({O * B * Q + 1, C}, logits.options());
+        auto score = torch::zeros({O * B * Q + 1, C}, logits.options());
+        target.index_put_({cp.row, labels}, torch::ones_like(ious));
+        score.index_put_({cp.row, labels}, ious);
+        target = target.narrow(0, 0, O * B * Q).view({O, B, Q, C});
+        score = score.narrow(0, 0, O * B * Q).view({O, B, Q, C});
         auto p = torch::sigmoid(logits).detach();
         torch::Tensor weight;
         if (o_.class_loss == DFineClassLoss::vfl) {
@@ -448,42 +430,44 @@ class DFineCriterion {
           weight = (o_.mal_alpha ? *o_.mal_alpha : 1.0) * p.pow(o_.gamma) * (1 - target) + target;
         }
         auto l = torch::binary_cross_entropy_with_logits(logits, score, weight, {}, at::Reduction::None);
-        put(g, 0, l.mean(2).sum({1, 2}) * (static_cast<double>(Q) / nb_class) * o_.w_class, all);
+        put(g, 0, l.mean(2).sum({1, 2}) * static_cast<double>(Q) / nb_class * o_.w_class, all);
       }
 
       // Boxes on the union, the same pairs for every output (denoising, or uni_set false: each output's own
-      // match, as many pairs for each: one per target).
-      const auto& bs = idx_[g.box_seg];
-      const int64_t N = bs.n / O;
-      auto src = flat_boxes.index_select(0, bs.flat);  // [O * N, 4]
-      auto tb = tg_.boxes.index_select(0, bs.tidx);
+      // match). P = B x K pairs per output, masked.
+      const auto bp = set_batch::slot_pairs(g.box, t_, O, Q);
+      const int64_t P = bp.flat.size(0) / O;
+      const auto maskf = bp.mask.to(logits.scalar_type()).view({O, P});
+      auto src = flat_boxes.index_select(0, bp.flat);  // [O * P, 4]
+      const auto& tb = bp.boxes;
       auto sx = dfine_detail::cxcywh_to_xyxy(src), tx = dfine_detail::cxcywh_to_xyxy(tb);
-      put(g, 1, (src - tb).abs().view({O, N * 4}).sum(1) / nb_box * o_.w_bbox, all);
-      put(g, 2, (1 - dfine_detail::paired_giou(sx, tx)).view({O, N}).sum(1) / nb_box * o_.w_giou, all);
+      put(g, 1, ((src - tb).abs().sum(1).view({O, P}) * maskf).sum(1) / nb_box * o_.w_bbox, all);
+      put(g, 2, ((1 - dfine_detail::paired_giou(sx, tx)).view({O, P}) * maskf).sum(1) / nb_box * o_.w_giou, all);
       if (g.n_corner == 0) return;
 
-      // FGL of the outputs with corners (the first n_corner).
+      // FGL of the outputs with corners (the first n_corner; their pairs are shared: the union or the
+      // denoising pairs).
       const int64_t R = o_.reg_max + 1, Oc = g.n_corner;
       std::vector<torch::Tensor> cl;
       for (int64_t k = 0; k < Oc; ++k) cl.push_back(spec(g, static_cast<size_t>(k)).h.corners);
       const auto corners = set_batch::stack_f32(cl);  // [Oc, B, Q, 4R]
-      auto pred = corners.reshape({-1, 4 * R}).index_select(0, bs.flat.narrow(0, 0, Oc * N)).reshape({Oc, N * 4, R});
+      auto pred = corners.reshape({-1, 4 * R}).index_select(0, bp.flat.narrow(0, 0, Oc * P)).reshape({Oc, P * 4, R});
       auto& cache = g.dn ? fgl_dn_ : fgl_;
       if (!cache) {
         torch::NoGradGuard ng;
-        auto ref = spec(g, 0).h.ref_points.to(torch::kFloat32).flatten(0, 1).index_select(0, bs.flat.narrow(0, 0, N)).detach();
-        cache = bbox2distance(ref, tx.narrow(0, 0, N), o_.reg_max, in_.reg_scale.to(torch::kFloat32), in_.up.to(torch::kFloat32));
+        auto ref = spec(g, 0).h.ref_points.to(torch::kFloat32).flatten(0, 1).index_select(0, bp.flat.narrow(0, 0, P)).detach();
+        cache = bbox2distance(ref, tx.narrow(0, 0, P), o_.reg_max, in_.reg_scale.to(torch::kFloat32), in_.up.to(torch::kFloat32));
       }
       const auto& [tc, wr, wl] = *cache;
-      torch::Tensor ious;  // [Oc, N]
+      torch::Tensor ious;  // [Oc, P], 0 at masked slots
       {
         torch::NoGradGuard ng;
-        ious = dfine_detail::paired_iou_union(sx.narrow(0, 0, Oc * N), tx.narrow(0, 0, Oc * N)).first.view({Oc, N});
+        ious = dfine_detail::paired_iou_union(sx.narrow(0, 0, Oc * P), tx.narrow(0, 0, Oc * P)).first.view({Oc, P}) * maskf.narrow(0, 0, Oc);
       }
-      auto wt = ious.unsqueeze(-1).expand({Oc, N, 4}).reshape({Oc, N * 4});
+      auto wt = ious.unsqueeze(-1).expand({Oc, P, 4}).reshape({Oc, P * 4});
       auto left = tc.to(torch::kLong);
       // Cross-entropy at the two bins: -log_softmax at each (one log_softmax for both).
-      auto bins = torch::stack({left, left + 1}, -1).unsqueeze(0).expand({Oc, N * 4, 2});
+      auto bins = torch::stack({left, left + 1}, -1).unsqueeze(0).expand({Oc, P * 4, 2});
       auto ce = -torch::log_softmax(pred, -1).gather(2, bins);
       auto fgl = (ce.select(2, 0) * wl.reshape({-1}) + ce.select(2, 1) * wr.reshape({-1})) * wt;
       std::vector<int64_t> corner_members(all.begin(), all.begin() + Oc);
@@ -495,35 +479,35 @@ class DFineCriterion {
         if (sp.h.teacher_corners.defined() && same_view(sp.h.corners, sp.h.teacher_corners))
           sp.val[4] = torch::zeros({}, logits.options());
       }
+      if (g.ddf.empty()) return;
+      // The pairs' queries in one image-major [B * Q] row (masked slots: a dummy position B * Q).
+      const auto mask0 = bp.mask.narrow(0, 0, P);
+      const auto at = torch::where(mask0, bp.flat.narrow(0, 0, P), torch::full_like(bp.flat.narrow(0, 0, P), B * Q));
+      const auto pos_rows = 4 * mask0.sum().to(torch::kFloat32);
       const double T = o_.ddf_temperature;
-      for (size_t d = 0; d < g.ddf.size(); ++d) {
-        const auto& members = g.ddf[d];
+      for (const auto& members : g.ddf) {
         const auto D = static_cast<int64_t>(members.size());
         const auto& teacher = spec(g, static_cast<size_t>(members.front())).h;
-        const auto& ds = idx_[g.ddf_seg[d]];
         auto pc = rows(corners, members).reshape({D, -1, R});  // [D, B*Q*4, R]
         auto tcn = teacher.teacher_corners.to(torch::kFloat32).reshape({-1, R}).detach();
         auto wloc = std::get<0>(torch::sigmoid(teacher.teacher_logits.to(torch::kFloat32)).max(-1)).flatten().detach();  // [B*Q]
-        auto maskq = torch::zeros({wloc.size(0)}, wloc.options());
-        auto wd = wloc.unsqueeze(0).expand({D, -1}).reshape({-1});
-        if (N > 0) {
-          wd = wd.index_put({ds.flat}, rows(ious, members).reshape({-1}));
-          maskq = maskq.index_put({bs.flat.narrow(0, 0, N)}, torch::ones({N}, wloc.options()));
-        }
-        auto w4 = wd.view({D, -1, 1}).expand({D, wloc.size(0), 4}).reshape({D, -1});
-        auto mask = maskq.unsqueeze(-1).expand({wloc.size(0), 4}).reshape({-1});
+        auto wd = torch::cat({wloc, wloc.new_zeros({1})}).unsqueeze(0).expand({D, B * Q + 1}).contiguous();
+        wd = wd.scatter(1, at.unsqueeze(0).expand({D, P}), rows(ious, members)).narrow(1, 0, B * Q);
+        auto maskq = wloc.new_zeros({B * Q + 1}).index_fill(0, at, 1.0).narrow(0, 0, B * Q);
+        auto w4 = wd.unsqueeze(-1).expand({D, B * Q, 4}).reshape({D, -1});
+        auto mask = maskq.unsqueeze(-1).expand({B * Q, 4}).reshape({-1});
         auto target = torch::softmax(tcn / T, 1).unsqueeze(0).expand({D, tcn.size(0), R});
         auto kl = torch::kl_div(torch::log_softmax(pc / T, 2), target, at::Reduction::None).sum(-1);  // [D, B*Q*4]
         auto lml = w4 * (T * T) * kl;
-        const int64_t total_rows = pc.size(1), pos_rows = 4 * N, neg_rows = total_rows - pos_rows;
-        if (!g.dn || num_pos_ < 0) {
+        const auto neg_rows = static_cast<double>(pc.size(1)) - pos_rows;
+        if (!g.dn || !num_pos_.defined()) {
           // The original takes these from the non-denoising outputs and reuses them for the denoising ones.
           const double scale = 8.0 / static_cast<double>(B);
-          num_pos_ = std::sqrt(static_cast<double>(pos_rows) * scale);
-          num_neg_ = std::sqrt(static_cast<double>(neg_rows) * scale);
+          num_pos_ = (pos_rows * scale).sqrt();
+          num_neg_ = (neg_rows * scale).sqrt();
         }
-        auto l1 = pos_rows > 0 ? (lml * mask).sum(1) / static_cast<double>(pos_rows) : torch::zeros({D}, lml.options());
-        auto l2 = neg_rows > 0 ? (lml * (1 - mask)).sum(1) / static_cast<double>(neg_rows) : torch::zeros({D}, lml.options());
+        auto l1 = torch::where(pos_rows > 0, (lml * mask).sum(1) / pos_rows.clamp_min(1), torch::zeros({D}, lml.options()));
+        auto l2 = torch::where(neg_rows > 0, (lml * (1 - mask)).sum(1) / neg_rows.clamp_min(1), torch::zeros({D}, lml.options()));
         put(g, 4, (l1 * num_pos_ + l2 * num_neg_) / (num_pos_ + num_neg_) * o_.w_ddf, members);
       }
     }
@@ -531,17 +515,14 @@ class DFineCriterion {
     const DFineCriterion& c_;
     const DFineCriterionOptions& o_;
     const DFineOutput& in_;
-    const std::vector<DetrTarget>& targets_;
-    set_batch::Targets tg_;  // the batch's targets concatenated, on the device
+    const set_batch::PaddedTargets& t_;
     torch::Device dev_{torch::kCPU};
-    double num_boxes_ = 1, num_go_ = 1, dn_boxes_ = 1;
+    torch::Tensor num_boxes_, num_go_, dn_boxes_;  // device scalars
     std::vector<Spec> specs_;
-    std::vector<HostMatch> own_;  // the matched outputs' own matches
-    HostMatch go_, dn_idx_;
+    set_batch::Slots go_, dn_;  // GO-LSD's union, the denoising pairs
     std::vector<Group> groups_;
-    set_batch::DeviceIndices idx_;
     std::optional<std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>> fgl_, fgl_dn_;
-    double num_pos_ = -1, num_neg_ = -1;
+    torch::Tensor num_pos_, num_neg_;
     std::vector<std::pair<int, torch::Tensor>> vectors_;  // (kind, per-member values)
   };
   DFineCriterionOptions o_;

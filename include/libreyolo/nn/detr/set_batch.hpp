@@ -1,14 +1,15 @@
 #pragma once
 // What the two DETR set criteria (criterion.hpp: RT-DETR; dfine_criterion.hpp: D-FINE / DEIM) do alike,
 // batched over their outputs so that the host dispatches a loss term once per kind of output, not once
-// per output:
+// per output, and in fixed shapes, so that nothing after the matching follows the batch's box counts:
 //   stacking  the outputs of one query count as [O, B, Q, .] float32 tensors (one stack, one cast at most);
-//   matching  the Hungarian matching of every output: each stack's cost matrices [O * B, Q, T] computed in
+//   targets   the batch's targets in [B, M] slots with a validity mask (PaddedTargets);
+//   matching  the Hungarian matching of every output: each stack's cost matrices [O * B, Q, M] computed in
 //             one call of the criterion's cost function, all of them brought to the host in one copy and
-//             solved there (assign/hungarian.hpp); the matches stay host vectors;
-//   indices   every index set the loss needs on the device (per stacked output and image: flat query
-//             index o * B * Q + i * Q + q and the target's index in the batch's concatenated targets)
-//             written into one host int64 buffer and copied to the device once.
+//             solved there on each image's valid columns (assign/hungarian.hpp); the matches come back as
+//             each target slot's query, [O, B, M], in one host-to-device copy;
+//   pairs     every pair set (the matches, the denoising pairs, D-FINE's union) as Slots: a query per slot
+//             (-1: none) and the slot's target column; the loss gathers them and masks the empty ones.
 #include <libreyolo/assign/hungarian.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
 
@@ -77,72 +78,6 @@ inline std::vector<Stack> stack_by_queries(const std::vector<std::pair<torch::Te
   return st;
 }
 
-// The batch's targets concatenated (on their device) and their per-image offsets.
-struct Targets {
-  torch::Tensor labels, boxes;   // [T], [T, 4]
-  std::vector<int64_t> sizes, offsets;  // per image
-  int64_t total = 0;
-  explicit Targets(const std::vector<DetrTarget>& t) {
-    std::vector<torch::Tensor> l, b;
-    for (auto& x : t) {
-      offsets.push_back(total);
-      sizes.push_back(x.labels.size(0));
-      total += x.labels.size(0);
-      l.push_back(x.labels), b.push_back(x.boxes);
-    }
-    if (!t.empty()) labels = t.size() == 1 ? t.front().labels : torch::cat(l), boxes = t.size() == 1 ? t.front().boxes : torch::cat(b);
-  }
-};
-
-// The Hungarian matching of every stacked output against the targets. cost(logits [N, Q, C], boxes
-// [N, Q, 4], target labels [T], target boxes [T, 4]) -> [N, Q, T] (called without gradients, N = O * B).
-// Returns one HostMatch per output, indexed as the stacks' members.
-template <class CostFn>
-std::vector<HostMatch> hungarian(const std::vector<Stack>& stacks, size_t n_outputs, const Targets& t, CostFn&& cost) {
-  const auto B = static_cast<int64_t>(t.sizes.size());
-  std::vector<HostMatch> all(n_outputs);
-  if (t.total == 0) {
-    for (auto& m : all) m.assign(static_cast<size_t>(B), {});
-    return all;
-  }
-  std::vector<torch::Tensor> flat;
-  {
-    torch::NoGradGuard ng;
-    for (auto& s : stacks) {
-      const int64_t O = s.logits.size(0);
-      flat.push_back(cost(s.logits.flatten(0, 1), s.boxes.flatten(0, 1), t.labels, t.boxes).reshape({O * B * s.logits.size(2) * t.total}));
-    }
-  }
-  // One device-to-host copy for every cost matrix.
-  auto host = (flat.size() == 1 ? flat.front() : torch::cat(flat)).to(torch::kCPU);
-  if (host.scalar_type() != torch::kFloat32 && host.scalar_type() != torch::kFloat64) host = host.to(torch::kFloat64);
-  host = host.contiguous();
-  const bool f32 = host.scalar_type() == torch::kFloat32;
-  const float* pf = f32 ? host.data_ptr<float>() : nullptr;
-  const double* pd = f32 ? nullptr : host.data_ptr<double>();
-  int64_t at = 0;
-  std::vector<double> block;
-  for (auto& s : stacks) {
-    const int64_t Q = s.logits.size(2);
-    for (size_t o : s.members) {
-      for (int64_t i = 0; i < B; ++i) {
-        const int64_t n = t.sizes[static_cast<size_t>(i)], col0 = t.offsets[static_cast<size_t>(i)];
-        block.resize(static_cast<size_t>(Q * n));
-        const int64_t img = at + i * Q * t.total;
-        for (int64_t q = 0; q < Q; ++q)
-          for (int64_t j = 0; j < n; ++j) {
-            const int64_t k = img + q * t.total + col0 + j;
-            block[static_cast<size_t>(q * n + j)] = f32 ? static_cast<double>(pf[k]) : pd[k];
-          }
-        auto a = assign::linear_sum_assignment(block.data(), Q, n);
-        all[o].emplace_back(std::move(a.rows), std::move(a.cols));
-      }
-      at += B * Q * t.total;
-    }
-  }
-  return all;
-}
-
 // ---- Fixed shapes: what a step graph can hold (issue 44's form of the same loss) ---------------------
 // Targets as [B, M] slots with a validity mask instead of per-image tensors, the matches as the query of
 // every target slot ([O, B, M] int64, -1 where none), and every loss term masked: the shapes follow B, Q
@@ -168,49 +103,105 @@ inline PaddedTargets pad_targets(const std::vector<DetrTarget>& t, torch::Device
   return out;
 }
 
-// The Hungarian matching of every stacked output against padded targets. Per stack, cost(logits [N, Q, C],
-// boxes [N, Q, 4], labels [N, M], boxes [N, M, 4]) -> [N, Q, M], N = O * B (the targets tiled O times),
-// called without gradients; every matrix goes to the host in one copy and each (output, image) is solved
-// on its n_i valid columns. Returns, per stack, the matched query of every target slot as [O, B, M] int64
-// on the targets' device (-1 for padding, or a target left over when Q < n_i), one copy for all stacks.
+// Fixed-shape pairs of O stacked outputs [O, B, Q, .]: slot k of image i pairs query qidx[o, i, k] (-1: no
+// pair) with target column tcol[i, k]. The matches (K = M, tcol = 0 .. M-1), the denoising pairs (K = groups
+// x M) and D-FINE's GO-LSD union (K = Q, one slot per query) all take this form.
+struct Slots {
+  torch::Tensor qidx;  // [O or 1, B, K] int64 (one row: the same pairs for every output)
+  torch::Tensor tcol;  // [B, K] int64
+};
+// The slots' pairs flattened over [O, B, K], ready for gathers: the query rows in the stack's [O * B * Q]
+// (masked slots clamped to a real row, so gathers stay in range), the same with masked slots sent to one
+// dummy row O * B * Q (for scatters into a buffer one row longer), and the target labels and boxes.
+struct SlotPairs {
+  torch::Tensor mask;    // [O * B * K] bool
+  torch::Tensor flat;    // [O * B * K] int64
+  torch::Tensor row;     // [O * B * K] int64
+  torch::Tensor labels;  // [O * B * K] int64
+  torch::Tensor boxes;   // [O * B * K, 4] float32 (padding slots: a finite box with area)
+};
+inline SlotPairs slot_pairs(const Slots& s, const PaddedTargets& t, int64_t O, int64_t Q) {
+  const int64_t B = s.tcol.size(0), K = s.tcol.size(1);
+  const auto lopt = s.qidx.options();
+  SlotPairs p;
+  auto q = s.qidx.expand({O, B, K});
+  p.mask = (q >= 0).reshape({-1});
+  auto base = (torch::arange(O, lopt).view({O, 1, 1}) * B + torch::arange(B, lopt).view({1, B, 1})) * Q;
+  p.flat = (base + q.clamp_min(0)).reshape({-1});
+  p.row = torch::where(p.mask, p.flat, torch::full_like(p.flat, O * B * Q));
+  p.labels = t.labels.gather(1, s.tcol).unsqueeze(0).expand({O, B, K}).reshape({-1});
+  p.boxes = t.boxes.gather(1, s.tcol.unsqueeze(-1).expand({B, K, 4})).unsqueeze(0).expand({O, B, K, 4}).reshape({-1, 4});
+  return p;
+}
+
+// Slots [B, M] of one output (host, row-major) as (queries ascending, targets) pairs per image.
+inline HostMatch slots_to_host(const int64_t* p, int64_t B, int64_t M) {
+  HostMatch m(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    std::vector<std::pair<int64_t, int64_t>> pairs;  // (query, target)
+    for (int64_t j = 0; j < M; ++j)
+      if (p[i * M + j] >= 0) pairs.emplace_back(p[i * M + j], j);
+    std::sort(pairs.begin(), pairs.end());
+    for (auto& [q, c] : pairs) m[static_cast<size_t>(i)].first.push_back(q), m[static_cast<size_t>(i)].second.push_back(c);
+  }
+  return m;
+}
+
+// A host int64 buffer on the device in one copy (pinned and asynchronous on CUDA when it is pinned).
+inline torch::Tensor to_device(const torch::Tensor& host, torch::Device dev) {
+  return dev.is_cpu() ? host : host.to(dev, /*non_blocking=*/host.is_pinned());
+}
+inline torch::Tensor host_long(int64_t n, int64_t fill, torch::Device dev) {
+  return torch::full({n}, fill, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
+}
+
+// The Hungarian matching of every stacked output against padded targets, on the host. Per stack,
+// cost(logits [N, Q, C], boxes [N, Q, 4], labels [N, M], boxes [N, M, 4]) -> [N, Q, M], N = O * B (the
+// targets tiled O times), called without gradients; every matrix goes to the host in one copy and each
+// (output, image) is solved on its n_i valid columns. Returns the matched query of every target slot, the
+// stacks' [O, B, M] one after another (-1 for padding, or a target left over when Q < n_i), pinned on CUDA.
 template <class CostFn>
-std::vector<torch::Tensor> hungarian_padded(const std::vector<Stack>& stacks, const PaddedTargets& t, CostFn&& cost) {
+torch::Tensor hungarian_slots_host(const std::vector<Stack>& stacks, const PaddedTargets& t, CostFn&& cost) {
   const auto B = static_cast<int64_t>(t.counts.size()), M = t.M;
-  const auto dev = t.labels.device();
   int64_t slots = 0;
   for (auto& s : stacks) slots += s.logits.size(0) * B * M;
-  auto qidx = torch::full({slots}, int64_t{-1}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
-  if (t.total() > 0) {
-    std::vector<torch::Tensor> flat;
-    {
-      torch::NoGradGuard ng;
-      for (auto& s : stacks) {
-        const int64_t O = s.logits.size(0);
-        flat.push_back(cost(s.logits.flatten(0, 1), s.boxes.flatten(0, 1), t.labels.repeat({O, 1}), t.boxes.repeat({O, 1, 1})).reshape({-1}));
-      }
-    }
-    // One device-to-host copy for every cost matrix.
-    auto host = (flat.size() == 1 ? flat.front() : torch::cat(flat)).to(torch::kCPU).to(torch::kFloat64).contiguous();
-    const double* pc = host.data_ptr<double>();
-    int64_t* pq = qidx.data_ptr<int64_t>();
-    std::vector<double> block;
-    int64_t at = 0, out_at = 0;  // where the current stack's costs and slots begin
+  auto qidx = host_long(slots, -1, t.labels.device());
+  if (t.total() == 0) return qidx;
+  std::vector<torch::Tensor> flat;
+  {
+    torch::NoGradGuard ng;
     for (auto& s : stacks) {
-      const int64_t O = s.logits.size(0), Q = s.logits.size(2);
-      for (int64_t oi = 0; oi < O * B; ++oi) {
-        const int64_t n = t.counts[static_cast<size_t>(oi % B)];
-        if (n == 0) continue;
-        block.resize(static_cast<size_t>(Q * n));
-        const double* c = pc + at + oi * Q * M;
-        for (int64_t q = 0; q < Q; ++q) std::copy(c + q * M, c + q * M + n, block.begin() + q * n);
-        const auto a = assign::linear_sum_assignment(block.data(), Q, n);
-        for (size_t k = 0; k < a.rows.size(); ++k) pq[out_at + oi * M + a.cols[k]] = a.rows[k];
-      }
-      at += O * B * Q * M;
-      out_at += O * B * M;
+      const int64_t O = s.logits.size(0);
+      flat.push_back(cost(s.logits.flatten(0, 1), s.boxes.flatten(0, 1), t.labels.repeat({O, 1}), t.boxes.repeat({O, 1, 1})).reshape({-1}));
     }
   }
-  auto d = dev.is_cpu() ? qidx : qidx.to(dev, /*non_blocking=*/true);
+  // One device-to-host copy for every cost matrix.
+  auto host = (flat.size() == 1 ? flat.front() : torch::cat(flat)).to(torch::kCPU).to(torch::kFloat64).contiguous();
+  const double* pc = host.data_ptr<double>();
+  int64_t* pq = qidx.data_ptr<int64_t>();
+  std::vector<double> block;
+  int64_t at = 0, out_at = 0;  // where the current stack's costs and slots begin
+  for (auto& s : stacks) {
+    const int64_t O = s.logits.size(0), Q = s.logits.size(2);
+    for (int64_t oi = 0; oi < O * B; ++oi) {
+      const int64_t n = t.counts[static_cast<size_t>(oi % B)];
+      if (n == 0) continue;
+      block.resize(static_cast<size_t>(Q * n));
+      const double* c = pc + at + oi * Q * M;
+      for (int64_t q = 0; q < Q; ++q) std::copy(c + q * M, c + q * M + n, block.begin() + q * n);
+      const auto a = assign::linear_sum_assignment(block.data(), Q, n);
+      for (size_t k = 0; k < a.rows.size(); ++k) pq[out_at + oi * M + a.cols[k]] = a.rows[k];
+    }
+    at += O * B * Q * M;
+    out_at += O * B * M;
+  }
+  return qidx;
+}
+
+// The stacks' slots of hungarian_slots_host on the device (one copy), as [O, B, M] views per stack.
+inline std::vector<torch::Tensor> stack_slots(const torch::Tensor& host, const std::vector<Stack>& stacks, int64_t B, int64_t M,
+                                              torch::Device dev) {
+  auto d = to_device(host, dev);
   std::vector<torch::Tensor> out;
   int64_t at = 0;
   for (auto& s : stacks) {
@@ -221,91 +212,36 @@ std::vector<torch::Tensor> hungarian_padded(const std::vector<Stack>& stacks, co
   return out;
 }
 
-// The denoising queries' matches in the fixed form: slot k = g * M + j of image i (group g, target j) holds
-// the positive query g * 2G + j where target j is valid, else -1; [B, groups * M] int64, made on the
-// targets' device from the group sizes alone. The slot's target column is k % M (denoising_columns).
-inline torch::Tensor denoising_columns(const DenoisingMeta& meta, const PaddedTargets& t) {
-  return torch::arange(meta.num_group * t.M, t.labels.options()).remainder(t.M);
-}
-inline torch::Tensor denoising_qidx(const DenoisingMeta& meta, const PaddedTargets& t) {
-  auto k = torch::arange(meta.num_group * t.M, t.labels.options());
-  auto j = k.remainder(t.M);
-  auto q = torch::div(k, t.M, "floor") * (2 * meta.max_gt) + j;
-  return torch::where(t.valid.index_select(1, j), q.unsqueeze(0), torch::full_like(q, -1).unsqueeze(0));
-}
-
-// The denoising queries' indices: image i's positives against its targets tiled num_group times.
-inline HostMatch denoising_match(const DenoisingMeta& meta, const std::vector<DetrTarget>& targets) {
-  HostMatch out;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const int64_t n = targets[i].labels.size(0);
-    if (n == 0) {
-      out.emplace_back();
-      continue;
-    }
-    std::vector<int64_t> cols;
-    for (int64_t g = 0; g < meta.num_group; ++g)
-      for (int64_t j = 0; j < n; ++j) cols.push_back(j);
-    out.emplace_back(host_vector(meta.positive_idx[i]), std::move(cols));
-  }
+// Every output's matches as (query, target) pairs per image, queries ascending, read from
+// hungarian_slots_host's buffer (outputs indexed as the stacks' members).
+inline std::vector<HostMatch> slots_per_output(const torch::Tensor& host, const std::vector<Stack>& stacks, size_t n_outputs,
+                                               const PaddedTargets& t) {
+  const auto B = static_cast<int64_t>(t.counts.size());
+  std::vector<HostMatch> out(n_outputs);
+  const int64_t* p = host.data_ptr<int64_t>();
+  for (auto& s : stacks)
+    for (size_t o : s.members) out[o] = slots_to_host(p, B, t.M), p += B * t.M;
   return out;
 }
 
-// Index sets gathered on the host, copied to the device once. A segment lists, for each of its slots
-// (a position o in a stack [O, B, Q, .]) and image i, the matched queries as o * B * Q + i * Q + q and
-// their targets as offsets[i] + t.
-class DeviceIndices {
- public:
-  struct Segment {
-    torch::Tensor flat, tidx;  // [n] each, on the device (after upload)
-    int64_t n = 0;
-  };
-  // Returns the segment's id. matches[k] is slot slots[k]'s match.
-  size_t add(const std::vector<const HostMatch*>& matches, const std::vector<int64_t>& slots, int64_t B, int64_t Q,
-             const std::vector<int64_t>& offsets) {
-    Pending p;
-    for (size_t k = 0; k < matches.size(); ++k) {
-      const auto& m = *matches[k];
-      for (size_t i = 0; i < m.size(); ++i) {
-        const int64_t base = (slots[k] * B + static_cast<int64_t>(i)) * Q;
-        for (auto q : m[i].first) p.flat.push_back(base + q);
-        for (auto c : m[i].second) p.tidx.push_back(offsets[i] + c);
-      }
-    }
-    pending_.push_back(std::move(p));
-    return segments_.size() + pending_.size() - 1;
-  }
-  // One host-to-device copy (pinned and asynchronous on CUDA) for every segment added.
-  void upload(torch::Device dev) {
-    int64_t total = 0;
-    for (auto& p : pending_) total += 2 * static_cast<int64_t>(p.flat.size());
-    auto cpu = torch::empty({total}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
-    int64_t* w = cpu.data_ptr<int64_t>();
-    for (auto& p : pending_) {
-      std::memcpy(w, p.flat.data(), p.flat.size() * sizeof(int64_t)), w += p.flat.size();
-      std::memcpy(w, p.tidx.data(), p.tidx.size() * sizeof(int64_t)), w += p.tidx.size();
-    }
-    auto d = dev.is_cpu() ? cpu : cpu.to(dev, /*non_blocking=*/true);
-    int64_t at = 0;
-    for (auto& p : pending_) {
-      Segment s;
-      s.n = static_cast<int64_t>(p.flat.size());
-      s.flat = d.narrow(0, at, s.n);
-      s.tidx = d.narrow(0, at + s.n, s.n);
-      at += 2 * s.n;
-      segments_.push_back(std::move(s));
-    }
-    pending_.clear();
-  }
-  const Segment& operator[](size_t id) const { return segments_.at(id); }
+// The target columns of plain matches: [B, M] = 0 .. M-1 on every row.
+inline torch::Tensor match_columns(const PaddedTargets& t) {
+  return torch::arange(t.M, t.labels.options()).unsqueeze(0).expand({static_cast<int64_t>(t.counts.size()), t.M});
+}
 
- private:
-  struct Pending {
-    std::vector<int64_t> flat, tidx;
-  };
-  std::vector<Pending> pending_;
-  std::vector<Segment> segments_;
-};
+// The denoising queries' matches in the fixed form: slot k = g * M + j of image i (group g, target j) holds
+// the positive query g * 2G + j where target j is valid, else -1; [B, groups * M] int64, made on the
+// targets' device from the group sizes alone. The slot's target column is k % M.
+inline Slots denoising_slots(const DenoisingMeta& meta, const PaddedTargets& t) {
+  const auto B = static_cast<int64_t>(t.counts.size());
+  auto k = torch::arange(meta.num_group * t.M, t.labels.options());
+  auto j = k.remainder(t.M);
+  auto q = torch::div(k, t.M, "floor") * (2 * meta.max_gt) + j;
+  Slots s;
+  s.qidx = torch::where(t.valid.index_select(1, j), q.unsqueeze(0), torch::full_like(q, -1).unsqueeze(0)).unsqueeze(0);
+  s.tcol = j.unsqueeze(0).expand({B, j.size(0)});
+  return s;
+}
 
 }  // namespace set_batch
 }  // namespace libreyolo::nn::detr
