@@ -106,21 +106,10 @@ struct Case {
       o.dn_outputs.push_back(d);
     }
     o.dn_pre_outputs = {leaf("dn_pre_logits"), leaf("dn_pre_boxes")};
-    detr::DenoisingMeta meta;
-    meta.num_group = j.at("dn_num_group").get<int64_t>();
-    meta.num_denoising = j.at("dn_queries").get<int64_t>();
-    meta.num_queries = j.at("Q").get<int64_t>();
-    const auto& gts = j.at("num_gts");
-    for (size_t i = 0; i < gts.size(); ++i) {
-      const auto n = gts[i].get<int64_t>();
-      meta.max_gt = std::max(meta.max_gt, n);
-    }
-    for (size_t i = 0; i < gts.size(); ++i) {
-      std::vector<int64_t> p;
-      for (int64_t g = 0; g < meta.num_group; ++g)
-        for (int64_t k = 0; k < gts[i].get<int64_t>(); ++k) p.push_back(k + g * 2 * meta.max_gt);
-      meta.positive_idx.push_back(torch::tensor(p, torch::kLong));
-    }
+    int64_t G = 0;
+    for (const auto& n : j.at("num_gts")) G = std::max(G, n.get<int64_t>());
+    const auto meta = detr::denoising_meta(G, j.at("dn_num_group").get<int64_t>(), j.at("dn_queries").get<int64_t>(),
+                                           j.at("Q").get<int64_t>(), torch::kCPU);
     o.dn_meta = meta;
     return o;
   }

@@ -134,14 +134,9 @@ TEST_CASE("denoising: the group count follows the batch's largest ground-truth c
     CHECK(g->query_class.sizes() == torch::IntArrayRef({static_cast<int64_t>(c.counts.size()), c.queries, 8}));
     CHECK(g->query_bbox.sizes() == torch::IntArrayRef({static_cast<int64_t>(c.counts.size()), c.queries, 4}));
     CHECK(g->attn_mask.sizes() == torch::IntArrayRef({c.queries + 300, c.queries + 300}));
-    for (size_t i = 0; i < c.counts.size(); ++i) {
-      const auto& pos = g->meta.positive_idx[i];
-      CHECK(pos.numel() == c.counts[i] * c.groups);
-      if (c.counts[i] > 0) {
-        CHECK(pos[0].item<int64_t>() == 0);
-        if (c.groups > 1) CHECK(pos[c.counts[i]].item<int64_t>() == 2 * G);  // group 1 starts at 2G
-      }
-    }
+    CHECK(g->meta.largest.item<int64_t>() == G);
+    CHECK(g->meta.group_count.item<int64_t>() == c.groups);
+    CHECK(g->meta.real.all().item<bool>());  // no capacity padding
     // Every box noised into [0, 1] before the inverse sigmoid: finite.
     CHECK(torch::isfinite(g->query_bbox).all().item<bool>());
   }
@@ -151,7 +146,7 @@ TEST_CASE("denoising: the group count follows the batch's largest ground-truth c
 
 TEST_CASE("denoising attention mask: groups see only themselves, matching queries see no denoising query") {
   // G = 2, 3 groups (12 denoising queries), 5 matching queries.
-  auto m = detr::denoising_attn_mask(2, 3, 5, torch::kCPU);
+  auto m = detr::denoising_attn_mask(detr::denoising_meta(2, 3, 12, 5, torch::kCPU), 5, torch::kCPU);
   REQUIRE(m.sizes() == torch::IntArrayRef({17, 17}));
   for (int64_t i = 0; i < 17; ++i)
     for (int64_t j = 0; j < 17; ++j) {
@@ -281,15 +276,7 @@ RandomDetrCase random_detr_case(uint64_t seed) {
   c.out.aux = {output(10), output(10)};
   c.out.enc_aux = {output(12)};
   c.out.dn_aux = {output(20), output(20)};
-  detr::DenoisingMeta meta;
-  meta.num_group = 2, meta.max_gt = 5, meta.num_denoising = 20, meta.num_queries = 10;
-  for (auto& t : c.targets) {
-    std::vector<int64_t> p;
-    for (int64_t g = 0; g < 2; ++g)
-      for (int64_t j = 0; j < t.labels.size(0); ++j) p.push_back(g * 10 + j);
-    meta.positive_idx.push_back(torch::tensor(p, torch::kLong));
-  }
-  c.out.dn_meta = meta;
+  c.out.dn_meta = detr::denoising_meta(5, 2, 20, 10, torch::kCPU);
   return c;
 }
 
@@ -338,7 +325,7 @@ TEST_CASE("the fixed-shape set loss equals a per-image reference, values and gra
     }
     // More slots than targets (M = 8, as a power-of-two bucket would give): the same matches in the first
     // five slots, -1 after, and the same loss.
-    const auto t5 = detr::set_batch::pad_targets(c.targets, torch::kCPU), t8 = detr::set_batch::pad_targets(c.targets, torch::kCPU, 8);
+    const auto t5 = detr::pad_targets(c.targets, torch::kCPU), t8 = detr::pad_targets(c.targets, torch::kCPU, 8);
     REQUIRE(t5.M == 5);
     REQUIRE(t8.M == 8);
     CHECK(t8.valid.sum().item<int64_t>() == 8);
@@ -354,18 +341,64 @@ TEST_CASE("the fixed-shape set loss equals a per-image reference, values and gra
   }
 }
 
-TEST_CASE("the denoising matches made on the device: slot g * M + j holds query g * 2G + j where target j exists") {
-  detr::DenoisingMeta meta;
-  meta.num_group = 2, meta.max_gt = 3;
+TEST_CASE("the denoising pairs made on the device: slot g * G + j holds query g * 2G + j where target j exists") {
+  const auto meta = detr::denoising_meta(3, 2, 12, 10, torch::kCPU);
   const std::vector<detr::DetrTarget> t{target({1, 0}, {0.5f, 0.5f, 0.2f, 0.2f, 0.3f, 0.3f, 0.1f, 0.1f}),
                                         target({2, 2, 1}, {0.4f, 0.4f, 0.2f, 0.2f, 0.6f, 0.6f, 0.1f, 0.1f, 0.2f, 0.7f, 0.1f, 0.2f})};
-  const auto p = detr::set_batch::pad_targets(t, torch::kCPU, 4);
+  const auto p = detr::pad_targets(t, torch::kCPU, 4);
+  // Slot p = g * G + j (T / 2 = 6 slots): group g's positive copy of target j.
   const auto dn = detr::set_batch::denoising_slots(meta, p);
-  CHECK(dn.qidx.equal(torch::tensor({0, 1, -1, -1, 6, 7, -1, -1,  //
-                                     0, 1, 2, -1, 6, 7, 8, -1}, torch::kLong).view({1, 2, 8})));
-  CHECK(dn.tcol.equal(torch::tensor({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, torch::kLong).view({2, 8})));
+  CHECK(dn.qidx.equal(torch::tensor({0, 1, -1, 6, 7, -1,  //
+                                     0, 1, 2, 6, 7, 8}, torch::kLong).view({1, 2, 6})));
+  CHECK(dn.tcol.equal(torch::tensor({0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}, torch::kLong).view({2, 6})));
+  // With capacity padding (T = 16 for the same G and groups) the extra slots are empty.
+  const auto padded = detr::set_batch::denoising_slots(detr::denoising_meta(3, 2, 16, 10, torch::kCPU), p);
+  CHECK(padded.qidx.narrow(2, 0, 6).equal(dn.qidx));
+  CHECK((padded.qidx.narrow(2, 6, 2) == -1).all().item<bool>());
   // The padded slots: label 0, box (0.5, 0.5, 1, 1), not valid.
   CHECK(p.labels.equal(torch::tensor({1, 0, 0, 0, 2, 2, 1, 0}, torch::kLong).view({2, 4})));
   CHECK(p.boxes[0][3].equal(torch::tensor({0.5f, 0.5f, 1.f, 1.f})));
   CHECK(p.valid.equal(torch::tensor({1, 1, 0, 0, 1, 1, 1, 0}, torch::kLong).view({2, 4}).to(torch::kBool)));
+}
+
+TEST_CASE("denoising padded to a fixed capacity: the real queries' outputs and the loss are unchanged") {
+  // Counts {3, 1}: G = 3, 33 groups, 198 tokens; the capacity of 4 target slots is 200 (G = 1, 2 or 4 fill
+  // it), so two padding tokens follow the groups. Noise off, so both runs see the same queries.
+  CHECK(detr::denoising_capacity(4, 100) == 200);
+  CHECK(detr::denoising_capacity(1, 100) == 200);
+  CHECK(detr::denoising_capacity(3, 100) == 200);
+  CHECK(detr::denoising_capacity(150, 100) == 300);  // more targets than denoising queries: one group of 2G
+  detr::DetrDecoderOptions o;
+  o.num_classes = 3;
+  o.num_layers = 2;
+  o.label_noise_ratio = 0;
+  o.box_noise_scale = 0;
+  torch::manual_seed(0);
+  detr::DetrDecoder dec(o);
+  dec->train();
+  std::vector<torch::Tensor> feats{torch::randn({2, 256, 8, 8}), torch::randn({2, 256, 4, 4}), torch::randn({2, 256, 2, 2})};
+  std::vector<detr::DetrTarget> t{target({0, 1, 2}, {0.2f, 0.2f, 0.1f, 0.1f, 0.4f, 0.4f, 0.2f, 0.2f, 0.6f, 0.6f, 0.1f, 0.3f}),
+                                  target({1}, {0.5f, 0.5f, 0.5f, 0.5f})};
+  const auto exact = dec->forward(feats, &t);
+  dec->set_denoising_capacity(200);
+  const auto padded = dec->forward(feats, &t);
+  dec->set_denoising_capacity(0);
+  REQUIRE(exact.dn_meta.has_value());
+  REQUIRE(padded.dn_meta.has_value());
+  CHECK(exact.dn_meta->num_denoising == 198);
+  CHECK(padded.dn_meta->num_denoising == 200);
+  CHECK(padded.dn_meta->real.sum().item<int64_t>() == 198);
+  CHECK(torch::allclose(padded.pred_logits, exact.pred_logits, 1e-5, 1e-5));
+  CHECK(torch::allclose(padded.pred_boxes, exact.pred_boxes, 1e-5, 1e-5));
+  REQUIRE(padded.dn_aux.size() == exact.dn_aux.size());
+  for (size_t l = 0; l < exact.dn_aux.size(); ++l) {
+    CHECK(torch::allclose(padded.dn_aux[l].first.narrow(1, 0, 198), exact.dn_aux[l].first, 1e-5, 1e-5));
+    CHECK(torch::allclose(padded.dn_aux[l].second.narrow(1, 0, 198), exact.dn_aux[l].second, 1e-5, 1e-5));
+    CHECK(torch::isfinite(padded.dn_aux[l].first).all().item<bool>());
+  }
+  detr::SetCriterionOptions co;
+  co.num_classes = 3;
+  const detr::SetCriterion crit(co);
+  const auto le = crit(exact, t), lp = crit(padded, t);
+  CHECK(torch::allclose(lp.items, le.items, 1e-5, 1e-6));
 }

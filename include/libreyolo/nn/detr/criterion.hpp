@@ -62,7 +62,7 @@ class SetCriterion {
   // The matches of several outputs as every target slot's query: per output [B, M] int64, -1 for a padding
   // slot (one device-to-host copy of the costs for all outputs).
   std::vector<torch::Tensor> match_slots(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
-                                         const set_batch::PaddedTargets& t) const {
+                                         const PaddedTargets& t) const {
     const auto stacks = set_batch::stack_by_queries(outputs);
     const auto per_stack = match_padded(stacks, t);
     std::vector<torch::Tensor> out(outputs.size());
@@ -74,7 +74,7 @@ class SetCriterion {
   // The same as (query, target) index pairs per output and image, queries ascending (CPU int64).
   std::vector<MatchIndices> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                   const std::vector<DetrTarget>& targets) const {
-    const auto t = set_batch::pad_targets(targets, outputs.front().first.device());
+    const auto t = pad_targets(targets, outputs.front().first.device());
     const auto stacks = set_batch::stack_by_queries(outputs);
     std::vector<MatchIndices> all;
     for (auto& m : set_batch::slots_per_output(match_host(stacks, t), stacks, outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
@@ -82,10 +82,10 @@ class SetCriterion {
   }
 
   SetLoss operator()(const DetrOutput& out, const std::vector<DetrTarget>& targets) const {
-    return (*this)(out, set_batch::pad_targets(targets, out.pred_logits.device()));
+    return (*this)(out, pad_targets(targets, out.pred_logits.device()));
   }
 
-  SetLoss operator()(const DetrOutput& out, const set_batch::PaddedTargets& t) const {
+  SetLoss operator()(const DetrOutput& out, const PaddedTargets& t) const {
     std::vector<std::pair<torch::Tensor, torch::Tensor>> matched{{out.pred_logits, out.pred_boxes}};
     for (auto& a : out.aux) matched.push_back(a);
     if (o_.enc_aux)
@@ -103,8 +103,9 @@ class SetCriterion {
     for (size_t g = 0; g < stacks.size(); ++g) add(stack_terms(stacks[g].logits, stacks[g].boxes, t, {qidx[g], cols}, num_boxes));
     if (out.dn_meta && !out.dn_aux.empty()) {
       const auto dn = set_batch::denoising_slots(*out.dn_meta, t);
-      const auto dn_boxes = num_boxes * static_cast<double>(out.dn_meta->num_group);
-      for (auto& s : set_batch::stack_by_queries(out.dn_aux)) add(stack_terms(s.logits, s.boxes, t, dn, dn_boxes));
+      const auto dn_boxes = num_boxes * out.dn_meta->group_count.to(num_boxes.device(), torch::kFloat32);
+      const auto real = out.dn_meta->real.to(num_boxes.device(), torch::kFloat32);  // capacity padding: no loss
+      for (auto& s : set_batch::stack_by_queries(out.dn_aux)) add(stack_terms(s.logits, s.boxes, t, dn, dn_boxes, real));
     }
     SetLoss r;
     r.total = sum[0] + sum[1] + sum[2];
@@ -115,19 +116,21 @@ class SetCriterion {
   const SetCriterionOptions& options() const { return o_; }
 
  private:
-  torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
+  torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const PaddedTargets& t) const {
     return set_batch::hungarian_slots_host(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids,
                                                           const torch::Tensor& bx) { return cost_matrix(l, b, ids, bx); });
   }
-  std::vector<torch::Tensor> match_padded(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
+  std::vector<torch::Tensor> match_padded(const std::vector<set_batch::Stack>& stacks, const PaddedTargets& t) const {
     return set_batch::stack_slots(match_host(stacks, t), stacks, static_cast<int64_t>(t.counts.size()), t.M, t.labels.device());
   }
 
   // The summed terms {vfl, bbox, giou} (weighted) of O stacked outputs [O, B, Q, .] sharing one normaliser
   // (a device scalar), for fixed-shape pairs (set_batch::Slots). Unmatched slots write their varifocal
-  // targets into a dummy row past the last query (dropped after) and carry mask 0 in the box terms.
-  std::array<torch::Tensor, 3> stack_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const set_batch::PaddedTargets& t,
-                                           const set_batch::Slots& slots, const torch::Tensor& num_boxes) const {
+  // targets into a dummy row past the last query (dropped after) and carry mask 0 in the box terms. `queries`
+  // ([Q] float, optional) weighs each query's varifocal term (0: a denoising token of capacity padding).
+  std::array<torch::Tensor, 3> stack_terms(const torch::Tensor& logits, const torch::Tensor& boxes, const PaddedTargets& t,
+                                           const set_batch::Slots& slots, const torch::Tensor& num_boxes,
+                                           const torch::Tensor& queries = {}) const {
     const int64_t O = logits.size(0), B = logits.size(1), Q = logits.size(2), C = logits.size(3);
     const auto p = set_batch::slot_pairs(slots, t, O, Q);
     const auto &row = p.row, &target_labels = p.labels, &target_boxes = p.boxes;
@@ -150,6 +153,7 @@ class SetCriterion {
     auto pred_score = torch::sigmoid(logits).detach();
     auto weight = o_.vfl_alpha * pred_score.pow(o_.vfl_gamma) * (1 - target) + target_score;
     auto vfl = torch::binary_cross_entropy_with_logits(logits, target_score, weight, {}, at::Reduction::None);
+    if (queries.defined()) vfl = vfl * queries.view({1, 1, Q, 1});
     auto loss_vfl = vfl.mean(2).sum() * static_cast<double>(Q) / num_boxes * o_.w_vfl;
 
     auto loss_bbox = ((src_boxes - target_boxes).abs().sum(1) * maskf).sum() / num_boxes * o_.w_bbox;

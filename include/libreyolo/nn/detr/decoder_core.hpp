@@ -71,6 +71,11 @@ class DecoderLayerCore : public torch::nn::Cloneable<Derived> {
 template <class Derived, class Options>
 class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
  public:
+  // The denoising part's fixed token count for every batch (0: 2 * G * groups, the original's size): a
+  // fixed-shape step pads the part to denoising_capacity(M, num_denoising) for its target slots M; the
+  // padding tokens see only the matching queries, are seen by none and carry no loss (denoising.hpp).
+  void set_denoising_capacity(int64_t tokens) { denoising_capacity_ = tokens; }
+
   explicit DetrDecoderCore(Options o) : o_(std::move(o)) {}
 
   const Options& options() const { return o_; }
@@ -195,8 +200,9 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     Selection s;
     s.memory = encoder_input(feats, s.shapes);
     if (this->is_training() && o_.num_denoising > 0 && targets != nullptr)
-      s.dn = contrastive_denoising_group(*targets, o_.num_classes, o_.num_queries, denoising_class_embed, o_.num_denoising,
-                                         o_.label_noise_ratio, o_.box_noise_scale);
+      s.dn = contrastive_denoising_group(pad_targets(*targets, denoising_class_embed->weight.device()), o_.num_classes, o_.num_queries,
+                                         denoising_class_embed, o_.num_denoising, o_.label_noise_ratio, o_.box_noise_scale,
+                                         denoising_capacity_);
     auto [anc, valid] = anchors_for(s.shapes, s.memory.device());
     s.anchors = anc.to(s.memory.scalar_type());
     s.output_memory = valid.to(s.memory.scalar_type()) * s.memory;
@@ -219,13 +225,14 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     ref_unact = torch::cat({dn.query_bbox.to(bt), ref_unact.to(bt)}, 1);
     target = torch::cat({dn.query_class.to(ct), target.to(ct)}, 1);
     if (s.k != o_.num_queries)  // fewer tokens than queries: the mask's matching part shrinks with them
-      return denoising_attn_mask(dn.meta.max_gt, dn.meta.num_group, s.k, s.memory.device());
+      return denoising_attn_mask(dn.meta, s.k, s.memory.device());
     return dn.attn_mask;
   }
 
   Options o_;
 
  private:
+  int64_t denoising_capacity_ = 0;
   std::shared_ptr<torch::nn::Module> proj_layer(int64_t in, int64_t k, int64_t s, int64_t p, bool identity_at_hidden) {
     if (identity_at_hidden && in == o_.hidden_dim) return torch::nn::Identity().ptr();
     torch::nn::Sequential seq;

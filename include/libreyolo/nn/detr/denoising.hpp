@@ -103,20 +103,52 @@ inline PaddedSlots scatter_targets(const std::vector<DetrTarget>& targets, int64
   return out;
 }
 
+// The batch's targets in M slots per image (M = the largest count, at least 1, when 0 is passed): image
+// i's n_i targets at [0, n_i); padding slots hold label 0 and the box (0.5, 0.5, 1, 1), a finite box with
+// area, so the masked pairs' IoU and GIoU stay finite (a 0 * NaN would poison the sums and gradients).
+struct PaddedTargets : PaddedSlots {
+  std::vector<int64_t> counts;  // n_i, on the host
+  int64_t M = 0;
+  int64_t total() const {
+    int64_t n = 0;
+    for (auto c : counts) n += c;
+    return n;
+  }
+};
+inline PaddedTargets pad_targets(const std::vector<DetrTarget>& t, torch::Device dev, int64_t M = 0) {
+  PaddedTargets out;
+  for (auto& x : t) out.counts.push_back(x.labels.size(0)), M = std::max(M, out.counts.back());
+  out.M = std::max<int64_t>(M, 1);
+  static_cast<PaddedSlots&>(out) = scatter_targets(t, out.M, 0, {0.5f, 0.5f, 1.f, 1.f}, dev);
+  return out;
+}
+
+// The denoising part of one batch. Its token count T is 2 * G * groups for a batch whose largest count is G
+// (groups = max(1, num_denoising / G)), or a fixed capacity above that (a step graph's shape: see
+// denoising_capacity); tokens past 2 * G * groups belong to no group, see only the matching queries, are
+// seen by none and carry no loss. G and groups are also device scalars: every index the part needs is made
+// on the device from them, so a recorded step can take them as inputs.
 struct DenoisingMeta {
-  int64_t num_group = 0;
-  int64_t num_denoising = 0;           // 2 * max_gt * num_group queries before the matching ones
+  int64_t num_group = 0;      // groups
+  int64_t num_denoising = 0;  // T: the denoising queries before the matching ones
   int64_t num_queries = 0;
-  int64_t max_gt = 0;
-  std::vector<torch::Tensor> positive_idx;  // per image: its positive denoising queries (CPU int64, group-major)
+  int64_t max_gt = 0;         // G
+  torch::Tensor largest, group_count;  // G and groups as int64 device scalars
+  torch::Tensor real;                  // [T] bool: the tokens of the groups (false: capacity padding)
 };
 
-struct DenoisingGroup {
-  torch::Tensor query_class;   // [B, num_dn, hidden] embedded (noised) labels
-  torch::Tensor query_bbox;    // [B, num_dn, 4] noised boxes, inverse-sigmoid space
-  torch::Tensor attn_mask;     // bool [num_dn + num_queries, same], true = blocked
-  DenoisingMeta meta;
-};
+inline DenoisingMeta denoising_meta(int64_t G, int64_t groups, int64_t tokens, int64_t num_queries, torch::Device dev) {
+  if (G <= 0 || groups <= 0 || tokens < 2 * G * groups)
+    throw std::invalid_argument("denoising_meta: " + std::to_string(tokens) + " tokens cannot hold " + std::to_string(groups) +
+                                " groups of 2 x " + std::to_string(G));
+  const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(dev);
+  DenoisingMeta m;
+  m.num_group = groups, m.num_denoising = tokens, m.num_queries = num_queries, m.max_gt = G;
+  m.largest = torch::full({}, G, lopt);
+  m.group_count = torch::full({}, groups, lopt);
+  m.real = torch::arange(tokens, lopt) < 2 * m.largest * m.group_count;
+  return m;
+}
 
 // The group's size only: 2 * G * max(1, num_denoising / G) queries for a batch whose largest count is G
 // (0 when G == 0 or num_denoising <= 0).
@@ -124,60 +156,74 @@ inline int64_t denoising_query_count(int64_t max_gt, int64_t num_denoising) {
   if (num_denoising <= 0 || max_gt <= 0) return 0;
   return 2 * max_gt * std::max<int64_t>(1, num_denoising / max_gt);
 }
+// The largest denoising part of any batch whose largest count is at most M: the fixed token count a step
+// graph keyed by M pads to (at most 2 * max(num_denoising, M)).
+inline int64_t denoising_capacity(int64_t M, int64_t num_denoising) {
+  int64_t c = 0;
+  for (int64_t g = 1; g <= M; ++g) c = std::max(c, denoising_query_count(g, num_denoising));
+  return c;
+}
 
-// The attention mask of a denoising part of num_dn = 2 * G * groups queries followed by num_queries
-// matching ones (true = blocked): matching queries do not see denoising ones; each group sees itself
-// only among the denoising queries.
-inline torch::Tensor denoising_attn_mask(int64_t G, int64_t groups, int64_t num_queries, torch::Device dev) {
-  const int64_t dn = 2 * G * groups, total = dn + num_queries;
-  auto i = torch::arange(total, torch::TensorOptions().dtype(torch::kLong).device(dev));
-  auto gi = torch::where(i < dn, torch::div(i, 2 * G, "floor"), torch::full_like(i, -1));
+// Per token k of the denoising part, from the device scalars: its group k / 2G (-1 for capacity padding),
+// its target column k % G, and whether it is a negative copy ((k % 2G) >= G).
+struct DenoisingTokens {
+  torch::Tensor group, column, negative;  // [T] int64, int64, bool
+};
+inline DenoisingTokens denoising_tokens(const DenoisingMeta& m, torch::Device dev) {
+  const auto G = m.largest.to(dev), real = m.real.to(dev);
+  auto k = torch::arange(m.num_denoising, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  auto r = k.remainder(2 * G);
+  DenoisingTokens t;
+  t.group = torch::where(real, torch::div(k, 2 * G, "floor"), torch::full_like(k, -1));
+  t.column = k.remainder(G);
+  t.negative = r >= G;
+  return t;
+}
+
+// The attention mask of the denoising part followed by num_queries matching ones (true = blocked): matching
+// queries (and capacity padding) do not see denoising ones; each group sees itself only among them.
+inline torch::Tensor denoising_attn_mask(const DenoisingMeta& m, int64_t num_queries, torch::Device dev) {
+  auto gi = torch::cat({denoising_tokens(m, dev).group, torch::full({num_queries}, int64_t{-1}, torch::TensorOptions().dtype(torch::kLong).device(dev))});
   auto row = gi.unsqueeze(1), col = gi.unsqueeze(0);
-  auto col_dn = (i < dn).unsqueeze(0);
-  // row in a group, col in another group; or row a matching query, col a denoising one.
+  auto col_dn = (torch::arange(gi.size(0), gi.options()) < m.num_denoising).unsqueeze(0);
+  // row in a group, col in another group (or padding); or row a matching query or padding, col a denoising one.
   return col_dn & (((row >= 0) & (row != col)) | (row < 0));
 }
 
-inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vector<DetrTarget>& targets, int64_t num_classes,
-                                                                 int64_t num_queries, torch::nn::Embedding& class_embed,
-                                                                 int64_t num_denoising = 100, double label_noise_ratio = 0.5,
-                                                                 double box_noise_scale = 1.0) {
-  if (num_denoising <= 0 || targets.empty()) return std::nullopt;
-  std::vector<int64_t> num_gts;
-  for (const auto& t : targets) num_gts.push_back(t.labels.size(0));
-  const int64_t G = *std::max_element(num_gts.begin(), num_gts.end());
+struct DenoisingGroup {
+  torch::Tensor query_class;   // [B, T, hidden] embedded (noised) labels
+  torch::Tensor query_bbox;    // [B, T, 4] noised boxes, inverse-sigmoid space
+  torch::Tensor attn_mask;     // bool [T + num_queries, same], true = blocked
+  DenoisingMeta meta;
+};
+
+// The group for the batch's padded targets (on the class embedding's device); tokens = 0: exactly
+// 2 * G * groups, else that fixed count (at least 2 * G * groups). nullopt without targets.
+inline std::optional<DenoisingGroup> contrastive_denoising_group(const PaddedTargets& t, int64_t num_classes, int64_t num_queries,
+                                                                 torch::nn::Embedding& class_embed, int64_t num_denoising = 100,
+                                                                 double label_noise_ratio = 0.5, double box_noise_scale = 1.0,
+                                                                 int64_t tokens = 0) {
+  if (num_denoising <= 0 || t.counts.empty()) return std::nullopt;
+  const int64_t G = *std::max_element(t.counts.begin(), t.counts.end());
   if (G == 0) return std::nullopt;
   const int64_t groups = std::max<int64_t>(1, num_denoising / G);
-  const auto B = static_cast<int64_t>(targets.size());
+  const auto B = static_cast<int64_t>(t.counts.size());
   const auto dev = class_embed->weight.device();
   auto fopt = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
-  auto [cls, bbox, pad] = scatter_targets(targets, G, num_classes, {0.f, 0.f, 0.f, 0.f}, dev);
-  cls = cls.repeat({1, 2 * groups});
-  bbox = bbox.repeat({1, 2 * groups, 1});
-  pad = pad.repeat({1, 2 * groups});
-  // 1 for the negative half of each group ([G, 2G)), 0 for the positive half.
-  auto neg = torch::zeros({B, 2 * G, 1}, fopt);
-  neg.narrow(1, G, G).fill_(1);
-  neg = neg.repeat({1, groups, 1});
-  const int64_t dn = 2 * G * groups;
-
-  DenoisingMeta meta;
-  meta.num_group = groups;
-  meta.num_denoising = dn;
-  meta.num_queries = num_queries;
-  meta.max_gt = G;
-  for (int64_t i = 0; i < B; ++i) {  // positives: g * 2G + [0, n) for every group g (made on the host)
-    const int64_t n = num_gts[static_cast<size_t>(i)];
-    auto p = torch::empty({groups * n}, torch::kLong);
-    int64_t* w = p.data_ptr<int64_t>();
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t j = 0; j < n; ++j) *w++ = g * 2 * G + j;
-    meta.positive_idx.push_back(p);
-  }
+  auto meta = denoising_meta(G, groups, tokens > 0 ? tokens : 2 * G * groups, num_queries, dev);
+  const int64_t T = meta.num_denoising;
+  const auto tok = denoising_tokens(meta, dev);
+  // Token k of image i copies target k % G: its label and box where that target exists in a real group
+  // (`pad`), else the padding class num_classes and a zero box.
+  auto col = tok.column.unsqueeze(0).expand({B, T});
+  auto pad = t.valid.to(dev).gather(1, col) & meta.real.unsqueeze(0);
+  auto cls = torch::where(pad, t.labels.to(dev).gather(1, col), torch::full({B, T}, num_classes, col.options()));
+  auto bbox = torch::where(pad.unsqueeze(-1), t.boxes.to(dev).gather(1, col.unsqueeze(-1).expand({B, T, 4})), torch::zeros({B, T, 4}, fopt));
+  auto neg = tok.negative.to(torch::kFloat32).view({1, T, 1});  // 1 for the negative half of each group
 
   if (label_noise_ratio > 0) {
-    auto flip = torch::rand({B, dn}, fopt) < label_noise_ratio * 0.5;
-    auto fresh = torch::randint(0, num_classes, {B, dn}, torch::TensorOptions().dtype(torch::kLong).device(dev));
+    auto flip = torch::rand({B, T}, fopt) < label_noise_ratio * 0.5;
+    auto fresh = torch::randint(0, num_classes, {B, T}, torch::TensorOptions().dtype(torch::kLong).device(dev));
     cls = torch::where(flip & pad, fresh, cls);
   }
   if (box_noise_scale > 0) {
@@ -193,9 +239,17 @@ inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vect
   DenoisingGroup out;
   out.query_class = class_embed->forward(cls);
   out.query_bbox = bbox;
-  out.attn_mask = denoising_attn_mask(G, groups, num_queries, dev);
+  out.attn_mask = denoising_attn_mask(meta, num_queries, dev);
   out.meta = std::move(meta);
   return out;
+}
+inline std::optional<DenoisingGroup> contrastive_denoising_group(const std::vector<DetrTarget>& targets, int64_t num_classes,
+                                                                 int64_t num_queries, torch::nn::Embedding& class_embed,
+                                                                 int64_t num_denoising = 100, double label_noise_ratio = 0.5,
+                                                                 double box_noise_scale = 1.0) {
+  if (num_denoising <= 0 || targets.empty()) return std::nullopt;
+  return contrastive_denoising_group(pad_targets(targets, class_embed->weight.device()), num_classes, num_queries, class_embed,
+                                     num_denoising, label_noise_ratio, box_noise_scale);
 }
 
 }  // namespace libreyolo::nn::detr

@@ -151,7 +151,7 @@ class DFineCriterion {
   // Hungarian matching of several (logits, boxes) outputs (one device-to-host copy for all).
   std::vector<DFineMatch> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                 const std::vector<DetrTarget>& targets) const {
-    const auto t = set_batch::pad_targets(targets, outputs.front().first.device());
+    const auto t = pad_targets(targets, outputs.front().first.device());
     const auto stacks = set_batch::stack_by_queries(outputs);
     std::vector<DFineMatch> all;
     for (auto& m : set_batch::slots_per_output(match_host(stacks, t), stacks, outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
@@ -171,9 +171,9 @@ class DFineCriterion {
 
   // The loss of the decoder's training output (nn/detr/dfine_output.hpp) for the batch's targets.
   DFineLoss operator()(const DFineOutput& in, const std::vector<DetrTarget>& targets) const {
-    return (*this)(in, set_batch::pad_targets(targets, in.pred_logits.device()));
+    return (*this)(in, pad_targets(targets, in.pred_logits.device()));
   }
-  DFineLoss operator()(const DFineOutput& in, const set_batch::PaddedTargets& targets) const {
+  DFineLoss operator()(const DFineOutput& in, const PaddedTargets& targets) const {
     Run r(*this, in, targets);
     return r.run();
   }
@@ -181,7 +181,7 @@ class DFineCriterion {
   const DFineCriterionOptions& options() const { return o_; }
 
  private:
-  torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const set_batch::PaddedTargets& t) const {
+  torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const PaddedTargets& t) const {
     return set_batch::hungarian_slots_host(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids,
                                                           const torch::Tensor& bx) { return cost_matrix(l, b, ids, bx); });
   }
@@ -236,7 +236,7 @@ class DFineCriterion {
   // denoising pairs [1, B, groups x M]; counts and normalisers are device scalars.
   class Run {
    public:
-    Run(const DFineCriterion& c, const DFineOutput& in, const set_batch::PaddedTargets& t) : c_(c), o_(c.o_), in_(in), t_(t) {}
+    Run(const DFineCriterion& c, const DFineOutput& in, const PaddedTargets& t) : c_(c), o_(c.o_), in_(in), t_(t) {}
 
     DFineLoss run() {
       const auto B = static_cast<int64_t>(t_.counts.size());
@@ -291,7 +291,8 @@ class DFineCriterion {
       for (size_t g = 0; g < stacks.size(); ++g) plan(std::move(stacks[g]), false, 0, {own[g], cols});
       if (has_dn) {
         dn_ = set_batch::denoising_slots(*in_.dn_meta, t_);
-        dn_boxes_ = (num_boxes_ * static_cast<double>(in_.dn_meta->num_group)).clamp_min(1);
+        dn_boxes_ = (num_boxes_ * in_.dn_meta->group_count.to(dev_, torch::kFloat32)).clamp_min(1);
+        dn_real_ = in_.dn_meta->real.to(dev_, torch::kFloat32);
         std::vector<std::pair<torch::Tensor, torch::Tensor>> dn;
         for (size_t k = n_match; k < specs_.size(); ++k) dn.emplace_back(specs_[k].h.logits, specs_[k].h.boxes);
         for (auto& st : set_batch::stack_by_queries(dn)) plan(std::move(st), true, n_match, dn_);
@@ -430,6 +431,7 @@ class DFineCriterion {
           weight = (o_.mal_alpha ? *o_.mal_alpha : 1.0) * p.pow(o_.gamma) * (1 - target) + target;
         }
         auto l = torch::binary_cross_entropy_with_logits(logits, score, weight, {}, at::Reduction::None);
+        if (g.dn) l = l * dn_real_.view({1, 1, Q, 1});  // capacity padding carries no loss
         put(g, 0, l.mean(2).sum({1, 2}) * static_cast<double>(Q) / nb_class * o_.w_class, all);
       }
 
@@ -496,10 +498,13 @@ class DFineCriterion {
         auto maskq = wloc.new_zeros({B * Q + 1}).index_fill(0, at, 1.0).narrow(0, 0, B * Q);
         auto w4 = wd.unsqueeze(-1).expand({D, B * Q, 4}).reshape({D, -1});
         auto mask = maskq.unsqueeze(-1).expand({B * Q, 4}).reshape({-1});
+        // The rows that count as negatives: every unmatched one, less the denoising capacity padding.
+        auto negs = 1 - mask;
+        if (g.dn) negs = negs * dn_real_.view({1, Q, 1}).expand({B, Q, 4}).reshape({-1});
         auto target = torch::softmax(tcn / T, 1).unsqueeze(0).expand({D, tcn.size(0), R});
         auto kl = torch::kl_div(torch::log_softmax(pc / T, 2), target, at::Reduction::None).sum(-1);  // [D, B*Q*4]
         auto lml = w4 * (T * T) * kl;
-        const auto neg_rows = static_cast<double>(pc.size(1)) - pos_rows;
+        const auto neg_rows = negs.sum();
         if (!g.dn || !num_pos_.defined()) {
           // The original takes these from the non-denoising outputs and reuses them for the denoising ones.
           const double scale = 8.0 / static_cast<double>(B);
@@ -507,7 +512,7 @@ class DFineCriterion {
           num_neg_ = (neg_rows * scale).sqrt();
         }
         auto l1 = torch::where(pos_rows > 0, (lml * mask).sum(1) / pos_rows.clamp_min(1), torch::zeros({D}, lml.options()));
-        auto l2 = torch::where(neg_rows > 0, (lml * (1 - mask)).sum(1) / neg_rows.clamp_min(1), torch::zeros({D}, lml.options()));
+        auto l2 = torch::where(neg_rows > 0, (lml * negs).sum(1) / neg_rows.clamp_min(1), torch::zeros({D}, lml.options()));
         put(g, 4, (l1 * num_pos_ + l2 * num_neg_) / (num_pos_ + num_neg_) * o_.w_ddf, members);
       }
     }
@@ -515,9 +520,10 @@ class DFineCriterion {
     const DFineCriterion& c_;
     const DFineCriterionOptions& o_;
     const DFineOutput& in_;
-    const set_batch::PaddedTargets& t_;
+    const PaddedTargets& t_;
     torch::Device dev_{torch::kCPU};
     torch::Tensor num_boxes_, num_go_, dn_boxes_;  // device scalars
+    torch::Tensor dn_real_;                         // [T] float: the denoising tokens of real groups
     std::vector<Spec> specs_;
     set_batch::Slots go_, dn_;  // GO-LSD's union, the denoising pairs
     std::vector<Group> groups_;

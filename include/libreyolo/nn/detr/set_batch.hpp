@@ -83,26 +83,6 @@ inline std::vector<Stack> stack_by_queries(const std::vector<std::pair<torch::Te
 // every target slot ([O, B, M] int64, -1 where none), and every loss term masked: the shapes follow B, Q
 // and M only, not the batch's counts. The criterion's loss uses this form for every batch.
 
-// The batch's targets in M slots per image (M = the largest count, at least 1, when 0 is passed): image
-// i's n_i targets at [0, n_i); padding slots hold label 0 and the box (0.5, 0.5, 1, 1), a finite box with
-// area, so the masked pairs' IoU and GIoU stay finite (a 0 * NaN would poison the sums and gradients).
-struct PaddedTargets : PaddedSlots {
-  std::vector<int64_t> counts;  // n_i, on the host
-  int64_t M = 0;
-  int64_t total() const {
-    int64_t n = 0;
-    for (auto c : counts) n += c;
-    return n;
-  }
-};
-inline PaddedTargets pad_targets(const std::vector<DetrTarget>& t, torch::Device dev, int64_t M = 0) {
-  PaddedTargets out;
-  for (auto& x : t) out.counts.push_back(x.labels.size(0)), M = std::max(M, out.counts.back());
-  out.M = std::max<int64_t>(M, 1);
-  static_cast<PaddedSlots&>(out) = scatter_targets(t, out.M, 0, {0.5f, 0.5f, 1.f, 1.f}, dev);
-  return out;
-}
-
 // Fixed-shape pairs of O stacked outputs [O, B, Q, .]: slot k of image i pairs query qidx[o, i, k] (-1: no
 // pair) with target column tcol[i, k]. The matches (K = M, tcol = 0 .. M-1), the denoising pairs (K = groups
 // x M) and D-FINE's GO-LSD union (K = Q, one slot per query) all take this form.
@@ -229,17 +209,19 @@ inline torch::Tensor match_columns(const PaddedTargets& t) {
   return torch::arange(t.M, t.labels.options()).unsqueeze(0).expand({static_cast<int64_t>(t.counts.size()), t.M});
 }
 
-// The denoising queries' matches in the fixed form: slot k = g * M + j of image i (group g, target j) holds
-// the positive query g * 2G + j where target j is valid, else -1; [B, groups * M] int64, made on the
-// targets' device from the group sizes alone. The slot's target column is k % M.
-inline Slots denoising_slots(const DenoisingMeta& meta, const PaddedTargets& t) {
+// The denoising queries' pairs in the fixed form, made on the device from the group's device scalars:
+// slot p of image i (p < T / 2, group g = p / G, target j = p % G) holds the positive query g * 2G + j
+// where g is a real group and target j exists, else -1; its target column is j.
+inline Slots denoising_slots(const DenoisingMeta& m, const PaddedTargets& t) {
   const auto B = static_cast<int64_t>(t.counts.size());
-  auto k = torch::arange(meta.num_group * t.M, t.labels.options());
-  auto j = k.remainder(t.M);
-  auto q = torch::div(k, t.M, "floor") * (2 * meta.max_gt) + j;
+  const auto G = m.largest.to(t.labels.device()), groups = m.group_count.to(t.labels.device());
+  auto p = torch::arange(m.num_denoising / 2, t.labels.options());
+  auto j = p.remainder(G);
+  auto q = torch::div(p, G, "floor") * (2 * G) + j;
+  auto ok = t.valid.gather(1, j.unsqueeze(0).expand({B, p.size(0)})) & (p < G * groups).unsqueeze(0);
   Slots s;
-  s.qidx = torch::where(t.valid.index_select(1, j), q.unsqueeze(0), torch::full_like(q, -1).unsqueeze(0)).unsqueeze(0);
-  s.tcol = j.unsqueeze(0).expand({B, j.size(0)});
+  s.qidx = torch::where(ok, q.unsqueeze(0), torch::full_like(q, -1).unsqueeze(0)).unsqueeze(0);
+  s.tcol = j.unsqueeze(0).expand({B, p.size(0)});
   return s;
 }
 
