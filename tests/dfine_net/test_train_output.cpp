@@ -4,6 +4,7 @@
 #include "support.hpp"
 
 #include <libreyolo/families/dfine/network.hpp>
+#include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/precision/amp.hpp>
 
 #include <doctest/doctest.h>
@@ -218,6 +219,52 @@ LRY_GPU_SUITE {
           CAPTURE(p.key());
           CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
         }
+    }
+  }
+}
+
+TEST_CASE("D-FINE decoder: denoising padded to a fixed capacity leaves the real outputs and every loss term unchanged") {
+  // Targets {2, 1}: G = 2, 50 groups, 200 tokens -- the capacity of 3 slots is 200 too, so take G = 3
+  // ({3, 1}: 33 groups, 198 tokens) against a capacity of 200. Noise off: both runs see the same queries.
+  detr::DFineDecoderOptions o;
+  o.num_classes = 3;
+  o.label_noise_ratio = 0;
+  o.box_noise_scale = 0;
+  o.eval_spatial_size = 0;
+  torch::manual_seed(0);
+  detr::DFineDecoder dec(o);
+  dec->train();
+  std::vector<torch::Tensor> feats{torch::randn({2, 128, 8, 8}), torch::randn({2, 128, 4, 4})};
+  auto targets = two_images();
+  targets[0].labels = torch::tensor({0, 2, 1}, torch::kLong);
+  targets[0].boxes = torch::tensor({0.3, 0.3, 0.2, 0.2, 0.6, 0.7, 0.3, 0.4, 0.2, 0.7, 0.1, 0.2}, torch::kFloat32).reshape({3, 4});
+  const auto exact = dec->forward(feats, &targets);
+  dec->set_denoising_capacity(detr::denoising_capacity(3, 100));
+  const auto padded = dec->forward(feats, &targets);
+  REQUIRE(exact.dn_meta.has_value());
+  REQUIRE(padded.dn_meta.has_value());
+  CHECK(exact.dn_meta->num_denoising == 198);
+  CHECK(padded.dn_meta->num_denoising == 200);
+  CHECK(torch::allclose(padded.pred_logits, exact.pred_logits, 1e-5, 1e-5));
+  CHECK(torch::allclose(padded.pred_corners, exact.pred_corners, 1e-5, 1e-5));
+  REQUIRE(padded.dn_outputs.size() == exact.dn_outputs.size());
+  for (size_t l = 0; l < exact.dn_outputs.size(); ++l) {
+    CHECK(torch::allclose(padded.dn_outputs[l].pred_logits.narrow(1, 0, 198), exact.dn_outputs[l].pred_logits, 1e-5, 1e-5));
+    CHECK(torch::allclose(padded.dn_outputs[l].pred_corners.narrow(1, 0, 198), exact.dn_outputs[l].pred_corners, 1e-5, 1e-5));
+  }
+  // Both criteria kinds (D-FINE's VFL with FGL / DDF, DEIM's MAL): every named term equal.
+  for (auto cls : {detr::DFineClassLoss::vfl, detr::DFineClassLoss::mal}) {
+    detr::DFineCriterionOptions co;
+    co.num_classes = 3;
+    co.class_loss = cls;
+    if (cls == detr::DFineClassLoss::mal) co.gamma = 1.5;
+    const detr::DFineCriterion crit(co);
+    const auto le = crit(exact, targets), lp = crit(padded, targets);
+    REQUIRE(le.terms.size() == lp.terms.size());
+    for (size_t k = 0; k < le.terms.size(); ++k) {
+      CAPTURE(le.terms[k].first);
+      CHECK(lp.terms[k].first == le.terms[k].first);
+      CHECK(lp.terms[k].second.item<double>() == doctest::Approx(le.terms[k].second.item<double>()).epsilon(1e-5).scale(1e-6));
     }
   }
 }
