@@ -172,7 +172,16 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
       throw ConfigError("profile infer: --trace needs a CUDA build of libreyolo (this one has no kernel tracer); run without it");
     if (o.trace > 0 && !dev.is_cuda())
       throw ConfigError("profile infer: --trace needs a CUDA device (device " + device_name(dev) + "); run without it");
-    if (dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.cudnn_benchmark);
+    // cuDNN's autotuning flag is process-wide: set for this measurement, the caller's value put back after it.
+    struct CudnnBenchmarkScope {
+      bool prev = at::globalContext().benchmarkCuDNN();
+      explicit CudnnBenchmarkScope(bool on) { at::globalContext().setBenchmarkCuDNN(on); }
+      CudnnBenchmarkScope(const CudnnBenchmarkScope&) = delete;
+      CudnnBenchmarkScope& operator=(const CudnnBenchmarkScope&) = delete;
+      ~CudnnBenchmarkScope() { at::globalContext().setBenchmarkCuDNN(prev); }
+    };
+    std::optional<CudnnBenchmarkScope> cudnn_scope;
+    if (dev.is_cuda()) cudnn_scope.emplace(o.cudnn_benchmark);
     if (o.channels_last) to_channels_last(*net);
     if (o.imgsz == 0) o.imgsz = ck ? ck->meta.at("config").value("imgsz", 640) : 640;
     // Deterministic synthetic images, 4:3 (letterboxing pads them), a different pattern each.

@@ -98,7 +98,13 @@ LRY_GPU_SUITE {
     LRY_REQUIRE_CUDA();
     ly::eval::InferOptions o;
     o.batch = 1, o.imgsz = 128, o.device = "cuda", o.cuda_graph = true, o.repeat = 3, o.warmup = 1, o.trace = 4;
+    // The caller's cuDNN autotuning flag survives the measurement (which runs with it off: no --cudnn-benchmark).
+    const bool before = at::globalContext().benchmarkCuDNN();
+    at::globalContext().setBenchmarkCuDNN(true);
     const auto d = ly::Model("yolo9t").profile_infer(o);
+    CHECK(at::globalContext().benchmarkCuDNN());
+    CHECK(d["cudnn_benchmark"] == false);
+    at::globalContext().setBenchmarkCuDNN(before);
     INFO(d.dump());
     CHECK(d["trace_collected"] == true);
     CHECK(d["host_timings_only"] == false);

@@ -83,5 +83,5 @@ TEST_CASE("YOLO-NAS validation and predict letterbox: 636 centred on 640, as the
   cfg.imgsz = 640;
   cfg.mosaic = 0;  // the recipe's (its pipeline refuses a mosaic)
   CHECK(libreyolo::YoloNasFamily::augment_from(cfg, "s").letterbox_fit == 636);
-  CHECK(libreyolo::Yolov7Family::augment_from(cfg, "b").letterbox_fit == 640);  // the others: imgsz
+  CHECK(libreyolo::Yolov7Family::augment_from(cfg, "b").letterbox_fit == 0);  // the others: 0, the canvas itself
 }

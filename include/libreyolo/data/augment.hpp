@@ -40,8 +40,6 @@ struct LetterboxInfo {
 // training, validation and predict, which also truncate the resized size: int(h * r), int(w * r)).
 enum class LetterboxPlace { centre, top_left };
 
-// Resizes img to fit out_h x out_w (fit > 0: a fit x fit square inside it, YOLO-NAS's 636 in 640) with its
-// aspect ratio kept (never up when !scaleup), places it on a grey canvas (`place`) and moves the boxes along.
 // Undoes a letterbox: boxes in the network input (from_hw) were made by resizing the original image
 // (to_hw) by `ratio` and padding `pad_xy` on the left/top. Maps xyxy columns 0..3 back and clips them to
 // the original image; other columns pass through.
@@ -51,6 +49,9 @@ LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::arra
 LIBREYOLO_INLINE torch::Tensor unletterbox(const torch::Tensor& boxes, std::array<int64_t, 2> from_hw, std::array<int64_t, 2> to_hw,
                                            std::array<double, 2> ratio_xy, std::array<double, 2> pad_xy);
 
+// Resizes img to fit out_h x out_w (fit > 0: a fit x fit square inside it, YOLO-NAS's 636 in 640; 0: the
+// canvas itself) with its aspect ratio kept (never up when !scaleup), places it on a grey canvas (`place`)
+// and moves the boxes along.
 LIBREYOLO_INLINE Image letterbox(const Image& img, int out_h, int out_w, DetBoxes& boxes, LetterboxInfo* info = nullptr,
                                  bool scaleup = true, LetterboxPlace place = LetterboxPlace::centre, int fit = 0);
 // Resizes img to exactly out_h x out_w (the aspect ratio is not kept: the originals' DETR validation and

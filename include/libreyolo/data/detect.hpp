@@ -61,7 +61,7 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   // Where a single image's letterbox sits (validation, and training samples without a mosaic): the family's
   // (DetectTask::letterbox_place: top-left for the YOLOv9, YOLOX and RTMDet originals).
   LetterboxPlace letterbox_place = LetterboxPlace::centre;
-  // Validation: the square a letterboxed image is resized into (0: imgsz); DetectTask::letterbox_fit (YOLO-NAS: 636 at 640).
+  // Validation: the square a letterboxed image is resized into (0: the canvas); DetectTask::letterbox_fit (YOLO-NAS: 636 at 640).
   int letterbox_fit = 0;
   int no_aug_epochs = 15;
   int epochs = 300;            // mosaic closes for the last no_aug_epochs epochs

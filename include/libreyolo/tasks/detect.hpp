@@ -112,9 +112,10 @@ class DetectTask : public TaskBase<Derived, DetectInfo, data::DetectDataset, dat
   // centred here; a family whose original pads right and below (its `preproc`: YOLOv9, YOLOX, RTMDet)
   // declares `static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;`.
   static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::centre;
-  // The square a letterboxed image is resized into in validation and predict, on the imgsz canvas: imgsz here
-  // (YOLO-NAS hides it: its original resizes to 636 and centres that on 640).
-  static int letterbox_fit(int imgsz) { return imgsz; }
+  // The square a letterboxed image is resized into in validation and predict, on the imgsz canvas: 0 here,
+  // the canvas itself (data::letterbox's `fit`); YOLO-NAS hides it: its original resizes to 636 and centres
+  // that on 640.
+  static int letterbox_fit(int /*imgsz*/) { return 0; }
 
   // Opens the dataset YAML named by cfg.data; the augmentation settings come from the config.
   void setup(const TrainConfig& cfg) {
