@@ -388,6 +388,8 @@ TEST_CASE("denoising padded to a fixed capacity: the real queries' outputs and t
   CHECK(exact.dn_meta->num_denoising == 198);
   CHECK(padded.dn_meta->num_denoising == 200);
   CHECK(padded.dn_meta->real.sum().item<int64_t>() == 198);
+  CHECK(padded.dn_meta->largest.item<int64_t>() == 3);        // computed on the device from the targets' mask
+  CHECK(padded.dn_meta->group_count.item<int64_t>() == 33);
   CHECK(torch::allclose(padded.pred_logits, exact.pred_logits, 1e-5, 1e-5));
   CHECK(torch::allclose(padded.pred_boxes, exact.pred_boxes, 1e-5, 1e-5));
   REQUIRE(padded.dn_aux.size() == exact.dn_aux.size());
@@ -401,4 +403,19 @@ TEST_CASE("denoising padded to a fixed capacity: the real queries' outputs and t
   const detr::SetCriterion crit(co);
   const auto le = crit(exact, t), lp = crit(padded, t);
   CHECK(torch::allclose(lp.items, le.items, 1e-5, 1e-6));
+
+  // A batch without targets: the exact size has no denoising part; the capacity keeps its shape, with no
+  // real token, and adds no loss.
+  const std::vector<detr::DetrTarget> none{target({}, {}), target({}, {})};
+  const auto exact0 = dec->forward(feats, &none);
+  dec->set_denoising_capacity(200);
+  const auto padded0 = dec->forward(feats, &none);
+  dec->set_denoising_capacity(0);
+  CHECK_FALSE(exact0.dn_meta.has_value());
+  REQUIRE(padded0.dn_meta.has_value());
+  CHECK(padded0.dn_meta->num_denoising == 200);
+  CHECK_FALSE(padded0.dn_meta->real.any().item<bool>());
+  CHECK(torch::isfinite(padded0.dn_aux.back().first).all().item<bool>());
+  CHECK(torch::allclose(padded0.pred_logits, exact0.pred_logits, 1e-5, 1e-5));
+  CHECK(torch::allclose(crit(padded0, none).items, crit(exact0, none).items, 1e-5, 1e-6));
 }

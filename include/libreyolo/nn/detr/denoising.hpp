@@ -137,16 +137,23 @@ struct DenoisingMeta {
   torch::Tensor real;                  // [T] bool: the tokens of the groups (false: capacity padding)
 };
 
+// The meta of a part of `tokens` tokens for device scalars G (int64; 0: no target in the batch, then no
+// token is real) and groups; the host fields stay 0 (the caller sets them where it knows them).
+inline DenoisingMeta denoising_meta(const torch::Tensor& G, const torch::Tensor& groups, int64_t tokens, int64_t num_queries) {
+  DenoisingMeta m;
+  m.num_denoising = tokens, m.num_queries = num_queries;
+  m.largest = G.clamp_min(1);  // a divisor of the token indices (no token is real when G is 0)
+  m.group_count = groups;
+  m.real = torch::arange(tokens, G.options()) < 2 * G * groups;
+  return m;
+}
 inline DenoisingMeta denoising_meta(int64_t G, int64_t groups, int64_t tokens, int64_t num_queries, torch::Device dev) {
   if (G <= 0 || groups <= 0 || tokens < 2 * G * groups)
     throw std::invalid_argument("denoising_meta: " + std::to_string(tokens) + " tokens cannot hold " + std::to_string(groups) +
                                 " groups of 2 x " + std::to_string(G));
   const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(dev);
-  DenoisingMeta m;
-  m.num_group = groups, m.num_denoising = tokens, m.num_queries = num_queries, m.max_gt = G;
-  m.largest = torch::full({}, G, lopt);
-  m.group_count = torch::full({}, groups, lopt);
-  m.real = torch::arange(tokens, lopt) < 2 * m.largest * m.group_count;
+  auto m = denoising_meta(torch::full({}, G, lopt), torch::full({}, groups, lopt), tokens, num_queries);
+  m.num_group = groups, m.max_gt = G;
   return m;
 }
 
@@ -197,20 +204,34 @@ struct DenoisingGroup {
   DenoisingMeta meta;
 };
 
-// The group for the batch's padded targets (on the class embedding's device); tokens = 0: exactly
-// 2 * G * groups, else that fixed count (at least 2 * G * groups). nullopt without targets.
+// The group for the batch's padded targets (on the class embedding's device). tokens = 0: exactly
+// 2 * G * groups tokens (the original's size; nullopt without targets). tokens > 0: that fixed count (at
+// least 2 * G * groups; denoising_capacity), with G and groups computed on the device from the targets'
+// mask, so that nothing here reads the host: the form a recorded step takes (a batch without targets then
+// gives a part without real tokens, which adds no loss).
 inline std::optional<DenoisingGroup> contrastive_denoising_group(const PaddedTargets& t, int64_t num_classes, int64_t num_queries,
                                                                  torch::nn::Embedding& class_embed, int64_t num_denoising = 100,
                                                                  double label_noise_ratio = 0.5, double box_noise_scale = 1.0,
                                                                  int64_t tokens = 0) {
   if (num_denoising <= 0 || t.counts.empty()) return std::nullopt;
-  const int64_t G = *std::max_element(t.counts.begin(), t.counts.end());
-  if (G == 0) return std::nullopt;
-  const int64_t groups = std::max<int64_t>(1, num_denoising / G);
+  const int64_t G = *std::max_element(t.counts.begin(), t.counts.end());  // the host's view (eager: this batch)
+  if (G == 0 && tokens == 0) return std::nullopt;
   const auto B = static_cast<int64_t>(t.counts.size());
   const auto dev = class_embed->weight.device();
   auto fopt = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
-  auto meta = denoising_meta(G, groups, tokens > 0 ? tokens : 2 * G * groups, num_queries, dev);
+  DenoisingMeta meta;
+  if (tokens > 0) {
+    if (G > 0 && tokens < denoising_query_count(G, num_denoising))
+      throw std::invalid_argument("contrastive_denoising_group: a capacity of " + std::to_string(tokens) + " tokens is below the " +
+                                  std::to_string(denoising_query_count(G, num_denoising)) + " a batch whose largest count is " +
+                                  std::to_string(G) + " needs (denoising_capacity)");
+    auto Gt = t.valid.to(dev).sum(1).max();
+    auto groups_t = torch::div(torch::full({}, num_denoising, Gt.options()), Gt.clamp_min(1), "floor").clamp_min(1);
+    meta = denoising_meta(Gt, groups_t, tokens, num_queries);
+    meta.max_gt = G, meta.num_group = std::max<int64_t>(1, num_denoising / std::max<int64_t>(G, 1));
+  } else {
+    meta = denoising_meta(G, std::max<int64_t>(1, num_denoising / G), 2 * G * std::max<int64_t>(1, num_denoising / G), num_queries, dev);
+  }
   const int64_t T = meta.num_denoising;
   const auto tok = denoising_tokens(meta, dev);
   // Token k of image i copies target k % G: its label and box where that target exists in a real group
