@@ -84,8 +84,8 @@ inline std::vector<Stack> stack_by_queries(const std::vector<std::pair<torch::Te
 // and M only, not the batch's counts. The criterion's loss uses this form for every batch.
 
 // Fixed-shape pairs of O stacked outputs [O, B, Q, .]: slot k of image i pairs query qidx[o, i, k] (-1: no
-// pair) with target column tcol[i, k]. The matches (K = M, tcol = 0 .. M-1), the denoising pairs (K = groups
-// x M) and D-FINE's GO-LSD union (K = Q, one slot per query) all take this form.
+// pair) with target column tcol[i, k]. The matches (K = M, tcol = 0 .. M-1), the denoising pairs (K = half
+// the denoising tokens) and D-FINE's GO-LSD union (K = Q, one slot per query) all take this form.
 struct Slots {
   torch::Tensor qidx;  // [O or 1, B, K] int64 (one row: the same pairs for every output)
   torch::Tensor tcol;  // [B, K] int64
