@@ -5,6 +5,7 @@
 #include <libreyolo/nn/detr/criterion.hpp>
 #include <libreyolo/nn/detr/decoder.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
+#include <libreyolo/nn/detr/device_targets.hpp>
 
 #include <doctest/doctest.h>
 
@@ -418,4 +419,34 @@ TEST_CASE("denoising padded to a fixed capacity: the real queries' outputs and t
   CHECK(torch::isfinite(padded0.dn_aux.back().first).all().item<bool>());
   CHECK(torch::allclose(padded0.pred_logits, exact0.pred_logits, 1e-5, 1e-5));
   CHECK(torch::allclose(crit(padded0, none).items, crit(exact0, none).items, 1e-5, 1e-6));
+}
+
+TEST_CASE("padded targets from the batch's device tensor equal those made through the host rows") {
+  // Three images' rows (class, x1, y1, x2, y2 in pixels of a 64 x 96 input), with rows a DETR family drops
+  // (x2 <= x1, y2 <= y1) in between and the collate's padding rows (class -1) after.
+  const double H = 64, W = 96;
+  auto cxcywh = [&](const torch::Tensor& c1, const torch::Tensor& r1, const torch::Tensor& c2, const torch::Tensor& r2) {
+    auto x1 = c1 / W, y1 = r1 / H, x2 = c2 / W, y2 = r2 / H;
+    return torch::stack({(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1}, 1);
+  };
+  const std::vector<torch::Tensor> rows{
+      torch::tensor(std::vector<float>{1, 10, 10, 30, 40, 2, 50, 5, 50, 20, 0, 5, 5, 20, 25, 2, 60, 30, 90, 30, 1, 40, 20, 70, 60}).view({5, 5}),
+      torch::zeros({0, 5}),
+      torch::tensor(std::vector<float>{3, 0, 0, 96, 64, 0, 12, 12, 11, 30}).view({2, 5})};
+  const int64_t M = 6;
+  auto targets = torch::zeros({3, M, 5});
+  targets.select(2, 0).fill_(-1);
+  for (int64_t i = 0; i < 3; ++i)
+    if (rows[static_cast<size_t>(i)].size(0) > 0) targets[i].narrow(0, 0, rows[static_cast<size_t>(i)].size(0)).copy_(rows[static_cast<size_t>(i)]);
+  const auto [kept, counts] = detr::detr_valid_rows(rows);
+  CHECK(counts == std::vector<int64_t>{3, 0, 1});
+  const auto ref = detr::pad_targets(detr::detr_targets_of(rows, torch::kCPU, cxcywh), torch::kCPU, M);
+  const auto dev = detr::padded_targets_of(targets, counts, cxcywh);
+  CHECK(dev.M == M);
+  CHECK(dev.counts == ref.counts);
+  CHECK(dev.valid.equal(ref.valid));
+  CHECK(dev.labels.equal(ref.labels));
+  CHECK(torch::allclose(dev.boxes, ref.boxes, 0, 1e-7));
+  CHECK_THROWS_AS(detr::padded_targets_of(targets, {3, 0}, cxcywh), std::invalid_argument);
+  CHECK_THROWS_AS(detr::padded_targets_of(targets.narrow(2, 0, 4), counts, cxcywh), std::invalid_argument);
 }
