@@ -3,8 +3,11 @@
 // ground truth as extra decoder queries, a positive and a negative copy per group. The group count
 // follows the batch's largest ground-truth count G: num_group = max(1, num_denoising / G), so the
 // denoising part holds 2 * G * num_group queries and its size changes from batch to batch (why the
-// decoder runs eager under CUDA graphs). An attention mask keeps the matching queries from seeing the
-// denoising ones and the groups from seeing each other.
+// decoder runs eager under today's CUDA graphs). An attention mask keeps the matching queries from seeing
+// the denoising ones and the groups from seeing each other. A fixed capacity (denoising_capacity) pads the
+// part to one size for every batch with at most M targets per image, G and the groups then computed on the
+// device: the form a recorded step needs (issue 44). The batch's targets come in as fixed [B, M] slots
+// (PaddedTargets, below), the form the set losses read too.
 #include <libreyolo/nn/detr/layers.hpp>
 
 #include <torch/torch.h>
