@@ -468,7 +468,8 @@ static_assert(cap::step_capturable<ly::YoloxFamily>());  // SimOTA on padded tar
 static_assert(cap::step_capturable<ly::FomoFamily>());   // the weighted cross-entropy on the fixed grid
 static_assert(cap::step_capturable<ly::RtmdetFamily>());  // the soft-label assigner on padded targets
 static_assert(!cap::step_capturable<ly::Yolov7Family>());  // detection losses not declared fixed-shape
-static_assert(!cap::step_capturable<ly::RTDETRFamily>());
+static_assert(cap::step_capturable<ly::RTDETRFamily>());  // in two parts (member::segmented_step)
+static_assert(!cap::step_capturable<ly::RFDETRFamily>());  // its loss not yet in the fixed-shape form
 
 // The scope is static: step -> network for a loss that is not fixed-shape, -> eager without a region.
 using StepPolicy = cap::CudaGraph<cap::scope::step>;
@@ -657,4 +658,93 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: FOMO-s (point task, 
   CHECK(e.steps == 6);
   check_same(e, s);
   CHECK(s.report["step"]["whole_step"] == true);
+}
+
+// ---- The DETR line's segmented step (issue 44) on the CPU ---------------------------------------------
+namespace {
+// The family's loss and gradients two ways on one batch, the decoder's denoising part at the capacity the
+// segmented form gives the batch's M target slots in both: loss(out, b), and match_segment -> the host's
+// solve -> loss_given (capture::run_segments, what a recorded step replays). `pad_rows` padding rows (class
+// -1) added to the batch's targets tensor make M larger than the batch's largest count.
+template <class F>
+void check_segmented_equals_loss(F fam, int64_t pad_rows) {
+  CAPTURE(F::name);
+  CAPTURE(pad_rows);
+  fam.restore({{"names", std::vector<std::string>{"a", "b"}}});
+  torch::manual_seed(3);
+  auto net = fam.make_network();
+  net->train();
+  auto b = lry_test::two_box_batch();
+  if (pad_rows > 0) b.targets = torch::cat({b.targets, torch::cat({torch::full({1, pad_rows, 1}, -1.f), torch::zeros({1, pad_rows, 4})}, 2)}, 1);
+  const int64_t M = b.targets.size(1);
+  net->decoder->set_denoising_capacity(ly::nn::detr::denoising_capacity(M, 100));
+  const auto x = F::input(b);
+  std::vector<torch::Tensor> params;
+  for (auto& p : net->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  auto grads = [&](const torch::Tensor& total) {
+    auto g = torch::autograd::grad({total}, params, {}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+    for (auto& t : g)
+      if (!t.defined()) t = torch::zeros({1});
+    return g;
+  };
+  torch::manual_seed(11);
+  const auto plain = fam.loss(net->forward(x), b);
+  const auto plain_items = plain.items.clone();
+  const auto g_plain = grads(plain.total);
+
+  net->decoder->set_denoising_capacity(0);  // the segmented form sets its capacity itself (fixed)
+  torch::manual_seed(11);
+  std::optional<decltype(net->forward(x))> out;
+  ly::train::LossOutput seg;
+  auto part_a = [&](const ly::data::DetectBatch& sb) {
+    out.emplace(net->forward(F::input(sb)));
+    return fam.match_segment(*out, sb);
+  };
+  auto part_b = [&](const ly::data::DetectBatch& sb, const torch::Tensor& given) {
+    seg = fam.loss_given(*out, sb, given);
+    return seg.items;
+  };
+  const auto items = cap::run_segments(b, part_a, part_b);
+  const auto g_seg = grads(seg.total);
+  CHECK(items.equal(seg.items));
+  if (pad_rows == 0) {  // the same shapes throughout: bit for bit
+    CHECK(seg.items.equal(plain_items));
+    CHECK(all_equal(g_seg, g_plain));
+  } else {  // more target slots: the same terms, summed over more (masked) slots
+    CHECK(torch::allclose(seg.items, plain_items, 1e-6, 1e-7));
+    bool close = true;
+    for (size_t k = 0; k < g_seg.size(); ++k) close = close && torch::allclose(g_seg[k], g_plain[k], 1e-5, 1e-7);
+    CHECK(close);
+  }
+  CHECK(torch::isfinite(seg.items).all().item<bool>());
+}
+}  // namespace
+
+TEST_CASE("segmented DETR step (costs, host solve, loss from the solve) equals the family's loss at the same denoising capacity") {
+  for (int64_t pad : {0, 6}) {
+    check_segmented_equals_loss(ly::RTDETRFamily("r18"), pad);
+    check_segmented_equals_loss(ly::RTDETRv2Family("r18"), pad);
+    check_segmented_equals_loss(ly::DFineFamily("n"), pad);
+    check_segmented_equals_loss(ly::DEIMFamily("n"), pad);
+  }
+}
+
+TEST_CASE("cuda_graph=step on the CPU with a DETR family: the segmented step path runs, finite losses, step mode reported") {
+  lry_test::TempDir runs("lry_step_cpu_detr");
+  const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
+  static_assert(cap::step_capturable<ly::DFineFamily>() && cap::step_capturable<ly::RTDETRFamily>());
+  static_assert(ly::member::declares<ly::DFineFamily, ly::member::segmented_step>);
+  static_assert(std::is_same_v<cap::resolve_t<ly::DFineFamily, cap::CudaGraph<cap::scope::step>>, cap::CudaGraph<cap::scope::step>>);
+  const std::vector<std::string> fixed{"multi_scale=false"};
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::DFineFamily("n"), detect_run_args("dfinen", yaml, runs, "step", "step", fixed));
+  CHECK(s.steps == 5);
+  CHECK(s.report["step"]["whole_step"] == true);
+  CHECK(s.report["eager_steps"] == 5);
+  REQUIRE(s.losses.size() == 5);
+  for (auto& l : s.losses) CHECK(torch::isfinite(l).all().item<bool>());
+  auto r = train_run<cap::CudaGraph<cap::scope::step>>(ly::RTDETRFamily("r18"), detect_run_args("rtdetr-r18", yaml, runs, "step_r", "step"));
+  CHECK(r.steps == 5);
+  CHECK(r.report["step"]["whole_step"] == true);
+  for (auto& l : r.losses) CHECK(torch::isfinite(l).all().item<bool>());
 }

@@ -10,8 +10,12 @@
 //   - the forced inf step is skipped (parameters unchanged, scale halved) in every arm;
 //   - a failed replay (test hook, armed after the first capture) falls back to eager and re-runs the
 //     step: the run still equals the graph-less step path bit for bit.
+// The DETR line's segmented step (issue 44): the two-graph machinery bit for bit against the same path without
+// graphs (device noise in part A, a host decision between), and D-FINE-n / RT-DETR-r18 within the graph-less path's
+// own run-to-run spread (atomic adds in their backward make that spread non-zero on a GPU).
 // And the per-shape cache of YOLOX's grids / RTMDet's priors under a real capture: built into the graph,
 // not stored.
+#include <ATen/CPUGeneratorImpl.h>
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/capture/level_cache.hpp>
 #include <libreyolo/libreyolo.hpp>
@@ -28,6 +32,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -264,6 +269,130 @@ std::vector<std::string> detect_base(const std::string& model, const std::filesy
   return a;
 }
 
+
+// ---- The DETR line's segmented step (issue 44) ------------------------------------------------------
+// The machinery alone: a batch type of one tensor, part A a linear layer plus noise drawn on the device, the
+// host's solve the argmax of each row, part B a loss from it, backward and a plain SGD step on the device.
+struct SegBatch {
+  torch::Tensor x;
+  template <class Fn>
+  void for_each_tensor(Fn&& f) {
+    f(x);
+  }
+};
+struct SegRun {
+  std::vector<torch::Tensor> losses, params;
+  int64_t replayed = 0, captures = 0;
+  nlohmann::json report;
+};
+SegRun segmented_machinery(bool graphs) {
+  const torch::Device dev(torch::kCUDA, 0);
+  torch::manual_seed(5);
+  torch::nn::Linear lin(8, 6);
+  lin->to(dev);
+  cap::CudaGraph<cap::scope::step> c;
+  std::vector<std::string> args{"cuda_graph=step", "device=cuda"};
+  if (!graphs) args.push_back("cuda_graph_warmup=1000000");
+  c.setup(ly::parse_args(args), dev);
+  std::optional<torch::Tensor> out;
+  auto part_a = [&](const SegBatch& b) {
+    out = lin->forward(b.x) + 0.1 * torch::randn({b.x.size(0), 6}, b.x.options());
+    cap::Segment s;
+    s.to_host = out->detach().clone();
+    s.solve = [](const torch::Tensor& host) {
+      return std::get<1>(host.max(1)).to(torch::kLong).pin_memory();  // each row's best column
+    };
+    return s;
+  };
+  auto part_b = [&](const SegBatch&, const torch::Tensor& given) {
+    auto loss = -out->gather(1, given.unsqueeze(1)).sum() + out->pow(2).mean();
+    loss.backward();
+    {
+      torch::NoGradGuard ng;
+      for (auto& p : lin->parameters()) p.sub_(0.05 * p.grad());
+    }
+    out.reset();
+    return loss.detach().reshape({1});
+  };
+  auto reset = [&] {
+    for (auto& p : lin->parameters()) p.mutable_grad() = torch::Tensor();
+  };
+  SegRun r;
+  auto gen = at::detail::createCPUGenerator(17);
+  for (int step = 0; step < kSteps; ++step) {
+    SegBatch b{at::randn({4, 8}, gen, torch::TensorOptions().dtype(torch::kFloat32)).to(dev)};
+    r.losses.push_back(c.run_segmented_step(b, part_a, part_b, reset).cpu().clone());
+  }
+  for (auto& p : lin->parameters()) r.params.push_back(p.detach().cpu());
+  r.report = c.report();
+  r.replayed = c.replayed_steps();
+  r.captures = c.captures();
+  return r;
+}
+
+// A DETR family's 30 steps: cuda_graph=step (the segmented step graphs), the same step path without graphs
+// (twice: the GPU's own run-to-run spread, from atomic adds in grid_sample's and the gathers' backward), a
+// replay failure, and eager (the original's exact-size denoising part, so its draws differ). The graph arm
+// must stay within the graph-less path's own spread (equal when that is 0); against eager it is stated.
+template <class F>
+void detr_arms(std::function<F()> make, std::vector<std::string> base, const char* what) {
+  CAPTURE(what);
+  auto with = [&](const std::string& name, std::vector<std::string> extra) {
+    auto a = base;
+    a.push_back("name=" + name);
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
+  const auto nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+  const auto nograph2 = run<F>(make(), with("step_nograph2", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+  const auto failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
+  const auto eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
+  for (const auto* r : {&step, &nograph, &failed})
+    if (r->report["fallback_reason"].is_string())
+      MESSAGE(what << ": fell back: " << r->report["fallback_reason"].dump().substr(0, 600));
+  CHECK(step.report["fallback_reason"].is_null());
+  CHECK(step.report["step"]["whole_step"] == true);
+  const auto replayed = step.report["replayed_steps"].get<int64_t>();
+  MESSAGE(what << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size() << " step graphs");
+  for (const auto& g : step.report["step"]["graphs"])
+    MESSAGE(what << ": step graph " << g["shapes"].get<std::string>() << ": " << g["vram_mib"].get<double>() << " MiB, "
+                 << g["replays"].get<int64_t>() << " replays");
+  CHECK(replayed >= kSteps / 3);
+  CHECK(nograph.report["replayed_steps"] == 0);
+  const double floor_l = max_rel(nograph2.losses, nograph.losses), floor_p = max_rel(nograph2.params, nograph.params);
+  const double step_l = max_rel(step.losses, nograph.losses), step_p = max_rel(step.params, nograph.params);
+  const double fail_l = max_rel(failed.losses, nograph.losses), fail_p = max_rel(failed.params, nograph.params);
+  MESSAGE(what << ": graph-less step path run twice: loss sums max rel " << floor_l << ", parameters " << floor_p
+               << "; graph vs graph-less: " << step_l << ", " << step_p << "; failed replay vs graph-less: " << fail_l << ", "
+               << fail_p << "; graph vs eager: " << max_rel(step.losses, eager.losses) << ", " << max_rel(step.params, eager.params));
+  if (floor_l == 0 && floor_p == 0) {  // a deterministic GPU path: bit for bit
+    CHECK(all_equal_gpu(step.losses, nograph.losses));
+    CHECK(all_equal_gpu(step.params, nograph.params));
+    CHECK(all_equal_gpu(step.ema, nograph.ema));
+    CHECK(all_equal_gpu(failed.params, nograph.params));
+  } else {
+    CHECK(step_l <= 50 * floor_l + 1e-6);
+    CHECK(step_p <= 50 * floor_p + 1e-6);
+    CHECK(fail_p <= 50 * floor_p + 1e-6);
+  }
+  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
+  if (failed.report["fallback_reason"].is_string())
+    CHECK(failed.report["fallback_reason"].get<std::string>().find("forced step replay failure") != std::string::npos);
+  for (const auto* r : {&step, &eager})
+    for (const auto& l : r->losses) CHECK(torch::isfinite(l).all().item<bool>());
+  CHECK(max_rel(step.losses, eager.losses) < 0.5);  // another denoising draw, the same loss's scale
+}
+
+std::vector<std::string> detr_base(const std::string& model, const std::filesystem::path& yaml, const lry_test::TempDir& runs,
+                                   const std::vector<std::string>& extra) {
+  std::vector<std::string> a{"model=" + model, "data=" + yaml.string(), "imgsz=128", "batch=4", "workers=0", "device=cuda",
+                             "deterministic=true", "multi_scale=false", "ema=true", "cuda_graph_max_graphs=8",
+                             "project=" + runs.path.string(), "seed=2", "val=false", "epochs=10",
+                             "max_steps=" + std::to_string(kSteps)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
 }  // namespace
 
 LRY_GPU_SUITE {
@@ -349,6 +478,30 @@ LRY_GPU_SUITE {
                                   "ema=true", "project=" + runs.path.string(), "seed=4", "val=false", "epochs=10",
                                   "max_steps=" + std::to_string(kSteps)};
     compare_arms<Poisoned<ly::FomoFamily>>([] { return Poisoned<ly::FomoFamily>("s"); }, base, "fomos", kSteps / 2);
+  }
+
+  TEST_CASE("segmented step graph (part A, the host's solve, part B): 30 steps with device noise equal run_segments bit for bit") {
+    LRY_REQUIRE_CUDA();
+    const auto g = segmented_machinery(true), e = segmented_machinery(false);
+    MESSAGE("segmented machinery: " << g.replayed << " of " << kSteps << " steps replayed, " << g.captures << " capture");
+    CHECK(g.report["fallback_reason"].is_null());
+    CHECK(g.captures == 1);
+    CHECK(g.replayed == kSteps - 3);
+    CHECK(e.replayed == 0);
+    CHECK(all_equal_gpu(g.losses, e.losses));
+    CHECK(all_equal_gpu(g.params, e.params));
+  }
+
+  TEST_CASE("cuda_graph=step, D-FINE-n (fp32 and AMP) and RT-DETR-r18 (AMP): the segmented step graphs within the graph-less path's spread") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_detr");
+    const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
+    detr_arms<Poisoned<ly::DFineFamily>>([] { return Poisoned<ly::DFineFamily>("n"); }, detr_base("dfinen", yaml, runs, {"amp=false"}),
+                                         "dfinen fp32");
+    detr_arms<Poisoned<ly::DFineFamily>>([] { return Poisoned<ly::DFineFamily>("n"); },
+                                         detr_base("dfinen", yaml, runs, {"amp=true", "amp_dtype=float16"}), "dfinen amp");
+    detr_arms<Poisoned<ly::RTDETRFamily>>([] { return Poisoned<ly::RTDETRFamily>("r18"); },
+                                          detr_base("rtdetr-r18", yaml, runs, {"amp=true", "amp_dtype=float16"}), "rtdetr-r18 amp");
   }
 
   TEST_CASE("LevelCache under a CUDA graph capture: the value is built into the graph and not stored; stored eager") {

@@ -165,38 +165,32 @@ class CudaGraph {
   // valid until the next step.
   template <class Batch, class Body, class Reset>
   torch::Tensor run_whole_step(Batch& b, Body&& body, Reset&& reset_grads) {
+    auto eager = [&] { return body(b); };
 #if defined(LIBREYOLO_WITH_CUDA)
-    if (step_mode_ && enabled_) {
-      const StepKey key = StepKey::of(b);
-      if (auto it = step_graphs_.find(key); it != step_graphs_.end()) {
-        auto* g = static_cast<StepGraph<Batch>*>(it->second.get());
-        try {
-          g->load(b);
-          g->replay(std::exchange(pending_fault_, Fault::none) != Fault::none);
-          ++replayed_steps_;
-          return g->items();
-        } catch (const std::exception& e) {
-          bool ran = true;
-          try {
-            ran = g->ran_last_launch();
-          } catch (const std::exception&) {
-          }
-          fail(std::string("step replay failed at batch shapes ") + key.shape_string() + ": " + e.what(), false,
-               ran ? " (the failed replay had started: its step is kept)" : " (the step re-run eager)");
-          if (ran) return torch::zeros_like(g_items_shape_);
-        }
-      } else if (++step_seen_[key] == counter_.threshold()) {
-        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) return capture_whole_step(b, body, reset_grads, key);
-        log::notice_once("capture.step.cache_full",
-                         "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
-                         "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
-                         " and any further new ones train eager");
-      }
-    }
-#endif
+    return run_keyed<StepGraph<Batch>>(
+        b, eager, [&](StepGraph<Batch>& g, bool fault) { g.replay(fault); },
+        [&](const StepKey& key) { return capture_whole_step(b, body, reset_grads, key); }, reset_grads);
+#else
     reset_grads();
     ++eager_steps_;
-    return body(b);
+    return eager();
+#endif
+  }
+
+  // The same for a segmented step (capture/step_graph.hpp: part_a(batch) -> Segment, part_b(batch, given) ->
+  // items; the DETR line's matching between them): eager run_segments, then SegmentedStepGraph per key.
+  template <class Batch, class PartA, class PartB, class Reset>
+  torch::Tensor run_segmented_step(Batch& b, PartA&& a, PartB&& part_b, Reset&& reset_grads) {
+    auto eager = [&] { return run_segments(b, a, part_b); };
+#if defined(LIBREYOLO_WITH_CUDA)
+    return run_keyed<SegmentedStepGraph<Batch>>(
+        b, eager, [&](SegmentedStepGraph<Batch>& g, bool fault) { g.replay_segments(fault); },
+        [&](const StepKey& key) { return capture_segmented_step(b, a, part_b, reset_grads, key); }, reset_grads);
+#else
+    reset_grads();
+    ++eager_steps_;
+    return eager();
+#endif
   }
 
   // The family's captured computation changed: drop the graph, forget the counts, run eager until the
@@ -394,11 +388,64 @@ class CudaGraph {
                 step_note);
   }
 
+  // A step through the graph of b's key: replayed when recorded (a failed replay turns the policy eager; its
+  // step is kept when the graph had started, else re-run eager), recorded on the key's threshold-th sighting
+  // while the cache has room, else eager.
+  template <class G, class Batch, class Eager, class Replay, class Capture, class Reset>
+  torch::Tensor run_keyed(Batch& b, Eager& eager, Replay&& replay, Capture&& capture, Reset& reset_grads) {
+    if (step_mode_ && enabled_) {
+      const StepKey key = StepKey::of(b);
+      if (auto it = step_graphs_.find(key); it != step_graphs_.end()) {
+        auto* g = static_cast<G*>(it->second.get());
+        try {
+          g->load(b);
+          replay(*g, std::exchange(pending_fault_, Fault::none) != Fault::none);
+          ++replayed_steps_;
+          return g->items();
+        } catch (const std::exception& e) {
+          bool ran = true;
+          try {
+            ran = g->ran_last_launch();
+          } catch (const std::exception&) {
+          }
+          fail(std::string("step replay failed at batch shapes ") + key.shape_string() + ": " + e.what(), false,
+               ran ? " (the failed replay had started: its step is kept)" : " (the step re-run eager)");
+          if (ran) return torch::zeros_like(g_items_shape_);
+        }
+      } else if (++step_seen_[key] == counter_.threshold()) {
+        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) return capture(key);
+        log::notice_once("capture.step.cache_full",
+                         "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
+                         "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
+                         " and any further new ones train eager");
+      }
+    }
+    reset_grads();
+    ++eager_steps_;
+    return eager();
+  }
+
   // The threshold-th sighting of a key: this step runs eager on a side stream (the warm-up of the
   // graph's kernels, cuDNN/cuBLAS set-up included), then the same body is recorded over static copies
   // of the batch (its kernels do not run). A failed recording turns the policy eager.
   template <class Batch, class Body, class Reset>
   torch::Tensor capture_whole_step(Batch& b, Body& body, Reset& reset_grads, const StepKey& key) {
+    return capture_keyed(b, [&] { return body(b); }, [&] { return std::make_unique<StepGraph<Batch>>(b, body, *step_pool_, key); },
+                         reset_grads, key);
+  }
+  // The segmented step's: the eager step keeps its solve's result as the recording's sample of part B's input.
+  template <class Batch, class PartA, class PartB, class Reset>
+  torch::Tensor capture_segmented_step(Batch& b, PartA& a, PartB& part_b, Reset& reset_grads, const StepKey& key) {
+    torch::Tensor given;
+    auto keep = [&](const Batch& sb, const torch::Tensor& g) {
+      given = g;
+      return part_b(sb, g);
+    };
+    return capture_keyed(b, [&] { return run_segments(b, a, keep); },
+                         [&] { return std::make_unique<SegmentedStepGraph<Batch>>(b, a, part_b, given, *step_pool_, key); }, reset_grads, key);
+  }
+  template <class Batch, class Eager, class Make, class Reset>
+  torch::Tensor capture_keyed(Batch& b, Eager&& eager, Make&& make, Reset& reset_grads, const StepKey& key) {
     c10::DeviceIndex dev = 0;
     b.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
     auto ambient = c10::cuda::getCurrentCUDAStream(dev);
@@ -407,19 +454,19 @@ class CudaGraph {
     to_side.record(ambient);
     to_side.block(side);
     torch::Tensor items;
-    std::unique_ptr<StepGraph<Batch>> g;
+    std::unique_ptr<StepGraphBase> g;
     std::string error;
     {
       c10::cuda::CUDAStreamGuard on_side(side);
       reset_grads();
-      items = body(b);  // this step, eager
+      items = eager();  // this step, eager
       ++eager_steps_;
       side.synchronize();
       reset_grads();  // the recorded backward allocates the grads in the pool
       if (!step_pool_) step_pool_ = at::cuda::graph_pool_handle();
       const int64_t before = compat::cuda_reserved(dev);
       try {
-        g = std::make_unique<StepGraph<Batch>>(b, body, *step_pool_, key);
+        g = make();
         g->vram_bytes = compat::cuda_reserved(dev) - before;
       } catch (const std::exception& e) {
         error = e.what();

@@ -57,6 +57,29 @@ struct StepKey {
   friend bool operator==(const StepKey& a, const StepKey& b) { return !(a < b) && !(b < a); }
 };
 
+// ---- The segmented step (issue 44: the DETR line) ----------------------------------------------------
+// A step whose loss needs one host decision between its forward and its backward (the DETR losses'
+// Hungarian matching) runs as two parts with the host between them:
+//   part A  (device, recordable): the forward and whatever the host must read, as one device tensor;
+//   host    solve(copy of that tensor) -> the tensor part B reads (pinned on CUDA), e.g. the matches;
+//   part B  (device, recordable): the loss from that tensor, backward, optimizer, scaler, EMA -> items.
+// Part A returns a Segment; run_segments is the step without graphs, SegmentedStepGraph records both parts
+// in one pool and replays them with the host's solve between.
+struct Segment {
+  torch::Tensor to_host;                                       // what the host reads (one copy)
+  std::function<torch::Tensor(const torch::Tensor&)> solve;    // host copy -> part B's input (host)
+};
+
+// The segmented step without graphs: A, one copy to the host, the solve, one copy to the device, B.
+template <class Batch, class PartA, class PartB>
+torch::Tensor run_segments(const Batch& b, PartA& a, PartB& part_b) {
+  Segment s = a(b);
+  const auto dev = s.to_host.device();
+  const auto host = s.to_host.to(torch::kCPU).contiguous();
+  const auto given = s.solve(host);
+  return part_b(b, dev.is_cpu() ? given : given.to(dev, /*non_blocking=*/given.is_pinned()));
+}
+
 #if defined(LIBREYOLO_WITH_CUDA)
 
 // One recorded training step for one key: static copies of the batch's tensors (outside the graph's
@@ -70,10 +93,8 @@ class StepGraphBase {
 
   // fail_before_launch: the test hook of a failed replay (throws before the launch).
   void replay(bool fail_before_launch = false) {
-    ++launches_;
-    if (fail_before_launch) throw Error("forced step replay failure (test hook)");
-    graph_->replay();
-    ++replays_;
+    begin_launch();
+    launch(fail_before_launch);
   }
   // After a failed replay: whether its first node ran (reads the device counter back).
   bool ran_last_launch() const { return sentinel_.item<int64_t>() >= launches_; }
@@ -92,16 +113,23 @@ class StepGraphBase {
     device_ = device;
     sentinel_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA, device_));
     graph_ = std::make_unique<at::cuda::CUDAGraph>();
-    graph_->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
-    try {
+    capture_into(*graph_, [&] {
       sentinel_.add_(1);
       items_ = body();
-      graph_->capture_end();
+    });
+  }
+  // Records fn() into `g` in the pool (the kernels do not run).
+  template <class Fn>
+  void capture_into(at::cuda::CUDAGraph& g, Fn&& fn) {
+    g.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+    try {
+      fn();
+      g.capture_end();
     } catch (...) {
       // capture_end ends the stream capture and the pool routing; when it throws first (an invalidated
       // capture), end the routing here. Either may legitimately throw.
       try {
-        graph_->capture_end();
+        g.capture_end();
       } catch (const std::exception&) {
       }
       try {
@@ -110,6 +138,15 @@ class StepGraphBase {
       }
       throw;
     }
+  }
+  void set_device(c10::DeviceIndex d) { device_ = d; }
+  // A replay in two calls (a segmented step counts its launch before its first graph): the launch counted,
+  // then the recorded graph launched (the test hook throws before it).
+  void begin_launch() { ++launches_; }
+  void launch(bool fail_before_launch) {
+    if (fail_before_launch) throw Error("forced step replay failure (test hook)");
+    graph_->replay();
+    ++replays_;
   }
 
  private:
@@ -126,11 +163,8 @@ class StepGraph : public StepGraphBase {
  public:
   // body(const Batch&) -> loss items, recorded over a static copy of `sample`'s tensors.
   template <class Body>
-  StepGraph(const Batch& sample, Body& body, PoolId pool, StepKey key) : StepGraphBase(pool, std::move(key)), static_(sample) {
-    static_.for_each_tensor([](torch::Tensor& t) { t = t.detach().clone(); });
-    c10::DeviceIndex dev = 0;
-    static_.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
-    record(dev, [&] { return body(static_); });
+  StepGraph(const Batch& sample, Body& body, PoolId pool, StepKey key) : StepGraph(sample, pool, std::move(key)) {
+    record(device_of_static(), [&] { return body(static_); });
   }
   // Copies the batch's tensors into the static ones (device to device, on the current stream).
   void load(Batch& b) {
@@ -144,8 +178,58 @@ class StepGraph : public StepGraphBase {
     });
   }
 
- private:
+ protected:
+  // The static copy of `sample`'s tensors only (a derived graph records).
+  StepGraph(const Batch& sample, PoolId pool, StepKey key) : StepGraphBase(pool, std::move(key)), static_(sample) {
+    static_.for_each_tensor([](torch::Tensor& t) { t = t.detach().clone(); });
+  }
+  c10::DeviceIndex device_of_static() {
+    c10::DeviceIndex dev = 0;
+    static_.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
+    return dev;
+  }
   Batch static_;
+};
+
+// The segmented step recorded (run_segments' graphs): part A into one graph, part B into the base's (its
+// first node the launch counter: a replay that failed before B ran re-runs eager), both in the pool,
+// over the static batch; part B reads a static input tensor outside the pool. A replay: A, one copy of
+// A's tensor into a pinned buffer, a wait for it, the recorded solve on the host (A's Segment::solve, kept
+// from the recording), one asynchronous copy into B's input, B. `given_sample`: a value of part B's input
+// (its shape and type; a step's real solve), recorded over.
+template <class Batch>
+class SegmentedStepGraph : public StepGraph<Batch> {
+ public:
+  template <class PartA, class PartB>
+  SegmentedStepGraph(const Batch& sample, PartA& a, PartB& part_b, const torch::Tensor& given_sample, StepGraphBase::PoolId pool,
+                     StepKey key)
+      : StepGraph<Batch>(sample, pool, std::move(key)) {
+    const auto dev = this->device_of_static();
+    this->set_device(dev);
+    given_ = given_sample.to(torch::Device(torch::kCUDA, dev)).clone();  // outside the pool
+    graph_a_ = std::make_unique<at::cuda::CUDAGraph>();
+    Segment seg;
+    this->capture_into(*graph_a_, [&] { seg = a(this->static_); });
+    to_host_ = seg.to_host;
+    solve_ = std::move(seg.solve);
+    host_ = torch::empty(to_host_.sizes(), to_host_.options().device(torch::kCPU).pinned_memory(true));
+    this->record(dev, [&] { return part_b(this->static_, given_); });
+  }
+  // fail_before_launch: the test hook of a failed replay (throws before part B's launch).
+  // The launch is counted before part A: a replay that fails anywhere before part B's first node re-runs eager.
+  void replay_segments(bool fail_before_launch = false) {
+    this->begin_launch();
+    graph_a_->replay();
+    host_.copy_(to_host_, /*non_blocking=*/true);
+    c10::cuda::getCurrentCUDAStream(to_host_.device().index()).synchronize();
+    given_.copy_(solve_(host_), /*non_blocking=*/true);
+    this->launch(fail_before_launch);
+  }
+
+ private:
+  std::unique_ptr<at::cuda::CUDAGraph> graph_a_;
+  torch::Tensor to_host_, host_, given_;
+  std::function<torch::Tensor(const torch::Tensor&)> solve_;
 };
 
 #endif  // LIBREYOLO_WITH_CUDA

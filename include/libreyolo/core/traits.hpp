@@ -40,6 +40,15 @@ constexpr std::string_view to_string(CaptureRegion r) {
 namespace member {
 template <class... M>
 struct list {};
+// with<list<A, B>, C> = list<A, B, C>: a template's members added to its policy's.
+template <class L, class... M>
+struct with_;
+template <class... L, class... M>
+struct with_<list<L...>, M...> {
+  using type = list<L..., M...>;
+};
+template <class L, class... M>
+using with = typename with_<L, M...>::type;
 }  // namespace member
 
 struct family_defaults {

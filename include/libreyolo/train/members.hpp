@@ -39,6 +39,12 @@ struct size {};
 struct plots {};
 // static Batch pad_for_step_graph(const Batch&): the batch padded to a fixed-shape bucket (cuda_graph=step).
 struct step_padding {};
+// cuda_graph=step in two parts with a host decision between them (capture/step_graph.hpp; the DETR line's
+// matching): capture::Segment match_segment(const Output&, const Batch&) (part A's end: the device tensor
+// the host reads and its solve) and train::LossOutput loss_given(const Output&, const Batch&, const
+// torch::Tensor& given) (part B's loss from the solve's answer on the device). Their composition equals
+// loss(out, batch) up to the fixed-shape form (the DETR denoising part at its capacity).
+struct segmented_step {};
 // void on(event::epoch_begin, const EpochInfo&, const TrainConfig&, train::EpochContext<Capture>&): the
 // family's recipe step at an epoch's start (YOLOX's L1 switch, D-FINE's EMA restart).
 struct epoch_hook {};
@@ -103,6 +109,11 @@ template <class F, class Capture>
 concept has_epoch_hook = requires(F& f, const EpochInfo& i, const TrainConfig& c, EpochContext<Capture>& x) {
   f.on(event::epoch_begin{}, i, c, x);
 };
+// match_segment / loss_given of any arguments (their types follow the family's network output).
+template <class F>
+concept names_match_segment = requires(F& f, any_arg a) { f.match_segment(a, a); };
+template <class F>
+concept names_loss_given = requires(F& f, any_arg a) { f.loss_given(a, a, a); };
 // Some on(event::epoch_begin, ...) of any arguments: a hook, whatever its signature.
 template <class F>
 concept names_epoch_hook = requires(F& f, any_arg a) { f.on(event::epoch_begin{}, a, a, a); } ||
@@ -147,6 +158,12 @@ constexpr bool check_members() {
   static_assert(declares<F, member::step_padding> || !d::has_step_padding<F>,
                 "the family has pad_for_step_graph(batch) but does not declare member::step_padding, so "
                 "cuda_graph=step would not pad its batches");
+  static_assert(!declares<F, member::segmented_step> || (d::names_match_segment<F> && d::names_loss_given<F>),
+                "the family declares member::segmented_step but lacks `capture::Segment match_segment(const Output&, const "
+                "Batch&)` or `train::LossOutput loss_given(const Output&, const Batch&, const torch::Tensor&)`");
+  static_assert(declares<F, member::segmented_step> || !(d::names_match_segment<F> || d::names_loss_given<F>),
+                "the family has match_segment / loss_given but does not declare member::segmented_step, so "
+                "cuda_graph=step would never run its segmented step");
   static_assert(!declares<F, member::epoch_hook> || d::has_epoch_hook<F, Capture>,
                 "the family declares member::epoch_hook but has no `void on(libreyolo::event::epoch_begin, const "
                 "EpochInfo&, const TrainConfig&, train::EpochContext<Capture>&)` (a template over the context "

@@ -40,6 +40,8 @@
 #include <libreyolo/families/dfine/augment.hpp>
 #include <libreyolo/families/dfine/network.hpp>
 #include <libreyolo/families/sizes.hpp>
+#include <libreyolo/capture/step_graph.hpp>
+#include <libreyolo/nn/detr/device_targets.hpp>
 #include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/nn/detr/topk_decode.hpp>
 #include <libreyolo/tasks/detect.hpp>
@@ -150,12 +152,18 @@ struct RTDETRv4V : DFineLineV {
 // Targets of a detection batch in the DETR form (the original's on_forward): per image, labels and cx,
 // cy, w, h normalised by the network input's width and height and clamped to [0, 1]; rows without a
 // positive width and height dropped; on `dev` (nn/detr/denoising.hpp's detr_targets_of).
-inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& b, torch::Device dev) {
+inline auto dfine_cxcywh(const data::DetectBatch& b) {
   const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
-  return nn::detr::detr_targets_of(b.boxes, dev, [&](const torch::Tensor& x1, const torch::Tensor& y1, const torch::Tensor& x2,
-                                                     const torch::Tensor& y2) {
+  return [H, W](const torch::Tensor& x1, const torch::Tensor& y1, const torch::Tensor& x2, const torch::Tensor& y2) {
     return torch::stack({(x1 + x2) / (2 * W), (y1 + y2) / (2 * H), (x2 - x1) / W, (y2 - y1) / H}, 1).clamp(0.0, 1.0);
-  });
+  };
+}
+inline std::vector<nn::detr::DetrTarget> dfine_targets(const data::DetectBatch& b, torch::Device dev) {
+  return nn::detr::detr_targets_of(b.boxes, dev, dfine_cxcywh(b));
+}
+// The same as fixed [B, M] slots made on the device from the batch's targets tensor (a recorded step's part A).
+inline nn::detr::PaddedTargets dfine_device_targets(const data::DetectBatch& b) {
+  return nn::detr::padded_targets_of(b.targets, nn::detr::valid_counts(b.boxes, b.targets.size(1)), dfine_cxcywh(b));
 }
 
 // V: the policy's differences (above, on DFineLineV's defaults).
@@ -172,7 +180,8 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   static constexpr std::string_view name = V::name;
   static constexpr auto sizes = V::sizes;
   struct traits : family_defaults {
-    using members = typename V::members;
+    using members = member::with<typename V::members, member::segmented_step>;
+    static constexpr bool step_capturable = true;  // in two parts (member::segmented_step)
     static constexpr bool amp_default = V::amp_default;
     static constexpr std::string_view fp32_reason = V::fp32_reason;
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
@@ -232,22 +241,29 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   }
 
   // The set loss; in training the decoder runs here, with the batch's targets (denoising queries).
+  // The targets are padded once, for the decoder's denoising part and the criterion.
   train::LossOutput loss(const nn::detr::DFineNetOutput& out, const Batch& b) {
-    if (!criterion_) {
-      nn::detr::DFineCriterionOptions co;
-      co.num_classes = this->num_classes();
-      if constexpr (V::mal) {
-        co.class_loss = nn::detr::DFineClassLoss::mal;
-        co.gamma = V::mal_gamma;
-      }
-      V::criterion_options(this->size_, co);
-      criterion_ = std::make_unique<nn::detr::DFineCriterion>(co);
-    }
     const auto dev = out.features.front().device();
-    const auto targets = dfine_targets(b, dev);
-    criterion_->set_epoch(epoch_);
-    const auto& res = out.run(&targets);
-    auto l = (*criterion_)(res, targets);
+    const auto t = nn::detr::pad_targets(dfine_targets(b, dev), dev);
+    auto l = criterion()(out.run(&t), t);
+    return {l.total, l.items};
+  }
+
+  // cuda_graph=step (issue 44; member::segmented_step), as RT-DETR's (families/rtdetr/family.hpp): part A's
+  // end the device-made targets, the decoder at its denoising capacity and the matching costs; the host
+  // solves the matches and GO-LSD's union; part B the loss from them.
+  capture::Segment match_segment(const nn::detr::DFineNetOutput& out, const Batch& b) {
+    auto& c = criterion();
+    seg_targets_ = dfine_device_targets(b);
+    const auto& res = out.run(&seg_targets_, /*fixed=*/true);
+    const auto layout = c.cost_layout(res, b.targets.size(0), seg_targets_.M);
+    const bool pinned = b.targets.is_cuda();
+    return {c.match_costs(res, seg_targets_),
+            [layout, pinned](const torch::Tensor& host) { return nn::detr::DFineCriterion::solve(host, layout, pinned); }};
+  }
+  train::LossOutput loss_given(const nn::detr::DFineNetOutput& out, const Batch& /*b*/, const torch::Tensor& given) {
+    auto l = criterion()(out.run(), seg_targets_, given);
+    seg_targets_ = {};
     return {l.total, l.items};
   }
   static std::vector<std::string> loss_names() { return {V::mal ? "mal" : "vfl", "bbox", "giou", "fgl", "ddf"}; }
@@ -292,6 +308,9 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   template <class Capture>
   void on(event::epoch_begin, const EpochInfo& info, const TrainConfig& cfg, train::EpochContext<Capture>& ctx) {
     epoch_ = info.epoch;  // the criterion's (DEIMv2's matcher change)
+    // DEIMv2's matcher change: a recorded step's matching costs (part A) follow the old formula; re-record.
+    if (const int64_t change = criterion_options().matcher_change_epoch; change >= 0 && info.epoch == change)
+      ctx.capture.invalidate("the matching cost changes at epoch " + std::to_string(change + 1));
     const double d = cfg.ema_restart_decay;
     if (!ctx.ema || d <= 0 || cfg.no_aug_epochs <= 0 || info.epoch < cfg.epochs - cfg.no_aug_epochs ||
         ctx.ema->constant_decay() == d)
@@ -304,7 +323,23 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   static std::string original_key(const std::string& ours) { return ours; }
 
  private:
+  nn::detr::DFineCriterionOptions criterion_options() const {
+    nn::detr::DFineCriterionOptions co;
+    co.num_classes = this->num_classes();
+    if constexpr (V::mal) {
+      co.class_loss = nn::detr::DFineClassLoss::mal;
+      co.gamma = V::mal_gamma;
+    }
+    V::criterion_options(this->size_, co);
+    return co;
+  }
+  nn::detr::DFineCriterion& criterion() {
+    if (!criterion_) criterion_ = std::make_unique<nn::detr::DFineCriterion>(criterion_options());
+    criterion_->set_epoch(epoch_);
+    return *criterion_;
+  }
   std::unique_ptr<nn::detr::DFineCriterion> criterion_;
+  nn::detr::PaddedTargets seg_targets_;  // part A's targets, read by part B
   int64_t epoch_ = 0;
 };
 

@@ -20,7 +20,9 @@
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/rtdetr/network.hpp>
 #include <libreyolo/families/sizes.hpp>
+#include <libreyolo/capture/step_graph.hpp>
 #include <libreyolo/nn/detr/criterion.hpp>
+#include <libreyolo/nn/detr/device_targets.hpp>
 #include <libreyolo/nn/detr/topk_decode.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
@@ -57,13 +59,20 @@ inline constexpr double backbone_lr_ratio = 0.05;
 // Targets of a detection batch in the DETR form: per image, labels and cx, cy, w, h normalised by the
 // network input's width and height (the original's convert_targets_for_detr; rows with x2 <= x1 or
 // y2 <= y1 dropped), on `dev` (nn/detr/denoising.hpp's detr_targets_of).
-inline std::vector<nn::detr::DetrTarget> detr_targets(const data::DetectBatch& b, torch::Device dev) {
+inline auto detr_cxcywh(const data::DetectBatch& b) {
   const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
-  return nn::detr::detr_targets_of(b.boxes, dev, [&](const torch::Tensor& c1, const torch::Tensor& r1, const torch::Tensor& c2,
-                                                     const torch::Tensor& r2) {
+  return [H, W](const torch::Tensor& c1, const torch::Tensor& r1, const torch::Tensor& c2, const torch::Tensor& r2) {
     auto x1 = c1 / W, y1 = r1 / H, x2 = c2 / W, y2 = r2 / H;
     return torch::stack({(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1}, 1);
-  });
+  };
+}
+inline std::vector<nn::detr::DetrTarget> detr_targets(const data::DetectBatch& b, torch::Device dev) {
+  return nn::detr::detr_targets_of(b.boxes, dev, detr_cxcywh(b));
+}
+// The same as fixed [B, M] slots made on the device from the batch's targets tensor [B, M, 5] (no host
+// read: a recorded step's part A), M its padded row count.
+inline nn::detr::PaddedTargets detr_device_targets(const data::DetectBatch& b) {
+  return nn::detr::padded_targets_of(b.targets, nn::detr::valid_counts(b.boxes, b.targets.size(1)), detr_cxcywh(b));
 }
 
 template <class V>
@@ -75,8 +84,9 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   static constexpr std::string_view name = V::name;
   static constexpr std::array<std::string_view, 5> sizes{"r18", "r34", "r50", "r50m", "r101"};
   struct traits : family_defaults {
-    using members = member::list<member::param_groups, member::optimizer_options>;
+    using members = member::list<member::param_groups, member::optimizer_options, member::segmented_step>;
     static constexpr bool amp_default = true;
+    static constexpr bool step_capturable = true;  // in two parts (member::segmented_step)
     static constexpr CaptureRegion capture_region = CaptureRegion::backbone_encoder;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
     static constexpr std::array<std::string_view, 19> overrides{
@@ -104,17 +114,31 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   }
 
   // The set loss; in training the decoder runs here, with the batch's targets (denoising queries).
+  // The targets are padded once, for the decoder's denoising part and the criterion.
   train::LossOutput loss(const RTDETROutput& out, const Batch& b) {
-    if (!criterion_) {
-      nn::detr::SetCriterionOptions co;
-      co.num_classes = this->num_classes();
-      co.enc_aux = !V::v2;  // v2's criterion (the original's RTDETRLoss) only reads aux_outputs, not enc_aux_outputs
-      criterion_ = std::make_unique<nn::detr::SetCriterion>(co);
-    }
     const auto dev = out.features.front().device();
-    const auto targets = detr_targets(b, dev);
-    const auto& res = out.run(&targets);
-    auto l = (*criterion_)(res, targets);
+    const auto t = nn::detr::pad_targets(detr_targets(b, dev), dev);
+    auto l = criterion()(out.run(&t), t);
+    return {l.total, l.items};
+  }
+
+  // cuda_graph=step (issue 44; member::segmented_step): the same loss in two parts with the Hungarian solve on
+  // the host between them. Part A's end: the targets as [B, M] slots made on the device from the batch's
+  // targets tensor, the decoder with its denoising part at the fixed capacity for M, every matched output's
+  // costs (one buffer the host copies, with the solve that reads it). Part B: the loss from the solve's
+  // slots. A batch's loss this way equals loss(out, b) with the denoising part at that capacity.
+  capture::Segment match_segment(const RTDETROutput& out, const Batch& b) {
+    auto& c = criterion();
+    seg_targets_ = detr_device_targets(b);
+    const auto& res = out.run(&seg_targets_, /*fixed=*/true);
+    const auto layout = c.cost_layout(res, b.targets.size(0), seg_targets_.M);
+    const bool pinned = b.targets.is_cuda();
+    return {c.match_costs(res, seg_targets_),
+            [layout, pinned](const torch::Tensor& host) { return nn::detr::SetCriterion::solve(host, layout, pinned); }};
+  }
+  train::LossOutput loss_given(const RTDETROutput& out, const Batch& /*b*/, const torch::Tensor& given) {
+    auto l = criterion()(out.run(), seg_targets_, given);
+    seg_targets_ = {};
     return {l.total, l.items};
   }
   static std::vector<std::string> loss_names() { return {"vfl", "bbox", "giou"}; }
@@ -158,7 +182,17 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   static std::string original_key(const std::string& ours) { return ours; }
 
  private:
+  nn::detr::SetCriterion& criterion() {
+    if (!criterion_) {
+      nn::detr::SetCriterionOptions co;
+      co.num_classes = this->num_classes();
+      co.enc_aux = !V::v2;  // v2's criterion (the original's RTDETRLoss) only reads aux_outputs, not enc_aux_outputs
+      criterion_ = std::make_unique<nn::detr::SetCriterion>(co);
+    }
+    return *criterion_;
+  }
   std::unique_ptr<nn::detr::SetCriterion> criterion_;
+  nn::detr::PaddedTargets seg_targets_;  // part A's targets, read by part B
 };
 
 }  // namespace families::rtdetr

@@ -72,9 +72,16 @@ struct RTDETROutput {
 
   bool pending() const { return !result.has_value(); }
   // The decoder's output; runs it (with denoising queries from `targets` when given, training) once.
-  const detr::DetrOutput& run(const std::vector<detr::DetrTarget>* targets = nullptr) const {
-    if (!result) result = decoder->forward(features, targets);
+  // fixed: the denoising part at its fixed capacity for the targets' M slots (a recorded step's form).
+  const detr::DetrOutput& run(const detr::PaddedTargets* targets = nullptr, bool fixed = false) const {
+    if (!result) result = decoder->forward(features, targets, fixed);
     return *result;
+  }
+  // The same for per-image targets (padded on the features' device).
+  const detr::DetrOutput& run(const std::vector<detr::DetrTarget>* targets) const {
+    if (result || !targets) return run();
+    const auto t = detr::pad_targets(*targets, features.front().device());
+    return run(&t);
   }
 };
 
@@ -127,7 +134,7 @@ class RTDETRImpl : public torch::nn::Cloneable<RTDETRImpl> {
     out.features = feats;
     out.decoder = decoder.ptr();
     out.input_hw = {feats.front().size(2) * 8, feats.front().size(3) * 8};  // the first map is stride 8
-    if (!is_training()) out.result = decoder->forward(feats, nullptr);
+    if (!is_training()) out.result = decoder->forward(feats);
     return out;
   }
   RTDETROutput forward(const torch::Tensor& x) {

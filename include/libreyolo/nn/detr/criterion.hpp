@@ -59,6 +59,13 @@ class SetCriterion {
     return o_.cost_bbox * cost_bbox + o_.cost_class * (pos - neg) + o_.cost_giou * cost_giou;
   }
 
+  // cost_matrix as the matching's cost function (set_batch).
+  auto cost_fn() const {
+    return [this](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
+      return cost_matrix(l, b, ids, bx);
+    };
+  }
+
   // The matches of several outputs as every target slot's query: per output [B, M] int64, -1 for a padding
   // slot (one device-to-host copy of the costs for all outputs).
   std::vector<torch::Tensor> match_slots(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
@@ -85,13 +92,35 @@ class SetCriterion {
     return (*this)(out, pad_targets(targets, out.pred_logits.device()));
   }
 
-  SetLoss operator()(const DetrOutput& out, const PaddedTargets& t) const {
+  // The outputs the matching sees, in the loss's order: last layer, aux, encoder proposals (v1).
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> matched_outputs(const DetrOutput& out) const {
     std::vector<std::pair<torch::Tensor, torch::Tensor>> matched{{out.pred_logits, out.pred_boxes}};
     for (auto& a : out.aux) matched.push_back(a);
     if (o_.enc_aux)
       for (auto& a : out.enc_aux) matched.push_back(a);
-    const auto stacks = set_batch::stack_by_queries(matched);
-    const auto qidx = match_padded(stacks, t);
+    return matched;
+  }
+
+  // ---- The segmented form (issue 44: a recorded step's matching between two graphs) ----------------
+  // match_costs (device, recordable): the matched outputs' cost matrices and the images' counts in one
+  // buffer (set_batch::costs_with_counts); cost_layout: where they sit (shapes only); solve (host): the
+  // matches of that buffer brought to the host, as the slots the loss reads (pinned when `pinned`);
+  // operator()(out, t, given): the loss with those slots on the device instead of its own matching.
+  // match_costs -> copy -> solve -> copy -> operator()(out, t, given) equals operator()(out, t).
+  torch::Tensor match_costs(const DetrOutput& out, const PaddedTargets& t) const {
+    return set_batch::costs_with_counts(set_batch::stack_costs(set_batch::stack_by_queries(matched_outputs(out)), t, cost_fn()), t);
+  }
+  set_batch::CostLayout cost_layout(const DetrOutput& out, int64_t B, int64_t M) const {
+    return set_batch::layout_of(matched_outputs(out), B, M);
+  }
+  static torch::Tensor solve(const torch::Tensor& host, const set_batch::CostLayout& l, bool pinned) {
+    return set_batch::solve_slots(host.data_ptr<float>(), l, set_batch::counts_of(host, l.B), pinned);
+  }
+
+  SetLoss operator()(const DetrOutput& out, const PaddedTargets& t, const torch::Tensor& given = {}) const {
+    const auto stacks = set_batch::stack_by_queries(matched_outputs(out));
+    const auto qidx = given.defined() ? set_batch::stack_slots(given, stacks, static_cast<int64_t>(t.counts.size()), t.M, t.labels.device())
+                                      : match_padded(stacks, t);
     // The batch's box count (at least 1) as a device scalar: nothing after the matching reads the host.
     const auto num_boxes = t.valid.sum().clamp_min(1).to(torch::kFloat32);
     const auto cols = set_batch::match_columns(t);
@@ -117,8 +146,7 @@ class SetCriterion {
 
  private:
   torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const PaddedTargets& t) const {
-    return set_batch::hungarian_slots_host(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids,
-                                                          const torch::Tensor& bx) { return cost_matrix(l, b, ids, bx); });
+    return set_batch::hungarian_slots_host(stacks, t, cost_fn());
   }
   std::vector<torch::Tensor> match_padded(const std::vector<set_batch::Stack>& stacks, const PaddedTargets& t) const {
     return set_batch::stack_slots(match_host(stacks, t), stacks, static_cast<int64_t>(t.counts.size()), t.M, t.labels.device());

@@ -115,10 +115,17 @@ class DetrDecoderImpl : public DetrDecoderCore<DetrDecoderImpl, DetrDecoderOptio
     reset_parameters();
   }
 
-  // feats: the encoder's maps; targets: the batch's ground truth (training: denoising queries).
-  DetrOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets = nullptr) {
+  // The same for per-image targets (padded here).
+  DetrOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets) {
+    if (!targets) return forward(feats);
+    const auto t = pad_targets(*targets, feats.front().device());
+    return forward(feats, &t);
+  }
+  // feats: the encoder's maps; targets: the batch's ground truth in [B, M] slots (training: denoising
+  // queries); fixed: the denoising part at its fixed capacity for M (select_queries).
+  DetrOutput forward(const std::vector<torch::Tensor>& feats, const PaddedTargets* targets = nullptr, bool fixed = false) {
     // Query selection: boxes by enc_bbox_head over every token, then gathered.
-    const auto sel = select_queries(feats, targets);
+    const auto sel = select_queries(feats, targets, fixed);
     auto enc_coord_unact = enc_bbox_head->forward(sel.output_memory) + sel.anchors;
     auto ref_unact = sel.gather(enc_coord_unact);
     auto enc_topk_bboxes = torch::sigmoid(ref_unact);

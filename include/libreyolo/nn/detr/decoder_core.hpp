@@ -196,13 +196,15 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
   // denoising group (training with targets and num_denoising > 0; drawn first), the anchors, enc_output
   // of the memory with invalid (border) cells zeroed (the decoder layers read the memory whole), its
   // class logits and the top-k tokens by their best class logit (or the test hook's).
-  Selection select_queries(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets) {
+  // fixed: the denoising part at denoising_capacity(M, num_denoising) for the targets' M slots (a recorded
+  // step's form), else at set_denoising_capacity's count (0: the original's exact size).
+  Selection select_queries(const std::vector<torch::Tensor>& feats, const PaddedTargets* targets, bool fixed = false) {
     Selection s;
     s.memory = encoder_input(feats, s.shapes);
     if (this->is_training() && o_.num_denoising > 0 && targets != nullptr)
-      s.dn = contrastive_denoising_group(pad_targets(*targets, denoising_class_embed->weight.device()), o_.num_classes, o_.num_queries,
-                                         denoising_class_embed, o_.num_denoising, o_.label_noise_ratio, o_.box_noise_scale,
-                                         denoising_capacity_);
+      s.dn = contrastive_denoising_group(*targets, o_.num_classes, o_.num_queries, denoising_class_embed, o_.num_denoising,
+                                         o_.label_noise_ratio, o_.box_noise_scale,
+                                         fixed ? denoising_capacity(targets->M, o_.num_denoising) : denoising_capacity_);
     auto [anc, valid] = anchors_for(s.shapes, s.memory.device());
     s.anchors = anc.to(s.memory.scalar_type());
     s.output_memory = valid.to(s.memory.scalar_type()) * s.memory;

@@ -148,6 +148,13 @@ class DFineCriterion {
     return torch::nan_to_num(o_.cost_bbox * cost_bbox + o_.cost_class * (pos - neg) + o_.cost_giou * cost_giou, 1.0);
   }
 
+  // cost_matrix as the matching's cost function (set_batch).
+  auto cost_fn() const {
+    return [this](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids, const torch::Tensor& bx) {
+      return cost_matrix(l, b, ids, bx);
+    };
+  }
+
   // Hungarian matching of several (logits, boxes) outputs (one device-to-host copy for all).
   std::vector<DFineMatch> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                 const std::vector<DetrTarget>& targets) const {
@@ -173,17 +180,74 @@ class DFineCriterion {
   DFineLoss operator()(const DFineOutput& in, const std::vector<DetrTarget>& targets) const {
     return (*this)(in, pad_targets(targets, in.pred_logits.device()));
   }
-  DFineLoss operator()(const DFineOutput& in, const PaddedTargets& targets) const {
-    Run r(*this, in, targets);
+  // given: the segmented form's slots on the device (solve's buffer; undefined: the loss matches itself).
+  DFineLoss operator()(const DFineOutput& in, const PaddedTargets& targets, const torch::Tensor& given = {}) const {
+    Run r(*this, in, targets, given);
     return r.run();
+  }
+
+  // The outputs the matching sees, in the original's order: last layer, aux..., pre, enc...
+  static std::vector<std::pair<torch::Tensor, torch::Tensor>> matched_outputs(const DFineOutput& in) {
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> outs{{in.pred_logits, in.pred_boxes}};
+    for (auto& a : in.aux_outputs) outs.emplace_back(a.pred_logits, a.pred_boxes);
+    outs.emplace_back(in.pre_outputs.pred_logits, in.pre_outputs.pred_boxes);
+    for (auto& e : in.enc_aux_outputs) outs.emplace_back(e.pred_logits, e.pred_boxes);
+    return outs;
+  }
+
+  // ---- The segmented form (issue 44), as SetCriterion's: match_costs on the device (recordable), solve
+  // on the host (the matches, then GO-LSD's union from them), the loss from solve's buffer on the device.
+  // solve's buffer: the matches' slots [slot_numel], then the union's query per (image, query) slot [B * Q]
+  // (-1: none) and its target column [B * Q].
+  torch::Tensor match_costs(const DFineOutput& in, const PaddedTargets& t) const {
+    return set_batch::costs_with_counts(set_batch::stack_costs(set_batch::stack_by_queries(matched_outputs(in)), t, cost_fn()), t);
+  }
+  static set_batch::CostLayout cost_layout(const DFineOutput& in, int64_t B, int64_t M) {
+    return set_batch::layout_of(matched_outputs(in), B, M);
+  }
+  static torch::Tensor solve(const torch::Tensor& host, const set_batch::CostLayout& l, bool pinned) {
+    const auto slots = set_batch::solve_slots(host.data_ptr<float>(), l, set_batch::counts_of(host, l.B), false);
+    const int64_t S = l.slot_numel(), BQ = l.B * union_queries(l);
+    auto out = torch::empty({S + 2 * BQ}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
+    int64_t* p = out.data_ptr<int64_t>();
+    std::copy(slots.data_ptr<int64_t>(), slots.data_ptr<int64_t>() + S, p);
+    union_slots(slots.data_ptr<int64_t>(), l, p + S, p + S + BQ);
+    return out;
   }
 
   const DFineCriterionOptions& options() const { return o_; }
 
  private:
   torch::Tensor match_host(const std::vector<set_batch::Stack>& stacks, const PaddedTargets& t) const {
-    return set_batch::hungarian_slots_host(stacks, t, [&](const torch::Tensor& l, const torch::Tensor& b, const torch::Tensor& ids,
-                                                          const torch::Tensor& bx) { return cost_matrix(l, b, ids, bx); });
+    return set_batch::hungarian_slots_host(stacks, t, cost_fn());
+  }
+
+  // The matched outputs' one query count (GO-LSD's union needs one).
+  static int64_t union_queries(const set_batch::CostLayout& l) {
+    const int64_t Q = l.stacks.front()[1];
+    for (auto& s : l.stacks)
+      if (s[1] != Q)
+        throw std::invalid_argument("DFineCriterion: the matched outputs hold " + std::to_string(Q) + " and " + std::to_string(s[1]) +
+                                    " queries; GO-LSD's union needs one query count");
+    return Q;
+  }
+  // GO-LSD's union of every output's matches (slots: solve_slots' buffer for layout l) as one slot per
+  // (image, query): q[i * Q + r] = r and col[...] = its target where query r is in image i's union, else -1 / 0.
+  static void union_slots(const int64_t* slots, const set_batch::CostLayout& l, int64_t* q, int64_t* col) {
+    const int64_t B = l.B, Q = union_queries(l);
+    std::vector<HostMatch> per_output;
+    const int64_t* p = slots;
+    for (auto& s : l.stacks)
+      for (int64_t o = 0; o < s[0]; ++o) per_output.push_back(set_batch::slots_to_host(p, B, l.M)), p += B * l.M;
+    std::vector<const HostMatch*> all;
+    for (auto& m : per_output) all.push_back(&m);
+    const auto go = go_host(all);
+    std::fill(q, q + B * Q, int64_t{-1});
+    std::fill(col, col + B * Q, int64_t{0});
+    for (int64_t i = 0; i < B; ++i) {
+      const auto& [r, c] = go[static_cast<size_t>(i)];
+      for (size_t k = 0; k < r.size(); ++k) q[i * Q + r[k]] = r[k], col[i * Q + r[k]] = c[k];
+    }
   }
 
   static HostMatch go_host(const std::vector<const HostMatch*>& matches) {
@@ -236,7 +300,8 @@ class DFineCriterion {
   // denoising pairs [1, B, groups x M]; counts and normalisers are device scalars.
   class Run {
    public:
-    Run(const DFineCriterion& c, const DFineOutput& in, const PaddedTargets& t) : c_(c), o_(c.o_), in_(in), t_(t) {}
+    Run(const DFineCriterion& c, const DFineOutput& in, const PaddedTargets& t, const torch::Tensor& given)
+        : c_(c), o_(c.o_), in_(in), t_(t), given_(given) {}
 
     DFineLoss run() {
       const auto B = static_cast<int64_t>(t_.counts.size());
@@ -261,31 +326,26 @@ class DFineCriterion {
 
       // One matching call (one device-to-host copy); the original matches the encoder outputs against
       // the unchanged targets too. The stacks serve the loss as well.
-      std::vector<std::pair<torch::Tensor, torch::Tensor>> outs;
-      for (size_t k = 0; k < n_match; ++k) outs.emplace_back(specs_[k].h.logits, specs_[k].h.boxes);
+      const auto outs = matched_outputs(in_);
       auto stacks = set_batch::stack_by_queries(outs);
-      const int64_t Q = stacks.front().logits.size(2);
-      for (auto& st : stacks)
-        if (st.logits.size(2) != Q)
-          throw std::invalid_argument("DFineCriterion: the matched outputs hold " + std::to_string(Q) + " and " +
-                                      std::to_string(st.logits.size(2)) + " queries; GO-LSD's union needs one query count");
-      const auto host = c_.match_host(stacks, t_);
-      const auto own = set_batch::stack_slots(host, stacks, B, t_.M, dev_);
-      // GO-LSD's union on the host, from the same matches: one slot per query, its target column or -1.
-      {
-        const auto per_output = set_batch::slots_per_output(host, stacks, outs.size(), t_);
-        std::vector<const HostMatch*> all;
-        for (auto& m : per_output) all.push_back(&m);
-        const auto go = go_host(all);
-        auto q = set_batch::host_long(B * Q, -1, dev_), col = set_batch::host_long(B * Q, 0, dev_);
-        int64_t *pq = q.data_ptr<int64_t>(), *pc = col.data_ptr<int64_t>();
-        for (int64_t i = 0; i < B; ++i) {
-          const auto& [r, c] = go[static_cast<size_t>(i)];
-          for (size_t k = 0; k < r.size(); ++k) pq[i * Q + r[k]] = r[k], pc[i * Q + r[k]] = c[k];
-        }
-        go_.qidx = set_batch::to_device(q, dev_).view({1, B, Q});
-        go_.tcol = set_batch::to_device(col, dev_).view({B, Q});
+      const auto layout = set_batch::layout_of(stacks, B, t_.M);
+      const int64_t Q = union_queries(layout), S = layout.slot_numel();
+      // The matches and GO-LSD's union (one slot per query, its target column or -1), from the segmented
+      // form's buffer or from this loss's own matching (the union computed on the host from the same matches).
+      torch::Tensor slots;
+      if (given_.defined()) {
+        slots = given_;
+      } else {
+        const auto host = c_.match_host(stacks, t_);
+        auto buf = set_batch::host_long(S + 2 * B * Q, 0, dev_);
+        int64_t* p = buf.data_ptr<int64_t>();
+        std::copy(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + S, p);
+        union_slots(p, layout, p + S, p + S + B * Q);
+        slots = set_batch::to_device(buf, dev_);
       }
+      const auto own = set_batch::stack_slots(slots.narrow(0, 0, S), stacks, B, t_.M, dev_);
+      go_.qidx = slots.narrow(0, S, B * Q).view({1, B, Q});
+      go_.tcol = slots.narrow(0, S + B * Q, B * Q).view({B, Q});
       num_go_ = (go_.qidx >= 0).sum().clamp_min(1).to(torch::kFloat32);
       const auto cols = set_batch::match_columns(t_);
       for (size_t g = 0; g < stacks.size(); ++g) plan(std::move(stacks[g]), false, 0, {own[g], cols});
@@ -521,6 +581,7 @@ class DFineCriterion {
     const DFineCriterionOptions& o_;
     const DFineOutput& in_;
     const PaddedTargets& t_;
+    const torch::Tensor& given_;
     torch::Device dev_{torch::kCPU};
     torch::Tensor num_boxes_, num_go_, dn_boxes_;  // device scalars
     torch::Tensor dn_real_;                         // [T] float: the denoising tokens of real groups

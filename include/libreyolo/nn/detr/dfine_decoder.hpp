@@ -375,11 +375,18 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     return copy;
   }
 
-  // feats: the encoder's maps; targets: the batch's ground truth (training: denoising queries).
-  DFineOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets = nullptr) {
+  // The same for per-image targets (padded here).
+  DFineOutput forward(const std::vector<torch::Tensor>& feats, const std::vector<DetrTarget>* targets) {
+    if (!targets) return forward(feats);
+    const auto t = pad_targets(*targets, feats.front().device());
+    return forward(feats, &t);
+  }
+  // feats: the encoder's maps; targets: the batch's ground truth in [B, M] slots (training: denoising
+  // queries); fixed: the denoising part at its fixed capacity for M (select_queries).
+  DFineOutput forward(const std::vector<torch::Tensor>& feats, const PaddedTargets* targets = nullptr, bool fixed = false) {
     const bool training = is_training();
     // Query selection: boxes by enc_bbox_head over the selected tokens only.
-    const auto sel = select_queries(feats, targets);
+    const auto sel = select_queries(feats, targets, fixed);
     const auto& memory = sel.memory;
     auto topk_memory = sel.gather(sel.output_memory);
     // The original's anchors.repeat(B, 1, 1), gathered.
@@ -490,9 +497,9 @@ inline DFineNetOutput dfine_decode(const DFineDecoder& decoder, const std::vecto
   DFineNetOutput out;
   out.features = feats;
   const auto impl = decoder.ptr();
-  out.decoder = [impl](const std::vector<torch::Tensor>& f, const std::vector<DetrTarget>* t) { return impl->forward(f, t); };
+  out.decoder = [impl](const std::vector<torch::Tensor>& f, const PaddedTargets* t, bool fixed) { return impl->forward(f, t, fixed); };
   out.input_hw = {feats.front().size(2) * first_stride, feats.front().size(3) * first_stride};
-  if (!impl->is_training()) out.result = impl->forward(feats, nullptr);
+  if (!impl->is_training()) out.result = impl->forward(feats);
   return out;
 }
 

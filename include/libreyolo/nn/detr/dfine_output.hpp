@@ -83,15 +83,22 @@ struct DFineOutput {
 // of the CUDA graph). Mirrors rtdetr::RTDETROutput.
 struct DFineNetOutput {
   std::vector<torch::Tensor> features;              // the encoder's maps (decoder input)
-  std::function<DFineOutput(const std::vector<torch::Tensor>&, const std::vector<DetrTarget>*)> decoder;
+  std::function<DFineOutput(const std::vector<torch::Tensor>&, const PaddedTargets*, bool)> decoder;
   std::array<int64_t, 2> input_hw{0, 0};            // the network input's height and width (box scale)
   mutable std::optional<DFineOutput> result;
 
   bool pending() const { return !result.has_value(); }
   // The decoder's output; runs it once (with denoising queries from `targets` when given, training).
-  const DFineOutput& run(const std::vector<DetrTarget>* targets = nullptr) const {
-    if (!result) result = decoder(features, targets);
+  // fixed: the denoising part at its fixed capacity for the targets' M slots (a recorded step's form).
+  const DFineOutput& run(const PaddedTargets* targets = nullptr, bool fixed = false) const {
+    if (!result) result = decoder(features, targets, fixed);
     return *result;
+  }
+  // The same for per-image targets (padded on the features' device).
+  const DFineOutput& run(const std::vector<DetrTarget>* targets) const {
+    if (result || !targets) return run();
+    const auto t = pad_targets(*targets, features.front().device());
+    return run(&t);
   }
 };
 

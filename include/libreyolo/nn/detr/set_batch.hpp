@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -135,40 +136,77 @@ inline torch::Tensor host_long(int64_t n, int64_t fill, torch::Device dev) {
   return torch::full({n}, fill, torch::TensorOptions().dtype(torch::kLong).pinned_memory(dev.is_cuda()));
 }
 
-// The Hungarian matching of every stacked output against padded targets, on the host. Per stack,
-// cost(logits [N, Q, C], boxes [N, Q, 4], labels [N, M], boxes [N, M, 4]) -> [N, Q, M], N = O * B (the
-// targets tiled O times), called without gradients; every matrix goes to the host in one copy and each
-// (output, image) is solved on its n_i valid columns. Returns the matched query of every target slot, the
-// stacks' [O, B, M] one after another (-1 for padding, or a target left over when Q < n_i), pinned on CUDA.
-template <class CostFn>
-torch::Tensor hungarian_slots_host(const std::vector<Stack>& stacks, const PaddedTargets& t, CostFn&& cost) {
-  const auto B = static_cast<int64_t>(t.counts.size()), M = t.M;
-  int64_t slots = 0;
-  for (auto& s : stacks) slots += s.logits.size(0) * B * M;
-  auto qidx = host_long(slots, -1, t.labels.device());
-  if (t.total() == 0) return qidx;
-  std::vector<torch::Tensor> flat;
-  {
-    torch::NoGradGuard ng;
-    for (auto& s : stacks) {
-      const int64_t O = s.logits.size(0);
-      flat.push_back(cost(s.logits.flatten(0, 1), s.boxes.flatten(0, 1), t.labels.repeat({O, 1}), t.boxes.repeat({O, 1, 1})).reshape({-1}));
-    }
+// Where each stack's cost matrices and slots sit in the matching's flat buffers: per stack (O, Q), in the
+// stacks' order, for B images and M target slots. It follows the outputs' shapes only, so a recorded step
+// (issue 44's segmented step) knows it without reading a tensor.
+struct CostLayout {
+  std::vector<std::array<int64_t, 2>> stacks;  // (O, Q)
+  int64_t B = 0, M = 0;
+  int64_t cost_numel() const {
+    int64_t n = 0;
+    for (auto& s : stacks) n += s[0] * B * s[1] * M;
+    return n;
   }
-  // One device-to-host copy for every cost matrix.
-  auto host = (flat.size() == 1 ? flat.front() : torch::cat(flat)).to(torch::kCPU).to(torch::kFloat64).contiguous();
-  const double* pc = host.data_ptr<double>();
+  int64_t slot_numel() const {
+    int64_t n = 0;
+    for (auto& s : stacks) n += s[0] * B * M;
+    return n;
+  }
+};
+inline CostLayout layout_of(const std::vector<Stack>& stacks, int64_t B, int64_t M) {
+  CostLayout l;
+  for (auto& s : stacks) l.stacks.push_back({s.logits.size(0), s.logits.size(2)});
+  l.B = B, l.M = M;
+  return l;
+}
+// The same from the outputs' shapes, as stack_by_queries would stack them (no tensor is touched).
+inline CostLayout layout_of(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outs, int64_t B, int64_t M) {
+  CostLayout l;
+  for (auto& o : outs) {
+    const int64_t q = o.first.size(1);
+    size_t g = 0;
+    while (g < l.stacks.size() && l.stacks[g][1] != q) ++g;
+    if (g == l.stacks.size()) l.stacks.push_back({0, q});
+    ++l.stacks[g][0];
+  }
+  l.B = B, l.M = M;
+  return l;
+}
+
+// Every stack's cost matrices [O * B, Q, M] against padded targets, flattened into one float32 device
+// buffer [cost_numel] (the layout's order), without gradients. Per stack, cost(logits [N, Q, C], boxes
+// [N, Q, 4], labels [N, M], boxes [N, M, 4]) -> [N, Q, M], N = O * B (the targets tiled O times).
+template <class CostFn>
+torch::Tensor stack_costs(const std::vector<Stack>& stacks, const PaddedTargets& t, CostFn&& cost) {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> flat;
+  for (auto& s : stacks) {
+    const int64_t O = s.logits.size(0);
+    flat.push_back(cost(s.logits.flatten(0, 1), s.boxes.flatten(0, 1), t.labels.repeat({O, 1}), t.boxes.repeat({O, 1, 1}))
+                       .to(torch::kFloat32)
+                       .reshape({-1}));
+  }
+  return flat.size() == 1 ? flat.front() : torch::cat(flat);
+}
+
+// The Hungarian solve of stack_costs' buffer on the host: each (output, image) on its counts[i] valid columns
+// (assign/hungarian.hpp). Returns the matched query of every target slot, the stacks' [O, B, M] one after
+// another (-1 for padding, or a target left over when Q < n_i), pinned when `pinned`.
+template <class T>
+torch::Tensor solve_slots(const T* costs, const CostLayout& l, const std::vector<int64_t>& counts, bool pinned) {
+  const int64_t B = l.B, M = l.M;
+  auto qidx = torch::full({l.slot_numel()}, int64_t{-1}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
   int64_t* pq = qidx.data_ptr<int64_t>();
   std::vector<double> block;
   int64_t at = 0, out_at = 0;  // where the current stack's costs and slots begin
-  for (auto& s : stacks) {
-    const int64_t O = s.logits.size(0), Q = s.logits.size(2);
+  for (auto& [O, Q] : l.stacks) {
     for (int64_t oi = 0; oi < O * B; ++oi) {
-      const int64_t n = t.counts[static_cast<size_t>(oi % B)];
+      const int64_t n = counts[static_cast<size_t>(oi % B)];
       if (n == 0) continue;
       block.resize(static_cast<size_t>(Q * n));
-      const double* c = pc + at + oi * Q * M;
-      for (int64_t q = 0; q < Q; ++q) std::copy(c + q * M, c + q * M + n, block.begin() + q * n);
+      const T* c = costs + at + oi * Q * M;
+      for (int64_t q = 0; q < Q; ++q)
+        for (int64_t j = 0; j < n; ++j) block[static_cast<size_t>(q * n + j)] = static_cast<double>(c[q * M + j]);
       const auto a = assign::linear_sum_assignment(block.data(), Q, n);
       for (size_t k = 0; k < a.rows.size(); ++k) pq[out_at + oi * M + a.cols[k]] = a.rows[k];
     }
@@ -176,6 +214,31 @@ torch::Tensor hungarian_slots_host(const std::vector<Stack>& stacks, const Padde
     out_at += O * B * M;
   }
   return qidx;
+}
+
+// The Hungarian matching of every stacked output against padded targets, on the host: stack_costs, one
+// device-to-host copy, solve_slots on the host's counts. The slots are pinned on CUDA.
+template <class CostFn>
+torch::Tensor hungarian_slots_host(const std::vector<Stack>& stacks, const PaddedTargets& t, CostFn&& cost) {
+  const auto B = static_cast<int64_t>(t.counts.size());
+  const auto l = layout_of(stacks, B, t.M);
+  const bool pinned = t.labels.device().is_cuda();
+  if (t.total() == 0) return torch::full({l.slot_numel()}, int64_t{-1}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
+  const torch::Tensor host = stack_costs(stacks, t, cost).to(torch::kCPU).contiguous();
+  return solve_slots(host.data_ptr<float>(), l, t.counts, pinned);
+}
+
+// A recorded step's matching buffer: stack_costs' costs followed by each image's valid target count (as
+// float32, exact below 2^24), so that one device-to-host copy brings the host everything its solve needs.
+inline torch::Tensor costs_with_counts(const torch::Tensor& costs, const PaddedTargets& t) {
+  return torch::cat({costs, t.valid.sum(1).to(torch::kFloat32)});
+}
+// The counts at the end of a costs_with_counts buffer on the host (B entries).
+inline std::vector<int64_t> counts_of(const torch::Tensor& host, int64_t B) {
+  const float* p = host.data_ptr<float>() + host.numel() - B;
+  std::vector<int64_t> c(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) c[static_cast<size_t>(i)] = static_cast<int64_t>(p[i]);
+  return c;
 }
 
 // The stacks' slots of hungarian_slots_host on the device (one copy), as [O, B, M] views per stack.
