@@ -182,6 +182,13 @@ nlohmann::json meta_at(const GpuRun& r, const char* key) {
   return r.meta.is_object() && r.meta.contains(key) ? r.meta.at(key) : nlohmann::json();
 }
 
+// `base` with the run's name and more keys.
+std::vector<std::string> run_args(std::vector<std::string> base, const std::string& name, const std::vector<std::string>& extra) {
+  base.push_back("name=" + name);
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
 struct Arms {
   GpuRun step, nograph, failed, network, eager, generic;
 };
@@ -189,12 +196,7 @@ struct Arms {
 template <class F>
 Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const char* what, int64_t min_replayed) {
   CAPTURE(what);
-  auto with = [&](const std::string& name, std::vector<std::string> extra) {
-    auto a = base;
-    a.push_back("name=" + name);
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  };
+  auto with = [&](const std::string& name, const std::vector<std::string>& extra) { return run_args(base, name, extra); };
   Arms arms;
   arms.step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
   arms.nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
@@ -337,12 +339,7 @@ SegRun segmented_machinery(bool graphs) {
 template <class F>
 void detr_arms(std::function<F()> make, std::vector<std::string> base, const char* what) {
   CAPTURE(what);
-  auto with = [&](const std::string& name, std::vector<std::string> extra) {
-    auto a = base;
-    a.push_back("name=" + name);
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  };
+  auto with = [&](const std::string& name, const std::vector<std::string>& extra) { return run_args(base, name, extra); };
   const auto step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
   const auto nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
   const auto nograph2 = run<F>(make(), with("step_nograph2", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);

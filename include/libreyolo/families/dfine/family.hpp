@@ -40,7 +40,7 @@
 #include <libreyolo/families/dfine/augment.hpp>
 #include <libreyolo/families/dfine/network.hpp>
 #include <libreyolo/families/sizes.hpp>
-#include <libreyolo/capture/step_graph.hpp>
+#include <libreyolo/families/detail/detr_segment.hpp>
 #include <libreyolo/nn/detr/device_targets.hpp>
 #include <libreyolo/nn/detr/dfine_criterion.hpp>
 #include <libreyolo/nn/detr/topk_decode.hpp>
@@ -253,18 +253,10 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // end the device-made targets, the decoder at its denoising capacity and the matching costs; the host
   // solves the matches and GO-LSD's union; part B the loss from them.
   capture::Segment match_segment(const nn::detr::DFineNetOutput& out, const Batch& b) {
-    auto& c = criterion();
-    seg_targets_ = dfine_device_targets(b);
-    const auto& res = out.run(&seg_targets_, /*fixed=*/true);
-    const auto layout = c.cost_layout(res, b.targets.size(0), seg_targets_.M);
-    const bool pinned = b.targets.is_cuda();
-    return {c.match_costs(res, seg_targets_),
-            [layout, pinned](const torch::Tensor& host) { return nn::detr::DFineCriterion::solve(host, layout, pinned); }};
+    return segment_.match(criterion(), out, dfine_device_targets(b));
   }
   train::LossOutput loss_given(const nn::detr::DFineNetOutput& out, const Batch& /*b*/, const torch::Tensor& given) {
-    auto l = criterion()(out.run(), seg_targets_, given);
-    seg_targets_ = {};
-    return {l.total, l.items};
+    return segment_.loss(criterion(), out, given);
   }
   static std::vector<std::string> loss_names() { return {V::mal ? "mal" : "vfl", "bbox", "giou", "fgl", "ddf"}; }
 
@@ -339,7 +331,7 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
     return *criterion_;
   }
   std::unique_ptr<nn::detr::DFineCriterion> criterion_;
-  nn::detr::PaddedTargets seg_targets_;  // part A's targets, read by part B
+  families::detail::DetrSegment segment_;
   int64_t epoch_ = 0;
 };
 

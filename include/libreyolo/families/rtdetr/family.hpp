@@ -20,7 +20,7 @@
 #include <libreyolo/core/traits.hpp>
 #include <libreyolo/families/rtdetr/network.hpp>
 #include <libreyolo/families/sizes.hpp>
-#include <libreyolo/capture/step_graph.hpp>
+#include <libreyolo/families/detail/detr_segment.hpp>
 #include <libreyolo/nn/detr/criterion.hpp>
 #include <libreyolo/nn/detr/device_targets.hpp>
 #include <libreyolo/nn/detr/topk_decode.hpp>
@@ -128,18 +128,10 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
   // costs (one buffer the host copies, with the solve that reads it). Part B: the loss from the solve's
   // slots. A batch's loss this way equals loss(out, b) with the denoising part at that capacity.
   capture::Segment match_segment(const RTDETROutput& out, const Batch& b) {
-    auto& c = criterion();
-    seg_targets_ = detr_device_targets(b);
-    const auto& res = out.run(&seg_targets_, /*fixed=*/true);
-    const auto layout = c.cost_layout(res, b.targets.size(0), seg_targets_.M);
-    const bool pinned = b.targets.is_cuda();
-    return {c.match_costs(res, seg_targets_),
-            [layout, pinned](const torch::Tensor& host) { return nn::detr::SetCriterion::solve(host, layout, pinned); }};
+    return segment_.match(criterion(), out, detr_device_targets(b));
   }
   train::LossOutput loss_given(const RTDETROutput& out, const Batch& /*b*/, const torch::Tensor& given) {
-    auto l = criterion()(out.run(), seg_targets_, given);
-    seg_targets_ = {};
-    return {l.total, l.items};
+    return segment_.loss(criterion(), out, given);
   }
   static std::vector<std::string> loss_names() { return {"vfl", "bbox", "giou"}; }
 
@@ -192,7 +184,7 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
     return *criterion_;
   }
   std::unique_ptr<nn::detr::SetCriterion> criterion_;
-  nn::detr::PaddedTargets seg_targets_;  // part A's targets, read by part B
+  families::detail::DetrSegment segment_;
 };
 
 }  // namespace families::rtdetr
