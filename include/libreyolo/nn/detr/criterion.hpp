@@ -81,11 +81,7 @@ class SetCriterion {
   // The same as (query, target) index pairs per output and image, queries ascending (CPU int64).
   std::vector<MatchIndices> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                   const std::vector<DetrTarget>& targets) const {
-    const auto t = pad_targets(targets, outputs.front().first.device());
-    const auto stacks = set_batch::stack_by_queries(outputs);
-    std::vector<MatchIndices> all;
-    for (auto& m : set_batch::slots_per_output(match_host(stacks, t), stacks, outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
-    return all;
+    return set_batch::match_indices(outputs, targets, cost_fn());
   }
 
   SetLoss operator()(const DetrOutput& out, const std::vector<DetrTarget>& targets) const {

@@ -158,11 +158,7 @@ class DFineCriterion {
   // Hungarian matching of several (logits, boxes) outputs (one device-to-host copy for all).
   std::vector<DFineMatch> match(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
                                 const std::vector<DetrTarget>& targets) const {
-    const auto t = pad_targets(targets, outputs.front().first.device());
-    const auto stacks = set_batch::stack_by_queries(outputs);
-    std::vector<DFineMatch> all;
-    for (auto& m : set_batch::slots_per_output(match_host(stacks, t), stacks, outputs.size(), t)) all.push_back(set_batch::to_tensors(m));
-    return all;
+    return set_batch::match_indices(outputs, targets, cost_fn());
   }
 
   // GO-LSD's union (the original's _get_go_indices): per image the pairs of all matches, each distinct

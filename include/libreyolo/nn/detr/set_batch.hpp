@@ -267,6 +267,18 @@ inline std::vector<HostMatch> slots_per_output(const torch::Tensor& host, const 
   return out;
 }
 
+// Every output's matches against per-image targets as (query, target) index pairs per image, queries ascending
+// (CPU int64): the criteria's match(), the form the tests and diagnostics read.
+template <class CostFn>
+std::vector<MatchIndices> match_indices(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outputs,
+                                        const std::vector<DetrTarget>& targets, CostFn&& cost) {
+  const auto t = pad_targets(targets, outputs.front().first.device());
+  const auto stacks = stack_by_queries(outputs);
+  std::vector<MatchIndices> all;
+  for (auto& m : slots_per_output(hungarian_slots_host(stacks, t, cost), stacks, outputs.size(), t)) all.push_back(to_tensors(m));
+  return all;
+}
+
 // The target columns of plain matches: [B, M] = 0 .. M-1 on every row.
 inline torch::Tensor match_columns(const PaddedTargets& t) {
   return torch::arange(t.M, t.labels.options()).unsqueeze(0).expand({static_cast<int64_t>(t.counts.size()), t.M});
