@@ -53,19 +53,9 @@ PaddedTargets padded_targets_of(const torch::Tensor& targets, std::vector<int64_
 // Each image's count of the rows detr_valid_rows keeps (host rows [n, 5]), at most M: the host's view of a
 // padded_targets_of batch whose device tensor holds M slots (a truncated image keeps M).
 inline std::vector<int64_t> valid_counts(const std::vector<torch::Tensor>& rows, int64_t M) {
-  std::vector<int64_t> out;
-  for (const auto& r : rows) {
-    if (r.numel() == 0) {
-      out.push_back(0);
-      continue;
-    }
-    auto c = r.to(torch::kCPU, torch::kFloat32).contiguous();
-    const float* p = c.data_ptr<float>();
-    int64_t n = 0;
-    for (int64_t i = 0; i < c.size(0); ++i) n += p[i * 5] >= 0 && p[i * 5 + 3] > p[i * 5 + 1] && p[i * 5 + 4] > p[i * 5 + 2];
-    out.push_back(std::min(n, M));
-  }
-  return out;
+  auto counts = detr_valid_rows(rows).second;
+  for (auto& c : counts) c = std::min(c, M);
+  return counts;
 }
 
 }  // namespace libreyolo::nn::detr
