@@ -23,6 +23,7 @@
 #include <libreyolo/profile/collector.hpp>
 #include <libreyolo/profile/step_timing.hpp>
 #include <libreyolo/train/clip.hpp>
+#include <libreyolo/train/device_step.hpp>
 #include <libreyolo/train/members.hpp>
 #include <libreyolo/train/optimizer.hpp>
 #include <libreyolo/train/param_groups.hpp>
@@ -326,54 +327,12 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
       if (!capture.step_mode()) return;
       opt.enable_device_state();
       auto batch = std::make_shared<typename P::Batch>(b);
-      if constexpr (requires { P::pad_for_step_graph(*batch); })
+      if constexpr (ly::member::declares<P, ly::member::step_padding>)
         if (capture.step_graphs_enabled()) *batch = P::pad_for_step_graph(*batch);
       const bool nhwc = a.channels_last == 1;
+      // The trainer's step body itself (train/device_step.hpp), without an EMA.
       step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc, clip](ly::profile::StepPhases&) mutable {
-        ly::precision::GradScaler* scaler = prec.device_scaler();
-        auto finish = [&](const ly::train::LossOutput& lo) -> torch::Tensor {
-          prec.scale(lo.total).backward();
-          const torch::Tensor found = scaler ? scaler->device_unscale_(opt.params()) : torch::Tensor();
-          if (clip > 0) ly::train::clip_grad_norm(opt.params(), clip);
-          opt.device_step(found);
-          if (scaler) scaler->device_update(found);
-          return lo.items;
-        };
-        auto forward = [&](const typename P::Batch& sb) {
-          auto in = P::input(sb);
-          return net->forward(nhwc ? ly::as_channels_last(in) : in);
-        };
-        if constexpr (ly::member::declares<P, ly::member::segmented_step>) {
-          // The DETR line: two parts with the host's matching between (the trainer's segmented step).
-          std::optional<decltype(forward(*batch))> out;
-          auto part_a = [&](const typename P::Batch& sb) {
-            [[maybe_unused]] auto g = prec.autocast();
-            out.emplace(forward(sb));
-            return family->match_segment(*out, sb);
-          };
-          auto part_b = [&](const typename P::Batch& sb, const torch::Tensor& given) {
-            ly::train::LossOutput lo;
-            {
-              [[maybe_unused]] auto g = prec.autocast();
-              lo = family->loss_given(*out, sb, given);
-            }
-            auto items = finish(lo);
-            lo = {};
-            out.reset();
-            return items;
-          };
-          capture.run_segmented_step(*batch, part_a, part_b, [&] { opt.zero_grad(); });
-        } else {
-          auto body = [&](const typename P::Batch& sb) -> torch::Tensor {
-            ly::train::LossOutput lo;
-            {
-              [[maybe_unused]] auto g = prec.autocast();
-              lo = family->loss(forward(sb), sb);
-            }
-            return finish(lo);
-          };
-          capture.run_whole_step(*batch, body, [&] { opt.zero_grad(); });
-        }
+        ly::train::device_step(*family, net, prec, opt, nullptr, capture, *batch, clip, nhwc);
       };
     }
   };

@@ -6,6 +6,7 @@
 // include this and their own family, so a change to one family recompiles that family's unit alone.
 #include <libreyolo/capture/cuda_graph.hpp>
 #include <libreyolo/core/config.hpp>
+#include <libreyolo/core/cudnn.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/memory_format.hpp>
 #include <libreyolo/data/augment.hpp>
@@ -173,15 +174,8 @@ nlohmann::json infer_with(F family, const train::Checkpoint* ck, const std::stri
     if (o.trace > 0 && !dev.is_cuda())
       throw ConfigError("profile infer: --trace needs a CUDA device (device " + device_name(dev) + "); run without it");
     // cuDNN's autotuning flag is process-wide: set for this measurement, the caller's value put back after it.
-    struct CudnnBenchmarkScope {
-      bool prev = at::globalContext().benchmarkCuDNN();
-      explicit CudnnBenchmarkScope(bool on) { at::globalContext().setBenchmarkCuDNN(on); }
-      CudnnBenchmarkScope(const CudnnBenchmarkScope&) = delete;
-      CudnnBenchmarkScope& operator=(const CudnnBenchmarkScope&) = delete;
-      ~CudnnBenchmarkScope() { at::globalContext().setBenchmarkCuDNN(prev); }
-    };
-    std::optional<CudnnBenchmarkScope> cudnn_scope;
-    if (dev.is_cuda()) cudnn_scope.emplace(o.cudnn_benchmark);
+    CudnnScope cudnn_scope;
+    if (dev.is_cuda()) at::globalContext().setBenchmarkCuDNN(o.cudnn_benchmark);
     if (o.channels_last) to_channels_last(*net);
     if (o.imgsz == 0) o.imgsz = ck ? ck->meta.at("config").value("imgsz", 640) : 640;
     // Deterministic synthetic images, 4:3 (letterboxing pads them), a different pattern each.

@@ -62,3 +62,36 @@ TEST_CASE("set_cudnn_heuristic: b sets PyTorch's variable; instant removes one s
   CHECK(std::getenv(ly::cudnn_heuristic_env) == nullptr);
   if (!saved.empty()) setenv(ly::cudnn_heuristic_env, saved.c_str(), 1);
 }
+
+TEST_CASE("CudnnScope puts cuDNN's process-wide flags and the heuristic variable back as they were") {
+  auto& ctx = at::globalContext();
+  const bool bench0 = ctx.benchmarkCuDNN(), det0 = ctx.deterministicCuDNN();
+  const char* env0 = std::getenv(ly::cudnn_heuristic_env);
+  const std::string saved = env0 ? env0 : "";
+  for (const bool start : {false, true}) {
+    ctx.setBenchmarkCuDNN(start);
+    ctx.setDeterministicCuDNN(!start);
+    if (start) setenv(ly::cudnn_heuristic_env, "7", 1);
+    else unsetenv(ly::cudnn_heuristic_env);
+    {
+      ly::CudnnScope scope;
+      ctx.setBenchmarkCuDNN(!start);
+      ctx.setDeterministicCuDNN(start);
+      if (start) unsetenv(ly::cudnn_heuristic_env);
+      else setenv(ly::cudnn_heuristic_env, "1", 1);
+      CHECK(ctx.benchmarkCuDNN() == !start);
+    }
+    CHECK(ctx.benchmarkCuDNN() == start);
+    CHECK(ctx.deterministicCuDNN() == !start);
+    if (start) {
+      REQUIRE(std::getenv(ly::cudnn_heuristic_env) != nullptr);
+      CHECK(std::string(std::getenv(ly::cudnn_heuristic_env)) == "7");
+    } else {
+      CHECK(std::getenv(ly::cudnn_heuristic_env) == nullptr);
+    }
+  }
+  ctx.setBenchmarkCuDNN(bench0);
+  ctx.setDeterministicCuDNN(det0);
+  if (!saved.empty()) setenv(ly::cudnn_heuristic_env, saved.c_str(), 1);
+  else unsetenv(ly::cudnn_heuristic_env);
+}

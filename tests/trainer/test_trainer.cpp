@@ -155,6 +155,26 @@ TEST_CASE("weights= loads a checkpoint of the same family and rejects another fa
   }
 }
 
+TEST_CASE("a trainer's cuDNN flags are the process's while it lives and are put back when it goes") {
+  lry_test::TempDir runs("lry_runs");
+  auto& ctx = at::globalContext();
+  const bool bench0 = ctx.benchmarkCuDNN(), det0 = ctx.deterministicCuDNN();
+  ctx.setBenchmarkCuDNN(true);
+  ctx.setDeterministicCuDNN(false);
+  {
+    auto args = base_args(runs.path, "det");
+    args.insert(args.end(), {"epochs=1", "max_steps=1", "deterministic=true"});
+    ResNetTrainer t(ly::parse_args(args));
+    t.setup();
+    CHECK(ctx.deterministicCuDNN());
+    CHECK_FALSE(ctx.benchmarkCuDNN());
+  }
+  CHECK_FALSE(ctx.deterministicCuDNN());
+  CHECK(ctx.benchmarkCuDNN());
+  ctx.setBenchmarkCuDNN(bench0);
+  ctx.setDeterministicCuDNN(det0);
+}
+
 TEST_CASE("unknown model names list what is available") {
   try {
     ly::Model m("resnet152");

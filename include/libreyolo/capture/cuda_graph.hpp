@@ -446,8 +446,7 @@ class CudaGraph {
   }
   template <class Batch, class Eager, class Make, class Reset>
   torch::Tensor capture_keyed(Batch& b, Eager&& eager, Make&& make, Reset& reset_grads, const StepKey& key) {
-    c10::DeviceIndex dev = 0;
-    b.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
+    const c10::DeviceIndex dev = step_device(b);
     auto ambient = c10::cuda::getCurrentCUDAStream(dev);
     auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev);
     at::cuda::CUDAEvent to_side;

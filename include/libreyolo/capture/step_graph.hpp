@@ -80,6 +80,14 @@ torch::Tensor run_segments(const Batch& b, PartA& a, PartB& part_b) {
   return part_b(b, dev.is_cpu() ? given : given.to(dev, /*non_blocking=*/given.is_pinned()));
 }
 
+// The CUDA device a recorded step runs on: its batch's (the last tensor's index; 0 when a tensor names none).
+template <class Batch>
+c10::DeviceIndex step_device(Batch& b) {
+  c10::DeviceIndex dev = 0;
+  b.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
+  return dev;
+}
+
 #if defined(LIBREYOLO_WITH_CUDA)
 
 // One recorded training step for one key: static copies of the batch's tensors (outside the graph's
@@ -183,11 +191,7 @@ class StepGraph : public StepGraphBase {
   StepGraph(const Batch& sample, PoolId pool, StepKey key) : StepGraphBase(pool, std::move(key)), static_(sample) {
     static_.for_each_tensor([](torch::Tensor& t) { t = t.detach().clone(); });
   }
-  c10::DeviceIndex device_of_static() {
-    c10::DeviceIndex dev = 0;
-    static_.for_each_tensor([&](torch::Tensor& t) { dev = t.device().index() < 0 ? c10::DeviceIndex(0) : t.device().index(); });
-    return dev;
-  }
+  c10::DeviceIndex device_of_static() { return step_device(static_); }
   Batch static_;
 };
 

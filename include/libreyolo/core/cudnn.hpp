@@ -7,7 +7,10 @@
 // moment). Measured on an H200 (benchmarks/RESULTS.md, session 20; docs/performance.md): mode B cut YOLOv9-t's
 // fp16 kernel time from 24.6 to 16.2 ms per step, but its runs trained to a lower mAP50-95 than the instant
 // heuristic's on three sets, so "instant" stays the default.
+#include <ATen/Context.h>
+
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace libreyolo {
@@ -29,5 +32,28 @@ inline std::string set_cudnn_heuristic(const std::string& mode) {
   return std::string(cudnn_heuristic_env) + " was set in the environment; cudnn_heuristic=instant removed it (give "
          "cudnn_heuristic=b for cuDNN's heuristic mode B)";
 }
+
+// cuDNN's process-wide choices as they were when built: autotuning, deterministic algorithms and the heuristic
+// mode's environment variable. Destroyed, it puts them back, so that a trainer or a measurement that sets them
+// for its own run leaves the embedding program's settings as they were.
+class CudnnScope {
+ public:
+  CudnnScope()
+      : benchmark_(at::globalContext().benchmarkCuDNN()), deterministic_(at::globalContext().deterministicCuDNN()) {
+    if (const char* v = std::getenv(cudnn_heuristic_env)) heuristic_env_ = v;
+  }
+  CudnnScope(const CudnnScope&) = delete;
+  CudnnScope& operator=(const CudnnScope&) = delete;
+  ~CudnnScope() {
+    at::globalContext().setBenchmarkCuDNN(benchmark_);
+    at::globalContext().setDeterministicCuDNN(deterministic_);
+    if (heuristic_env_) setenv(cudnn_heuristic_env, heuristic_env_->c_str(), 1);
+    else unsetenv(cudnn_heuristic_env);
+  }
+
+ private:
+  bool benchmark_, deterministic_;
+  std::optional<std::string> heuristic_env_;
+};
 
 }  // namespace libreyolo

@@ -31,6 +31,7 @@
 #include <libreyolo/io/checkpoint.hpp>
 #include <libreyolo/train/events.hpp>
 #include <libreyolo/train/clip.hpp>
+#include <libreyolo/train/device_step.hpp>
 #include <libreyolo/train/ema.hpp>
 #include <libreyolo/train/family.hpp>
 #include <libreyolo/train/interrupt.hpp>
@@ -197,6 +198,7 @@ class Trainer {
   [[no_unique_address]] Profiler prof_;
   ProfilerClient<Profiler> prof_client_;  // the profiler, as a client of the phase events
   std::unique_ptr<dist::Context> dist_;
+  std::unique_ptr<CudnnScope> cudnn_scope_;  // setup() sets cuDNN's process-wide flags; destroyed, they are put back
   P precision_;
   Capture capture_;
   torch::Device device_{torch::kCPU};

@@ -112,6 +112,7 @@ void LIBREYOLO_TRAINER::setup() {
     if (cfg_.sync_bn)
       log::notice_once("trainer.sync_bn", "sync_bn=true ignored: a single process already normalises over its whole batch");
   }
+  cudnn_scope_ = std::make_unique<CudnnScope>();  // the flags below are the process's: put back when this trainer goes
   if (cfg_.deterministic) {
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
@@ -454,50 +455,7 @@ torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
     if constexpr (member::declares<F, member::step_padding>)
       if (capture_.step_graphs_enabled()) b = F::pad_for_step_graph(b);  // a power-of-two box count
     if (ema_) ema_->begin_device_update();
-    precision::GradScaler* scaler = precision_.device_scaler();
-    // From the loss on: backward, unscale + clip, the optimizer, the scaler and the EMA on device state.
-    auto finish = [this, scaler](const train::LossOutput& lo) -> torch::Tensor {
-      precision_.scale(lo.total).backward();
-      const torch::Tensor found = scaler ? scaler->device_unscale_(opt_->params()) : torch::Tensor();
-      if (cfg_.clip_grad_norm > 0) train::clip_grad_norm(opt_->params(), cfg_.clip_grad_norm);
-      opt_->device_step(found);
-      if (scaler) scaler->device_update(found);
-      if (ema_) ema_->device_update(*net_);
-      return lo.items;
-    };
-    auto forward = [this](const Batch& sb) { return net_->forward(channels_last_ ? as_channels_last(F::input(sb)) : F::input(sb)); };
-    if constexpr (member::declares<F, member::segmented_step>) {
-      // Two parts with the family's host decision between (the DETR line's matching): part A the forward
-      // and the family's segment (its matching costs), part B the family's loss from the host's answer.
-      std::optional<decltype(forward(b))> out;  // part A's output, read by part B (the recording's too)
-      auto part_a = [&](const Batch& sb) -> capture::Segment {
-        [[maybe_unused]] auto guard = precision_.autocast();
-        out.emplace(forward(sb));
-        return family_.match_segment(*out, sb);
-      };
-      auto part_b = [&](const Batch& sb, const torch::Tensor& given) -> torch::Tensor {
-        train::LossOutput lo;
-        {
-          [[maybe_unused]] auto guard = precision_.autocast();
-          lo = family_.loss_given(*out, sb, given);
-        }
-        auto items = finish(lo);
-        lo = {};
-        out.reset();
-        return items;
-      };
-      return capture_.run_segmented_step(b, part_a, part_b, [this] { opt_->zero_grad(); });
-    } else {
-      auto body = [&](const Batch& sb) -> torch::Tensor {
-        train::LossOutput lo;
-        {
-          [[maybe_unused]] auto guard = precision_.autocast();
-          lo = family_.loss(forward(sb), sb);
-        }
-        return finish(lo);
-      };
-      return capture_.run_whole_step(b, body, [this] { opt_->zero_grad(); });
-    }
+    return train::device_step(family_, net_, precision_, *opt_, ema_.get(), capture_, b, cfg_.clip_grad_norm, channels_last_);
   }
 }
 

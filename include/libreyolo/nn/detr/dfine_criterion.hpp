@@ -202,12 +202,11 @@ class DFineCriterion {
     return set_batch::layout_of(matched_outputs(in), B, M);
   }
   static torch::Tensor solve(const torch::Tensor& host, const set_batch::CostLayout& l, bool pinned) {
-    const auto slots = set_batch::solve_slots(host.data_ptr<float>(), l, set_batch::counts_of(host, l.B), false);
     const int64_t S = l.slot_numel(), BQ = l.B * union_queries(l);
     auto out = torch::empty({S + 2 * BQ}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
     int64_t* p = out.data_ptr<int64_t>();
-    std::copy(slots.data_ptr<int64_t>(), slots.data_ptr<int64_t>() + S, p);
-    union_slots(slots.data_ptr<int64_t>(), l, p + S, p + S + BQ);
+    set_batch::solve_slots_into(host.data_ptr<float>(), l, set_batch::counts_of(host, l.B), p);
+    union_slots(p, l, p + S, p + S + BQ);
     return out;
   }
 

@@ -190,13 +190,12 @@ torch::Tensor stack_costs(const std::vector<Stack>& stacks, const PaddedTargets&
 }
 
 // The Hungarian solve of stack_costs' buffer on the host: each (output, image) on its counts[i] valid columns
-// (assign/hungarian.hpp). Returns the matched query of every target slot, the stacks' [O, B, M] one after
-// another (-1 for padding, or a target left over when Q < n_i), pinned when `pinned`.
+// (assign/hungarian.hpp). Writes the matched query of every target slot into pq[slot_numel], the stacks'
+// [O, B, M] one after another (-1 for padding, or a target left over when Q < n_i).
 template <class T>
-torch::Tensor solve_slots(const T* costs, const CostLayout& l, const std::vector<int64_t>& counts, bool pinned) {
+void solve_slots_into(const T* costs, const CostLayout& l, const std::vector<int64_t>& counts, int64_t* pq) {
   const int64_t B = l.B, M = l.M;
-  auto qidx = torch::full({l.slot_numel()}, int64_t{-1}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
-  int64_t* pq = qidx.data_ptr<int64_t>();
+  std::fill(pq, pq + l.slot_numel(), int64_t{-1});
   std::vector<double> block;
   int64_t at = 0, out_at = 0;  // where the current stack's costs and slots begin
   for (auto& [O, Q] : l.stacks) {
@@ -213,6 +212,12 @@ torch::Tensor solve_slots(const T* costs, const CostLayout& l, const std::vector
     at += O * B * Q * M;
     out_at += O * B * M;
   }
+}
+// solve_slots_into on a new buffer (pinned: page-locked, for an asynchronous upload).
+template <class T>
+torch::Tensor solve_slots(const T* costs, const CostLayout& l, const std::vector<int64_t>& counts, bool pinned) {
+  auto qidx = torch::empty({l.slot_numel()}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
+  solve_slots_into(costs, l, counts, qidx.data_ptr<int64_t>());
   return qidx;
 }
 
