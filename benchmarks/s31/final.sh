@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Session 31's device call (carry .deps; COMMIT= the commit under test), in priority order, each stage stamped:
+#   1. benchmarks/gpu_suites.sh build (tests, CLI, graph_speedup; -O1);
+#   2. the step area's segmented-step GPU cases (issue 44: the machinery bit for bit; D-FINE-n fp32/AMP and
+#      RT-DETR-r18 AMP against the graph-less path);
+#   3. graph_speedup eager / graph / step at b4 640: D-FINE-n fp32 and fp16, RT-DETR-r18 fp16, DEIM-n fp32;
+#   4. issue 44's protocol, D-FINE-n (shapes set: data synth --images 400 --imgsz 640 --classes 8 --seed 0; 10 epochs,
+#      batch 4, no_aug_epochs=2, multi_scale=false, seed 0): cuda_graph=true, then cuda_graph=step, one after the
+#      other alone on the GPU (their wall times are compared);
+#   5. beside the GPU suites (step, dfine_net, kit, capture first, then every other area): the eager arms of the
+#      protocol (seeds 0 and 1: the mAP reference and its spread) and cuda_graph=step with the default multi_scale=true
+#      (the share of steps replayed and the VRAM per graph, from the run's capture line).
+#   cp -a . /tmp/s31 && cd /tmp/s31 && (COMMIT=... setsid bash benchmarks/s31/final.sh > /tmp/s31_driver.log 2>&1 < /dev/null &)
+#   LOG=/tmp/s31_driver.log DRIVER_OUT=/tmp/s31out bash /tmp/s31/benchmarks/s24/poll.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export OUT=/tmp/s31out; mkdir -p $OUT/runs
+echo "final start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
+LIBREYOLO_GPU_OPT=-O1 BUILD_TIMEOUT=${BUILD_TIMEOUT:-480} bash benchmarks/gpu_suites.sh build
+echo "build stage done $(date -u +%T)"
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+CLI=build-cuda/tools/libreyolo
+timeout 420 build-cuda/tests/libreyolo_tests --test-suite=gpu --source-file="*/tests/step/*" \
+  --test-case="*segmented step graph*,*D-FINE-n (fp32 and AMP)*" > $OUT/gpu_step_detr.txt 2>&1
+echo "step detr cases: rc=$? $(grep -E '^\[doctest\] test cases' $OUT/gpu_step_detr.txt) $(date -u +%T)"
+grep -E "MESSAGE|ERROR|CHECK|fell back|replayed|spread|graph vs|step graph" $OUT/gpu_step_detr.txt | head -60
+gs() {  # gs TAG MODEL PRECISIONS SECONDS
+  MODELS="$2" PRECISIONS="$3" ARMS="eager graph step" \
+    timeout $4 benchmarks/graph_speedup/run.sh build-cuda $OUT/graph_speedup_$1.jsonl > $OUT/graph_speedup_$1.txt 2>&1
+  echo "graph_speedup $1 rc=$? $(date -u +%T)"; tail -6 $OUT/graph_speedup_$1.txt
+}
+gs dfine dfinen:4:640 "fp32 fp16" 200
+gs rtdetr rtdetr-r18:4:640 fp16 120
+gs deim deimn:4:640 fp32 120
+timeout 180 $CLI data synth --task detect --out /tmp/shapes_0 --images 400 --imgsz 640 --classes 8 --seed 0 > $OUT/runs/synth.log 2>&1
+echo "set written rc=$? $(date -u +%T)"
+arm() {  # arm NAME SECONDS KEY=VALUE...
+  local n=$1 secs=$2; shift 2; local t0=$(date +%s.%N)
+  timeout $secs $CLI train model=dfinen data=/tmp/shapes_0/data.yaml epochs=10 batch=4 imgsz=640 workers=8 no_aug_epochs=2 \
+    project=/tmp/runs name=$n exist_ok=true "$@" > $OUT/runs/$n.log 2>&1
+  local rc=$? t1=$(date +%s.%N)
+  echo "arm $n rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(grep -E 'mAP50-95' $OUT/runs/$n.log | tail -1 | cut -c1-160)"
+  grep -E "cuda_graph=step:|cuda_graph: " $OUT/runs/$n.log | tail -2
+  cp /tmp/runs/$n/results.csv $OUT/runs/$n.results.csv 2>/dev/null
+}
+arm graph_s0 300 seed=0 multi_scale=false cuda_graph=true
+arm step_s0 300 seed=0 multi_scale=false cuda_graph=step
+echo "protocol timed arms done $(date -u +%T)"
+( arm eager_s0 400 seed=0 multi_scale=false cuda_graph=false; arm eager_s1 400 seed=1 multi_scale=false cuda_graph=false
+  arm step_ms_s0 400 seed=0 cuda_graph=step ) > $OUT/runs/beside.txt 2>&1 &
+AREAS="step dfine_net kit capture" bash benchmarks/gpu_suites.sh suites
+cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
+echo "detr areas done $(date -u +%T)"
+first="step dfine_net kit capture"
+rest=$(for d in tests/*/; do a=$(basename $d); [[ " $first " == *" $a "* ]] || printf '%s ' $a; done)
+AREAS="$rest" bash benchmarks/gpu_suites.sh suites
+cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
+wait; cat $OUT/runs/beside.txt
+echo "driver done $(date -u +%FT%TZ)"
