@@ -16,12 +16,32 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 export OUT=/tmp/s31out; mkdir -p $OUT/runs
 echo "final start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
-LIBREYOLO_GPU_OPT=-O1 BUILD_TIMEOUT=${BUILD_TIMEOUT:-480} bash benchmarks/gpu_suites.sh build
+# LEAN=1 (a budget of minutes): the step and capture areas' runners, the CLI and graph_speedup only; stages 1-4,
+# then those two areas' GPU suites.
+if [ "${LEAN:-0}" = 1 ]; then
+  mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+  export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
+  t0=$(date +%s)
+  timeout ${BUILD_TIMEOUT:-420} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_BUILD_BENCHMARKS=ON \
+    -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_TEST_AREA_RUNNERS=ON "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -- -k 0 \
+    test_step test_capture libreyolo_cli graph_speedup > $OUT/build.log 2>&1
+  echo "build (lean): rc=$? in $(( $(date +%s) - t0 )) s $(date -u +%T)"; grep -E "error:|FAILED" $OUT/build.log | head -20
+  {
+    echo "# libreyolo GPU suites (session 31, lean: the step and capture areas' runners)"
+    echo "commit: ${COMMIT:-unknown}"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+    echo "torch: $(python3 -c 'import torch;print(torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>/dev/null)"
+  } > $OUT/gpu_suites.log
+  STEPBIN=(build-cuda/tests/test_step)
+else
+  LIBREYOLO_GPU_OPT=-O1 BUILD_TIMEOUT=${BUILD_TIMEOUT:-480} bash benchmarks/gpu_suites.sh build
+  STEPBIN=(build-cuda/tests/libreyolo_tests '--source-file=*/tests/step/*')
+fi
 echo "build stage done $(date -u +%T)"
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 CLI=build-cuda/tools/libreyolo
-timeout 420 build-cuda/tests/libreyolo_tests --test-suite=gpu --source-file="*/tests/step/*" \
-  --test-case="*segmented step graph*,*D-FINE-n (fp32 and AMP)*" > $OUT/gpu_step_detr.txt 2>&1
+timeout 420 "${STEPBIN[@]}" --test-suite=gpu --test-case="*segmented step graph*,*D-FINE-n (fp32 and AMP)*" > $OUT/gpu_step_detr.txt 2>&1
 echo "step detr cases: rc=$? $(grep -E '^\[doctest\] test cases' $OUT/gpu_step_detr.txt) $(date -u +%T)"
 grep -E "MESSAGE|ERROR|CHECK|fell back|replayed|spread|graph vs|step graph" $OUT/gpu_step_detr.txt | head -60
 gs() {  # gs TAG MODEL PRECISIONS SECONDS
@@ -48,6 +68,14 @@ arm step_s0 300 seed=0 multi_scale=false cuda_graph=step
 echo "protocol timed arms done $(date -u +%T)"
 ( arm eager_s0 400 seed=0 multi_scale=false cuda_graph=false; arm eager_s1 400 seed=1 multi_scale=false cuda_graph=false
   arm step_ms_s0 400 seed=0 cuda_graph=step ) > $OUT/runs/beside.txt 2>&1 &
+if [ "${LEAN:-0}" = 1 ]; then
+  for a in step capture; do
+    timeout 400 build-cuda/tests/test_$a --test-suite=gpu > $OUT/gpu_$a.txt 2>&1
+    echo "$a: rc=$? $(grep -E '^\[doctest\] test cases' $OUT/gpu_$a.txt)" | tee -a $OUT/gpu_suites.log
+  done
+  wait; cat $OUT/runs/beside.txt
+  echo "driver done $(date -u +%FT%TZ)"; exit 0
+fi
 AREAS="step dfine_net kit capture" bash benchmarks/gpu_suites.sh suites
 cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
 echo "detr areas done $(date -u +%T)"
