@@ -11,7 +11,7 @@
 #      protocol (seeds 0 and 1: the mAP reference and its spread) and cuda_graph=step with the default multi_scale=true
 #      (the share of steps replayed and the VRAM per graph, from the run's capture line).
 #   cp -a . /tmp/s31 && cd /tmp/s31 && (COMMIT=... setsid bash benchmarks/s31/final.sh > /tmp/s31_driver.log 2>&1 < /dev/null &)
-#   LOG=/tmp/s31_driver.log DRIVER_OUT=/tmp/s31out bash /tmp/s31/benchmarks/s24/poll.sh
+#   LOG=/tmp/s31_driver.log DRIVER_OUT=/tmp/s31out WAIT=<s> bash /tmp/s31/benchmarks/s31/poll.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export OUT=/tmp/s31out; mkdir -p $OUT/runs
