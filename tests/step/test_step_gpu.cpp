@@ -350,11 +350,11 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
       MESSAGE(what << ": fell back: " << r->report["fallback_reason"].dump().substr(0, 600));
   CHECK(step.report["fallback_reason"].is_null());
   CHECK(step.report["step"]["whole_step"] == true);
-  const auto replayed = step.report["replayed_steps"].get<int64_t>();
+  const auto replayed = step.report["replayed_steps"].template get<int64_t>();
   MESSAGE(what << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size() << " step graphs");
   for (const auto& g : step.report["step"]["graphs"])
-    MESSAGE(what << ": step graph " << g["shapes"].get<std::string>() << ": " << g["vram_mib"].get<double>() << " MiB, "
-                 << g["replays"].get<int64_t>() << " replays");
+    MESSAGE(what << ": step graph " << g["shapes"].template get<std::string>() << ": " << g["vram_mib"].template get<double>() << " MiB, "
+                 << g["replays"].template get<int64_t>() << " replays");
   CHECK(replayed >= kSteps / 3);
   CHECK(nograph.report["replayed_steps"] == 0);
   const double floor_l = max_rel(nograph2.losses, nograph.losses), floor_p = max_rel(nograph2.params, nograph.params);
@@ -375,9 +375,9 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
   }
   CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
   if (failed.report["fallback_reason"].is_string())
-    CHECK(failed.report["fallback_reason"].get<std::string>().find("forced step replay failure") != std::string::npos);
+    CHECK(failed.report["fallback_reason"].template get<std::string>().find("forced step replay failure") != std::string::npos);
   for (const auto* r : {&step, &eager})
-    for (const auto& l : r->losses) CHECK(torch::isfinite(l).all().item<bool>());
+    for (const auto& l : r->losses) CHECK(torch::isfinite(l).all().template item<bool>());
   CHECK(max_rel(step.losses, eager.losses) < 0.5);  // another denoising draw, the same loss's scale
 }
 
