@@ -195,6 +195,7 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
           {"step_over_busy", t.busy.gpu_busy_ms_per_step > 0 ? t.min_ms / t.busy.gpu_busy_ms_per_step : 0.0},
           {"capture", capture.report()},
           {"optimizer_fused", opt.device_fused()},
+          {"optimizer_multi_tensor", opt.device_multi_tensor()},
           {"torch", ly::compat::torch_version()}};
   if (a.detail > 0) out["breakdown"] = ly::profile::step_breakdown_json(t.busy, static_cast<size_t>(a.detail));
   return out;

@@ -192,6 +192,77 @@ TEST_CASE("GradScaler device form: a forced inf step is skipped (parameters, sta
   }
 }
 
+// ---- AdamW's multi-tensor device form (the CUDA default; forced on here) ----------------------------
+// Its arithmetic is PyTorch's capturable foreach AdamW (the denominator divided by the step size), so it
+// equals step() to float rounding rather than bit for bit; a skipped step leaves everything exactly as it was.
+TEST_CASE("Optimizer AdamW multi-tensor device form: step() to rounding, skipped inf/NaN steps change nothing, a grad-less parameter moves its group to the per-tensor form") {
+  for (bool with_scaler : {false, true}) {
+    CAPTURE(with_scaler);
+    auto base = make_params(11);
+    auto a = clone_params(base), b = clone_params(base);
+    Optimizer eager = make_opt(a, "AdamW", true), dev = make_opt(b, "AdamW", true);
+    dev.set_device_multi_tensor(true);
+    dev.enable_device_state();
+    CHECK(dev.device_multi_tensor());
+    CHECK_THROWS_AS(dev.set_device_multi_tensor(false), ly::Error);  // after enable_device_state(): refused
+    ly::precision::GradScalerOptions so;
+    so.init_scale = 1024;
+    so.growth_interval = 3;
+    ly::precision::GradScaler se(so), sd(so);
+    const auto loss_like = torch::ones({});
+    se.scale(loss_like);
+    sd.scale(loss_like);
+    int skipped = 0;
+    for (int k = 0; k < 12; ++k) {
+      CAPTURE(k);
+      const double lr = 0.01 * (1.0 + 0.2 * k);
+      for (size_t g = 0; g < 2; ++g) eager.set_lr(g, lr * (g + 1)), dev.set_lr(g, lr * (g + 1));
+      auto gs = grads_for(base, k);
+      if (with_scaler) {
+        for (auto& g : gs) g.mul_(1024);
+        if (k == 0 || k == 4) gs[1][0] = std::numeric_limits<float>::infinity();  // k 0: the very first step skipped
+        if (k == 7) gs[2][0][1][2] = std::numeric_limits<float>::quiet_NaN();
+      }
+      set_grads(a, gs);
+      set_grads(b, gs);
+      if (k == 9) {  // parameter 3 ("bias" group) has no grad: step() leaves it; the group leaves the multi-tensor form
+        a[3].mutable_grad() = torch::Tensor();
+        b[3].mutable_grad() = torch::Tensor();
+      }
+      std::vector<torch::Tensor> before;
+      for (auto& p : b) before.push_back(p.detach().clone());
+      bool stepped = true;
+      if (with_scaler) {
+        stepped = se.step(eager);
+        se.update();
+        torch::Tensor found = sd.device_unscale_(dev.params());
+        dev.device_step(found);
+        sd.device_update(found);
+        CHECK(stepped == (found.item<float>() == 0.0f));
+      } else {
+        eager.step();
+        dev.device_step();
+      }
+      if (!stepped) {
+        ++skipped;
+        for (size_t i = 0; i < b.size(); ++i) CHECK(torch::equal(b[i].detach(), before[i]));
+      }
+      if (k == 9) CHECK(torch::equal(b[3].detach(), before[3]));  // no grad: not moved
+      for (size_t i = 0; i < a.size(); ++i) {
+        CAPTURE(i);
+        CHECK(torch::allclose(b[i].detach(), a[i].detach(), 1e-5, 1e-6));
+      }
+    }
+    CHECK(skipped == (with_scaler ? 3 : 0));
+    CHECK_FALSE(torch::allclose(b[0].detach(), base[0], 1e-3, 1e-3));  // the parameters really moved
+    ly::train::Checkpoint ce, cd;
+    eager.save(ce, "o.");
+    dev.save(cd, "o.");
+    CHECK(ce.meta["o"]["groups"] == cd.meta["o"]["groups"]);  // the device counts: skips and the grad-less step not counted
+    CHECK(cd.meta["o"]["groups"][1]["steps"][1].get<int64_t>() == cd.meta["o"]["groups"][1]["steps"][0].get<int64_t>() - 1);
+  }
+}
+
 // ---- the EMA's device form --------------------------------------------------------------------------
 TEST_CASE("ModelEMA device form equals update() bit for bit") {
   torch::manual_seed(1);

@@ -69,7 +69,7 @@ struct GpuRun {
   std::vector<int> epochs;                               // per step
   std::vector<int64_t> captures, invalidations, replayed;  // per step, after it (graph policy only)
   nlohmann::json report, meta;                            // meta: results.json's
-  bool fused = false;
+  bool fused = false, multi = false;  // the optimizer's device form: fused kernels (SGD), multi-tensor AdamW
   std::string fused_error;
 };
 
@@ -144,6 +144,7 @@ void train_and_record(T& t, GpuRun& r, const std::function<void(int)>& prepare, 
     for (auto& p : t.ema()->module().parameters()) r.ema.push_back(p.detach().cpu());
   r.report = t.capture().report();
   r.fused = t.optimizer().device_fused();
+  r.multi = t.optimizer().device_multi_tensor();
   r.fused_error = t.optimizer().device_fused_error();
 }
 
@@ -250,7 +251,7 @@ Arms compare_arms(std::function<F()> make, std::vector<std::string> base, const 
   const double gen_loss_rel = max_rel(generic.losses, eager.losses), gen_param_rel = max_rel(generic.params, eager.params);
   MESSAGE(what << ": cuda_graph=step vs eager over " << kSteps << " steps: loss sums max rel " << loss_rel
                << ", parameters max rel " << param_rel << " (max abs " << max_abs(step.params, eager.params)
-               << "; optimizer kernels " << (step.fused ? "fused" : "generic " + step.fused_error)
+               << "; optimizer kernels " << (step.fused ? "fused" : step.multi ? "multi-tensor" : "generic " + step.fused_error)
                << "); generic device path: loss " << gen_loss_rel << ", parameters " << gen_param_rel);
   CHECK(loss_rel < 1e-2);
   CHECK(param_rel < 1e-2);
@@ -351,7 +352,9 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
   CHECK(step.report["fallback_reason"].is_null());
   CHECK(step.report["step"]["whole_step"] == true);
   const auto replayed = step.report["replayed_steps"].template get<int64_t>();
-  MESSAGE(what << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size() << " step graphs");
+  MESSAGE(what << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size()
+               << " step graphs; optimizer: " << (step.multi ? "multi-tensor AdamW" : step.fused ? "fused" : "per-tensor"));
+  CHECK(step.multi);  // the DETR line's AdamW: the multi-tensor device form by default on CUDA
   for (const auto& g : step.report["step"]["graphs"])
     MESSAGE(what << ": step graph " << g["shapes"].template get<std::string>() << ": " << g["vram_mib"].template get<double>() << " MiB, "
                  << g["replays"].template get<int64_t>() << " replays");

@@ -248,6 +248,25 @@ inline void foreach_mul_by_tensor_(at::TensorList tensors, const at::Tensor& fac
   for (const auto& t : tensors) t.mul_(factor);
 #endif
 }
+
+// The same for division and addition by a 0-d tensor (AdamW's multi-tensor device form): ATen's
+// multi-tensor kernels from LibTorch 2.2 (the fast route needs the 0-d tensor in the list's dtype),
+// else one op per tensor.
+inline void foreach_div_by_tensor_(at::TensorList tensors, const at::Tensor& divisor) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  at::_foreach_div_(tensors, divisor);
+#else
+  for (const auto& t : tensors) t.div_(divisor);
+#endif
+}
+
+inline void foreach_add_tensor_(at::TensorList tensors, const at::Tensor& other) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  at::_foreach_add_(tensors, other);
+#else
+  for (const auto& t : tensors) t.add_(other);
+#endif
+}
 }  // namespace libreyolo::compat
 
 // ---- nn: scaled dot-product attention (added for the semantic families) --------------------------

@@ -90,6 +90,8 @@ LIBREYOLO_INLINE void Optimizer::enable_device_state() {
   // AdamW takes the generic path (its fused call was removed; it is in the history, commit 0ab1af1).
   dev_.fused = prefer_fused_ && compat::has_fused_optimizers && device.is_cuda() && opt_.foreach != 0 &&
                kind_ == Kind::sgd;
+  dev_.multi = kind_ == Kind::adamw && (prefer_multi_ == -1 ? prefer_fused_ && device.is_cuda() && opt_.foreach != 0
+                                                            : prefer_multi_ == 1);
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   for (size_t i = 0; i < groups_.size(); ++i) {
     dev_.lr.push_back(torch::full({}, groups_[i].lr, f64));
@@ -106,6 +108,8 @@ LIBREYOLO_INLINE void Optimizer::enable_device_state() {
       dev_.steps.back().push_back(torch::full({}, static_cast<double>(s.step),
                                               f64.dtype(dev_.fused ? torch::kFloat32 : torch::kFloat64)));
     }
+    const auto& st = state_[i];
+    dev_.together.push_back(std::all_of(st.begin(), st.end(), [&](const ParamState& s) { return s.step == st.front().step; }));
   }
   dev_.on = true;
 }
@@ -113,6 +117,11 @@ LIBREYOLO_INLINE void Optimizer::enable_device_state() {
 LIBREYOLO_INLINE void Optimizer::set_device_fused(bool on) {
   if (dev_.on) throw Error("Optimizer::set_device_fused: call it before enable_device_state()");
   prefer_fused_ = on;
+}
+
+LIBREYOLO_INLINE void Optimizer::set_device_multi_tensor(bool on) {
+  if (dev_.on) throw Error("Optimizer::set_device_multi_tensor: call it before enable_device_state()");
+  prefer_multi_ = on ? 1 : 0;
 }
 
 LIBREYOLO_INLINE void Optimizer::device_step(const torch::Tensor& found_inf) {
@@ -132,6 +141,17 @@ LIBREYOLO_INLINE void Optimizer::device_step(const torch::Tensor& found_inf) {
       } catch (const c10::Error& e) {
         dev_.fused = false;
         fused_error_ = e.what_without_backtrace();
+      }
+    }
+    if (kind_ == Kind::adamw && dev_.multi) {
+      // Host facts only (which grads are defined, dtypes): the choice is the same at capture and replay.
+      if (b.params.size() != groups_[i].params.size()) dev_.together[i] = 0;
+      const bool one_kind = std::all_of(b.params.begin(), b.params.end(), [&](const torch::Tensor& p) {
+        return p.scalar_type() == b.params.front().scalar_type() && p.device() == b.params.front().device();
+      });
+      if (dev_.together[i] && one_kind) {
+        adamw_multi(groups_[i], i, b, steps, found);
+        continue;
       }
     }
     if (kind_ == Kind::sgd)
@@ -398,6 +418,56 @@ LIBREYOLO_INLINE void Optimizer::adamw_device(const ParamGroup& g, size_t gi, Ba
     commit(p, q, keep);
     step.copy_(next);
   }
+}
+
+LIBREYOLO_INLINE void Optimizer::adamw_multi(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
+                                             const torch::Tensor& found) {
+  const double b1 = momentum_, b2 = opt_.beta2;
+  const torch::Tensor& lr = dev_.lr[gi];  // float64
+  const auto dtype = b.params.front().scalar_type();
+  std::vector<torch::Tensor> m, v, st;
+  for (auto* s : b.states) m.push_back(s->a), v.push_back(s->b);
+  for (auto* t : steps) st.push_back(*t);
+  const bool masked = found.defined();
+  const torch::Tensor keep = masked ? found.eq(0) : torch::Tensor();
+  const torch::Tensor keep64 = masked ? keep.to(torch::kFloat64) : torch::Tensor();
+  // The group's count after this step; a skipped first step would give bias corrections of 0, so
+  // they are taken at >= 1 (their value is not used then: the step size is 0).
+  const torch::Tensor next = masked ? (*steps.front() + keep64).clamp_min(1) : *steps.front() + 1;
+  const torch::Tensor bc1 = 1 - torch::pow(b1, next);
+  const torch::Tensor bc2_sqrt = (1 - torch::pow(b2, next)).sqrt().to(dtype);
+  const torch::Tensor step_size = -lr / bc1;  // float64, as step() computes it on the host
+  const torch::Tensor decay = 1 - lr * g.weight_decay;
+  if (!masked) {
+    if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, decay.to(dtype));
+    at::_foreach_mul_(m, at::Scalar(b1));
+    at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
+    at::_foreach_mul_(v, at::Scalar(b2));
+    at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
+  } else {
+    const auto opts = torch::TensorOptions().dtype(dtype).device(keep.device());
+    const auto pick = [&](double kept, double skipped) {
+      return torch::where(keep, torch::full({}, kept, opts), torch::full({}, skipped, opts));
+    };
+    const torch::Tensor skip = found.ne(0);
+    for (auto& grad : b.grads) grad.masked_fill_(skip, 0);  // inf/NaN grads of a skipped step, now finite
+    compat::foreach_mul_by_tensor_(m, pick(b1, 1));
+    at::_foreach_add_(m, compat::foreach_mul_by_tensor(b.grads, pick(1 - b1, 0)));
+    compat::foreach_mul_by_tensor_(v, pick(b2, 1));
+    at::_foreach_addcmul_(v, compat::foreach_mul_by_tensor(b.grads, pick(1 - b2, 0)), b.grads);
+    if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, torch::where(keep, decay, 1.0).to(dtype));
+  }
+  // p += step_size * m / (sqrt(v) / sqrt(bc2) + eps), as p += m / denom with denom divided by the step size
+  // (a skipped step: step size 0, denom inf, p + 0).
+  std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
+  compat::foreach_div_by_tensor_(denom, bc2_sqrt);
+  at::_foreach_add_(denom, at::Scalar(opt_.eps));
+  compat::foreach_div_by_tensor_(denom, (masked ? torch::where(keep, step_size, 0.0) : step_size).to(dtype));
+  at::_foreach_addcdiv_(b.params, m, denom);
+  if (masked)
+    compat::foreach_add_tensor_(st, keep64.to(st.front().scalar_type()));
+  else
+    at::_foreach_add_(st, at::Scalar(1.0));
 }
 
 LIBREYOLO_INLINE void Optimizer::init_adam_state(ParamState& s, const torch::Tensor& p) {

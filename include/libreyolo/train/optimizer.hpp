@@ -66,12 +66,19 @@ class Optimizer {
   // update turns into the gradient exactly as step() creates them). Afterwards set_lr writes the tensors.
   void enable_device_state();
   bool device_state() const { return dev_.on; }
-  // Whether device_step uses LibTorch's fused multi-tensor kernels (CUDA, LibTorch >= 2.5).
+  // Whether device_step uses LibTorch's fused multi-tensor kernels (SGD; CUDA, LibTorch >= 2.5).
   bool device_fused() const { return dev_.on && dev_.fused; }
+  // Whether AdamW's device_step uses the multi-tensor form (`_foreach_*` over each group, one bias
+  // correction per group: a few dozen launches where the per-tensor form launches ~24 per parameter).
+  // Default: on for CUDA parameters unless set_device_fused(false); groups whose parameters stop
+  // stepping together (a parameter without a grad) take the per-tensor form from then on.
+  bool device_multi_tensor() const { return dev_.on && dev_.multi; }
   // Why the fused kernels were given up for the generic device path (empty while they run).
   const std::string& device_fused_error() const { return fused_error_; }
   // false: the generic (per-tensor) device path on CUDA too (tests); before enable_device_state().
   void set_device_fused(bool on);
+  // Forces AdamW's multi-tensor device form on (the CPU tests) or off; before enable_device_state().
+  void set_device_multi_tensor(bool on);
 
   // One update of every parameter with a defined grad, reading lr and step counts from the device
   // tensors; when found_inf (0-d float, scale's device) is defined and 1, nothing changes (parameters,
@@ -120,9 +127,12 @@ class Optimizer {
 
   // The device-state path's tensors (enable_device_state()).
   struct DeviceState {
-    bool on = false, fused = false;
+    bool on = false, fused = false, multi = false;
     std::vector<torch::Tensor> lr, lr32;            // per group, 0-d float64 / float32
     std::vector<std::vector<torch::Tensor>> steps;  // per group and parameter, 0-d (AdamW's step counts)
+    // Per group: every parameter has stepped in every device step so far, and their counts were equal
+    // at enable_device_state(), so one count (the first parameter's) gives the group's bias corrections.
+    std::vector<char> together;
   };
   void write_device_lr(size_t i);
   // x + y * alpha, x * alpha, x / alpha, x + alpha * y / z for a 0-d alpha: on the CPU its value is read
@@ -146,6 +156,13 @@ class Optimizer {
   // advance on a skipped step.
   void adamw_device(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
                     const torch::Tensor& found);
+  // The same update in multi-tensor calls for a group whose parameters step together (dev_.together):
+  // PyTorch's capturable foreach AdamW arithmetic (the denominator divided by the step size, then one
+  // addcdiv). With found_inf, the grads are zeroed when it is 1 and every coefficient is picked on the
+  // device (beta -> 1, 1-beta -> 0, decay -> 1, step size -> 0), so the update leaves parameters and
+  // moments as they were without a per-tensor select of each result.
+  void adamw_multi(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
+                   const torch::Tensor& found);
   static void init_adam_state(ParamState& s, const torch::Tensor& p);
 
   const nlohmann::json& checked_meta(const Checkpoint& ck, const std::string& prefix) const;
@@ -160,6 +177,7 @@ class Optimizer {
   std::vector<std::vector<ParamState>> state_;
   DeviceState dev_;
   bool prefer_fused_ = true;
+  int prefer_multi_ = -1;  // -1: as prefer_fused_ on CUDA; 0 / 1: set_device_multi_tensor
   std::string fused_error_;
 };
 
