@@ -303,8 +303,8 @@ LIBREYOLO_INLINE void Optimizer::adamw_loop(const ParamGroup& g, Batch& b) {
     const double bc2 = 1 - std::pow(b2, static_cast<double>(s.step));
     s.a.mul_(b1).add_(grad, 1 - b1);
     s.b.mul_(b2).addcmul_(grad, grad, 1 - b2);
-    torch::Tensor denom = (s.b.sqrt() / std::sqrt(bc2)).add_(opt_.eps);
-    p.addcdiv_(s.a, denom, -g.lr / bc1);
+    torch::Tensor denom = (s.b.sqrt() / std::sqrt(bc2)).add_(opt_.eps).div_(-g.lr / bc1);
+    p.addcdiv_(s.a, denom);
   }
 }
 
@@ -329,7 +329,8 @@ LIBREYOLO_INLINE void Optimizer::adamw_foreach(const ParamGroup& g, Batch& b) {
   std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
   at::_foreach_div_(denom, at::ArrayRef<at::Scalar>(bc2_sqrt));
   at::_foreach_add_(denom, at::Scalar(opt_.eps));
-  at::_foreach_addcdiv_(b.params, m, denom, at::ArrayRef<at::Scalar>(step_size));
+  at::_foreach_div_(denom, at::ArrayRef<at::Scalar>(step_size));
+  at::_foreach_addcdiv_(b.params, m, denom);
 }
 
 LIBREYOLO_INLINE void Optimizer::write_device_lr(size_t i) {
@@ -350,12 +351,6 @@ LIBREYOLO_INLINE torch::Tensor Optimizer::mul_by(const torch::Tensor& x, const t
 LIBREYOLO_INLINE torch::Tensor Optimizer::div_by(const torch::Tensor& x, const torch::Tensor& alpha) {
   if (!alpha.is_cuda()) return x.div(alpha.item<double>());
   return x.div(alpha.to(x.scalar_type()));
-}
-
-LIBREYOLO_INLINE torch::Tensor Optimizer::addcdiv_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
-                                                         const torch::Tensor& alpha) {
-  if (!alpha.is_cuda()) return x.addcdiv(y, z, alpha.item<double>());
-  return x.addcmul(y.div(z), alpha.to(x.scalar_type()));
 }
 
 LIBREYOLO_INLINE void Optimizer::commit(torch::Tensor& live, const torch::Tensor& fresh, const torch::Tensor& keep) {
@@ -411,8 +406,8 @@ LIBREYOLO_INLINE void Optimizer::adamw_device(const ParamGroup& g, size_t gi, Ba
     torch::Tensor q = g.weight_decay != 0 ? mul_by(p, decay) : p;
     torch::Tensor m = s.a.mul(b1).add_(grad, 1 - b1);
     torch::Tensor v = s.b.mul(b2).addcmul_(grad, grad, 1 - b2);
-    torch::Tensor denom = div_by(v.sqrt(), bc2.sqrt()).add_(opt_.eps);
-    q = addcdiv_scaled(q, m, denom, neg_lr / bc1);
+    torch::Tensor denom = div_by(div_by(v.sqrt(), bc2.sqrt()).add_(opt_.eps), neg_lr / bc1);
+    q = q.addcdiv(m, denom);
     commit(s.a, m, keep);
     commit(s.b, v, keep);
     commit(p, q, keep);
@@ -449,12 +444,14 @@ LIBREYOLO_INLINE void Optimizer::adamw_multi(const ParamGroup& g, size_t gi, Bat
     const auto pick = [&](double kept, double skipped) {
       return torch::where(keep, torch::full({}, kept, opts), torch::full({}, skipped, opts));
     };
+    // The grads of a skipped step are zeroed (inf/NaN before), so the (1 - beta) terms add 0 and only the
+    // factors are picked; a kept step computes exactly the unmasked form's values (and step()'s).
     const torch::Tensor skip = found.ne(0);
-    for (auto& grad : b.grads) grad.masked_fill_(skip, 0);  // inf/NaN grads of a skipped step, now finite
+    for (auto& grad : b.grads) grad.masked_fill_(skip, 0);
     compat::foreach_mul_by_tensor_(m, pick(b1, 1));
-    at::_foreach_add_(m, compat::foreach_mul_by_tensor(b.grads, pick(1 - b1, 0)));
+    at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
     compat::foreach_mul_by_tensor_(v, pick(b2, 1));
-    at::_foreach_addcmul_(v, compat::foreach_mul_by_tensor(b.grads, pick(1 - b2, 0)), b.grads);
+    at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
     if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, torch::where(keep, decay, 1.0).to(dtype));
   }
   // p += step_size * m / (sqrt(v) / sqrt(bc2) + eps), as p += m / denom with denom divided by the step size

@@ -120,7 +120,10 @@ class Optimizer {
   void sgd_foreach(const ParamGroup& g, Batch& b);
 
   // PyTorch AdamW: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
-  // p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step from a host-side step count.
+  // p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), bc = 1 - beta^step from a host-side step count. Every form
+  // (loop, foreach, both device forms) does the last line as PyTorch's capturable AdamW does, p += m / d with
+  // d = (sqrt(v)/sqrt(bc2) + eps) / (-lr/bc1): the multi-tensor device form can only take the step size as a
+  // 0-d tensor that way, and so all four round alike (the graph step equals eager bit for bit).
   void adamw_loop(const ParamGroup& g, Batch& b);
 
   void adamw_foreach(const ParamGroup& g, Batch& b);
@@ -135,14 +138,12 @@ class Optimizer {
     std::vector<char> together;
   };
   void write_device_lr(size_t i);
-  // x + y * alpha, x * alpha, x / alpha, x + alpha * y / z for a 0-d alpha: on the CPU its value is read
-  // (there is no device to wait for) and given as the Scalar step() uses, so the arithmetic is step()'s
-  // to the bit; on CUDA it stays a tensor.
+  // x + y * alpha, x * alpha, x / alpha for a 0-d alpha: on the CPU its value is read (there is no device to
+  // wait for) and given as the Scalar step() uses, so the arithmetic is step()'s to the bit; on CUDA it
+  // stays a tensor.
   static torch::Tensor add_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& alpha);
   static torch::Tensor mul_by(const torch::Tensor& x, const torch::Tensor& alpha);
   static torch::Tensor div_by(const torch::Tensor& x, const torch::Tensor& alpha);
-  static torch::Tensor addcdiv_scaled(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
-                                      const torch::Tensor& alpha);
   // live = keep ? fresh : live, where keep = (found == 0); without found_inf, live = fresh.
   static void commit(torch::Tensor& live, const torch::Tensor& fresh, const torch::Tensor& keep);
 
@@ -156,11 +157,10 @@ class Optimizer {
   // advance on a skipped step.
   void adamw_device(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
                     const torch::Tensor& found);
-  // The same update in multi-tensor calls for a group whose parameters step together (dev_.together):
-  // PyTorch's capturable foreach AdamW arithmetic (the denominator divided by the step size, then one
-  // addcdiv). With found_inf, the grads are zeroed when it is 1 and every coefficient is picked on the
-  // device (beta -> 1, 1-beta -> 0, decay -> 1, step size -> 0), so the update leaves parameters and
-  // moments as they were without a per-tensor select of each result.
+  // The same update in multi-tensor calls for a group whose parameters step together (dev_.together).
+  // With found_inf, the grads are zeroed when it is 1 and the factors are picked on the device (beta -> 1,
+  // decay -> 1, step size -> 0: the denominator becomes inf), so the update leaves parameters and moments
+  // as they were without a per-tensor select of each result.
   void adamw_multi(const ParamGroup& g, size_t gi, Batch& b, const std::vector<torch::Tensor*>& steps,
                    const torch::Tensor& found);
   static void init_adam_state(ParamState& s, const torch::Tensor& p);
