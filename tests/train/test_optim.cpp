@@ -80,9 +80,11 @@ bool all_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Ten
 
 // Runs 10 steps of ours (group 0 with weight decay, group 1 without) against LibTorch's optimizer,
 // changing lr and momentum before every step.
+// exact: bit for bit; else each element within 1e-6 relative (plus 1e-9 absolute) and the largest
+// difference printed (AdamW: see its case).
 template <class RefOpt, class RefOptions, class SetMomentum>
 void compare_with_libtorch(const OptimizerOptions& oo, double wd, SetMomentum set_ref_momentum,
-                           std::function<RefOptions(double lr, double wd)> ref_options) {
+                           std::function<RefOptions(double lr, double wd)> ref_options, bool exact = true) {
   auto base = make_params(7);
   auto mine = clone_params(base), ref = clone_params(base);
   Optimizer opt({{"decay", {mine[0], mine[2]}, wd, 0}, {"bias", {mine[1]}, 0, 0}}, oo);
@@ -104,7 +106,17 @@ void compare_with_libtorch(const OptimizerOptions& oo, double wd, SetMomentum se
     ref_decay.step();
     ref_plain.step();
   }
-  CHECK(all_close(mine, ref));
+  if (exact) {
+    CHECK(all_close(mine, ref));
+  } else {
+    double worst = 0;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      CAPTURE(i);
+      CHECK(torch::allclose(mine[i], ref[i], 1e-6, 1e-9));
+      worst = std::max(worst, (mine[i] - ref[i]).abs().max().item<double>());
+    }
+    MESSAGE("largest difference from LibTorch's optimizer after 10 steps: " << worst);
+  }
   CHECK_FALSE(torch::allclose(mine[0], base[0]));  // the parameters really moved
 }
 
@@ -161,7 +173,12 @@ TEST_CASE("SGD matches torch::optim::SGD (nesterov on/off, weight decay, changin
     }
 }
 
-TEST_CASE("AdamW matches torch::optim::AdamW (weight decay, changing lr/beta1)") {
+// Every AdamW form takes the last update as PyTorch's capturable AdamW does, p += m / (denom / step size),
+// the only form a step size held in a device tensor allows in multi-tensor calls (so that cuda_graph=step's
+// AdamW equals eager's bit for bit on the GPU); LibTorch's AdamW does p += step size * (m / denom). The two
+// round differently in the last bit, so here the check is per element to 1e-6 relative, not bit for bit;
+// the moments and everything before the last line are the same arithmetic.
+TEST_CASE("AdamW matches torch::optim::AdamW (weight decay, changing lr/beta1) to rounding: the capturable form's last update") {
   for (int foreach : {0, 1}) {
     CAPTURE(foreach);
     OptimizerOptions oo;
@@ -174,7 +191,8 @@ TEST_CASE("AdamW matches torch::optim::AdamW (weight decay, changing lr/beta1)")
         oo, 0.1, [](torch::optim::AdamWOptions& o, double mu) { o.betas({mu, 0.99}); },
         [](double lr, double wd) {
           return torch::optim::AdamWOptions(lr).betas({0.8, 0.99}).eps(1e-8).weight_decay(wd);
-        });
+        },
+        /*exact=*/false);
   }
 }
 
