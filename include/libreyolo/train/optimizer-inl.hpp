@@ -4,6 +4,22 @@
 
 namespace libreyolo::train {
 
+namespace optimizer_detail {
+inline void scale_(std::vector<torch::Tensor>& xs, const at::Scalar& f) { at::_foreach_mul_(xs, f); }
+inline void scale_(std::vector<torch::Tensor>& xs, const torch::Tensor& f) { compat::foreach_mul_by_tensor_(xs, f); }
+// Adam's moments of a list: m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2. The decay factors
+// f1, f2 are the betas as Scalars (the host forms) or 0-d tensors (the device form, where a skipped step
+// picks 1); b1, b2 give the (1 - beta) terms.
+template <class Factor>
+void adam_moments(std::vector<torch::Tensor>& m, std::vector<torch::Tensor>& v, const std::vector<torch::Tensor>& grads,
+                  const Factor& f1, double b1, const Factor& f2, double b2) {
+  scale_(m, f1);
+  at::_foreach_add_(m, grads, at::Scalar(1 - b1));
+  scale_(v, f2);
+  at::_foreach_addcmul_(v, grads, grads, at::Scalar(1 - b2));
+}
+}  // namespace optimizer_detail
+
 LIBREYOLO_INLINE Optimizer::Optimizer(std::vector<ParamGroup> groups, OptimizerOptions opt) : groups_(std::move(groups)), opt_(opt) {
   kind_ = parse_kind(opt_.name);
   opt_.name = kind_ == Kind::sgd ? "SGD" : "AdamW";
@@ -322,10 +338,7 @@ LIBREYOLO_INLINE void Optimizer::adamw_foreach(const ParamGroup& g, Batch& b) {
     step_size.emplace_back(-g.lr / (1 - std::pow(b1, static_cast<double>(s.step))));
   }
   if (g.weight_decay != 0) at::_foreach_mul_(b.params, at::Scalar(1 - g.lr * g.weight_decay));
-  at::_foreach_mul_(m, at::Scalar(b1));
-  at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
-  at::_foreach_mul_(v, at::Scalar(b2));
-  at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
+  optimizer_detail::adam_moments(m, v, b.grads, at::Scalar(b1), b1, at::Scalar(b2), b2);
   std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
   at::_foreach_div_(denom, at::ArrayRef<at::Scalar>(bc2_sqrt));
   at::_foreach_add_(denom, at::Scalar(opt_.eps));
@@ -433,27 +446,21 @@ LIBREYOLO_INLINE void Optimizer::adamw_multi(const ParamGroup& g, size_t gi, Bat
   const torch::Tensor bc2_sqrt = (1 - torch::pow(b2, next)).sqrt().to(dtype);
   const torch::Tensor step_size = -lr / bc1;  // float64, as step() computes it on the host
   const torch::Tensor decay = 1 - lr * g.weight_decay;
-  if (!masked) {
-    if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, decay.to(dtype));
-    at::_foreach_mul_(m, at::Scalar(b1));
-    at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
-    at::_foreach_mul_(v, at::Scalar(b2));
-    at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
-  } else {
-    const auto opts = torch::TensorOptions().dtype(dtype).device(keep.device());
-    const auto pick = [&](double kept, double skipped) {
-      return torch::where(keep, torch::full({}, kept, opts), torch::full({}, skipped, opts));
-    };
-    // The grads of a skipped step are zeroed (inf/NaN before), so the (1 - beta) terms add 0 and only the
-    // factors are picked; a kept step computes exactly the unmasked form's values (and step()'s).
+  // One path for kept and skipped steps: the betas and the decay as 0-d tensors in the parameters' dtype
+  // (equal in value to the Scalars adamw_foreach passes, so a kept step computes its values bit for bit).
+  // A skipped step (found_inf != 0) zeroes its grads (inf/NaN before), so the (1 - beta) terms add 0, and
+  // picks the factors on the device: betas and decay 1, step size 0 (below: denom inf, p + 0).
+  const auto opts = torch::TensorOptions().dtype(dtype).device(lr.device());
+  const auto factor = [&](double kept) {
+    auto f = torch::full({}, kept, opts);
+    return masked ? torch::where(keep, f, torch::ones({}, opts)) : f;
+  };
+  if (masked) {
     const torch::Tensor skip = found.ne(0);
     for (auto& grad : b.grads) grad.masked_fill_(skip, 0);
-    compat::foreach_mul_by_tensor_(m, pick(b1, 1));
-    at::_foreach_add_(m, b.grads, at::Scalar(1 - b1));
-    compat::foreach_mul_by_tensor_(v, pick(b2, 1));
-    at::_foreach_addcmul_(v, b.grads, b.grads, at::Scalar(1 - b2));
-    if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, torch::where(keep, decay, 1.0).to(dtype));
   }
+  if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, (masked ? torch::where(keep, decay, 1.0) : decay).to(dtype));
+  optimizer_detail::adam_moments(m, v, b.grads, factor(b1), b1, factor(b2), b2);
   // p += step_size * m / (sqrt(v) / sqrt(bc2) + eps), as p += m / denom with denom divided by the step size
   // (a skipped step: step size 0, denom inf, p + 0).
   std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
