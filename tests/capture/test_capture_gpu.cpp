@@ -218,6 +218,53 @@ LRY_GPU_SUITE {
     check_graph_matches_eager<cap::region_t<ly::CaptureRegion::backbone_encoder>>(make, image_batches(3, 16, 64), loss);
   }
 
+  // The D-FINE line's capture region alone (backbone + encoder), its maps into a plain loss, so that no decoder or
+  // criterion (their atomic adds make the conformance suite's graph check for these families statistical) is in the
+  // comparison: the graphed region must equal eager bit for bit where eager reproduces itself. Then the same with the
+  // decoder run eager on fixed targets (denoising drawn alike in both arms: the same seed, no draw in the region).
+  auto detr_region_loss = [](const ly::nn::detr::DFineNetOutput& out, int) {
+    torch::Tensor l = torch::zeros({}, out.features.front().options().dtype(torch::kFloat32));
+    for (const auto& f : out.features) l = l + f.to(torch::kFloat32).pow(2).mean();
+    return l;
+  };
+  auto detr_decoder_loss = [] {
+    std::vector<ly::nn::detr::DetrTarget> t;
+    for (int b = 0; b < 4; ++b) {
+      const int64_t n = 1 + b % 3;
+      t.push_back({torch::arange(n, torch::kLong).remainder(3).to(torch::kCUDA),
+                   (torch::tensor({0.3f, 0.4f, 0.2f, 0.25f}).repeat({n, 1}) + 0.1f * torch::arange(n).unsqueeze(1)).to(torch::kCUDA)});
+    }
+    auto padded = std::make_shared<ly::nn::detr::PaddedTargets>(ly::nn::detr::pad_targets(t, torch::Device(torch::kCUDA, 0)));
+    return [padded](const ly::nn::detr::DFineNetOutput& out, int) {
+      const auto& r = out.run(padded.get());
+      return r.pred_logits.to(torch::kFloat32).pow(2).mean() + r.pred_boxes.to(torch::kFloat32).mean();
+    };
+  };
+  auto make_deimv2_atto = [] {
+    torch::manual_seed(0);
+    return ly::families::deimv2::DEIMv2(ly::families::deimv2::DEIMv2Options{"atto", 3, 0, true});
+  };
+  auto make_dfine_n = [] {
+    torch::manual_seed(0);
+    ly::families::dfine::DFineOptions o;
+    o.num_classes = 3;
+    return ly::families::dfine::DFine(o);
+  };
+  using EncoderRegion = cap::region_t<ly::CaptureRegion::backbone_encoder>;
+
+  TEST_CASE("graph vs eager: DEIMv2-atto's backbone_encoder region alone (HGNetv2-Atto + lite encoder), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_deimv2_atto, image_batches(3, 4, 64), detr_region_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone_encoder region alone (HGNetv2-B0 + hybrid encoder), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_dfine_n, image_batches(3, 4, 64), detr_region_loss);
+  }
+  TEST_CASE("graph vs eager: DEIMv2-atto's region graphed, its decoder eager on fixed targets, AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_deimv2_atto, image_batches(3, 4, 64), detr_decoder_loss());
+  }
+
   // A forced failure at step 5: one warning, the step undone (buffers restored, partial gradients dropped)
   // and re-run eager, eager for the rest of the run; the whole run then equals an eager run.
   template <class Region = cap::whole_network, class MakeNet, class LossFn>

@@ -415,7 +415,7 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
     auto d = [&](const GpuRun& a, const GpuRun& b) { return params ? max_rel(a.params, b.params) : max_rel(a.losses, b.losses); };
     const double spread = std::max({d(eager_b, eager), d(eager_c, eager), d(eager_c, eager_b)});
     const double nearest = std::min({d(step, eager), d(step, eager_b), d(step, eager_c)});
-    MESSAGE(std::string(what) << ": " << (params ? "parameters" : "loss sums") << " max rel: eager runs over their random stream "
+    MESSAGE(std::string(what) << ": " << std::string(params ? "parameters" : "loss sums") << " max rel: eager runs over their random stream "
                  << d(eager_b, eager) << ", " << d(eager_c, eager) << ", " << d(eager_c, eager_b) << "; graph run to eager "
                  << d(step, eager) << ", " << d(step, eager_b) << ", " << d(step, eager_c) << "; nearest must be <= 2 x " << spread);
     CHECK(spread > 0);  // the shifted stream changed the draws
