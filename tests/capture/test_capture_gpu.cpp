@@ -44,7 +44,6 @@ Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs,
   net->train();
   auto cfg = ly::parse_args({"cuda_graph=true", "amp=true", "amp_dtype=float16", "device=cuda"});
   ly::precision::AmpHalf prec;
-  prec.set_capture_active(Capture::graphs);
   prec.setup(cfg, dev, true);
   Capture capture;
   capture.setup(cfg, dev);
