@@ -35,14 +35,14 @@ using StepHook = std::function<void(int step, Capture&)>;
 // as in the trainer.
 template <class Capture, class Region = cap::whole_network, class MakeNet, class LossFn>
 Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
-                     StepHook<Capture> hook = {}) {
+                     StepHook<Capture> hook = {}, bool amp = true) {
   const torch::Device dev(torch::kCUDA, 0);
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
   auto net = make_net();
   net->to(dev);
   net->train();
-  auto cfg = ly::parse_args({"cuda_graph=true", "amp=true", "amp_dtype=float16", "device=cuda"});
+  auto cfg = ly::parse_args({"cuda_graph=true", amp ? "amp=true" : "amp=false", "amp_dtype=float16", "device=cuda"});
   ly::precision::AmpHalf prec;
   prec.setup(cfg, dev, true);
   Capture capture;
@@ -86,11 +86,11 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a 
 
 // Eager twice, then graph: bit-identical when eager is reproducible, else inside the eager spread.
 template <class Region = cap::whole_network, class MakeNet, class LossFn>
-void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of) {
+void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, bool amp = true) {
   const int steps = 30;
-  auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps);
-  auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps);
-  auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, steps);
+  auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
+  auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
+  auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, steps, {}, amp);
   CHECK(g.report["captures"] == 1);
   CHECK(g.report["replayed_steps"] == steps - 2);  // steps 0, 1 eager; the third sighting is captured
   CHECK(g.report["eager_steps"] == 2);
@@ -251,6 +251,47 @@ LRY_GPU_SUITE {
   };
   using EncoderRegion = cap::region_t<ly::CaptureRegion::backbone_encoder>;
 
+  // D-FINE-n's backbone and hybrid encoder as a region of their own, the encoder's AIFI layer (attention and its
+  // linear layers) kept or removed: which part of the region computes differently when graphed.
+  struct DFineRegionNetImpl : torch::nn::Module {
+    explicit DFineRegionNetImpl(bool aifi) {
+      namespace detr = ly::nn::detr;
+      const auto& c = *ly::families::dfine::dfine_size("n");
+      detr::HGNetv2Options bo;
+      bo.name = c.backbone;
+      bo.use_lab = c.use_lab;
+      bo.return_idx = c.return_idx;
+      bo.freeze_stem = true;
+      bo.freeze_norm = c.freeze_norm;
+      backbone = register_module("backbone", detr::HGNetv2(bo));
+      detr::DFineEncoderOptions eo;
+      eo.in_channels = backbone->out_channels();
+      eo.feat_strides.clear();
+      for (auto i : c.return_idx) eo.feat_strides.push_back(int64_t{4} << i);
+      eo.hidden_dim = c.enc_hidden;
+      eo.dim_feedforward = c.enc_ffn;
+      eo.expansion = c.expansion;
+      eo.depth_mult = c.depth_mult;
+      eo.use_encoder_idx = aifi ? std::vector<int64_t>{static_cast<int64_t>(c.return_idx.size()) - 1} : std::vector<int64_t>{};
+      enc = register_module("encoder", detr::DFineEncoder(eo));
+      chain_ = std::make_shared<Chain>(backbone, enc);
+    }
+    torch::nn::Module& encoder() { return *chain_; }
+    std::vector<torch::Tensor> encode(const torch::Tensor& x) { return enc->forward(backbone->forward(x)); }
+    std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& f) { return f; }
+    std::vector<torch::Tensor> forward(const torch::Tensor& x) { return decode(encode(x)); }
+    ly::nn::detr::HGNetv2 backbone{nullptr};
+    ly::nn::detr::DFineEncoder enc{nullptr};
+    using Chain = ly::nn::detr::EncoderChainImpl<ly::nn::detr::HGNetv2, ly::nn::detr::DFineEncoder>;
+    std::shared_ptr<Chain> chain_;
+  };
+  TORCH_MODULE(DFineRegionNet);
+  auto maps_loss = [](const std::vector<torch::Tensor>& maps, int) {
+    torch::Tensor l = torch::zeros({}, maps.front().options().dtype(torch::kFloat32));
+    for (const auto& f : maps) l = l + f.to(torch::kFloat32).pow(2).mean();
+    return l;
+  };
+
   TEST_CASE("graph vs eager: DEIMv2-atto's backbone_encoder region alone (HGNetv2-Atto + lite encoder), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager<EncoderRegion>(make_deimv2_atto, image_batches(3, 4, 64), detr_region_loss);
@@ -258,6 +299,26 @@ LRY_GPU_SUITE {
   TEST_CASE("graph vs eager: D-FINE-n's backbone_encoder region alone (HGNetv2-B0 + hybrid encoder), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager<EncoderRegion>(make_dfine_n, image_batches(3, 4, 64), detr_region_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone_encoder region alone in float32, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_dfine_n, image_batches(3, 4, 64), detr_region_loss, /*amp=*/false);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder without its AIFI layer, AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return DFineRegionNet(false);
+    };
+    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer (the test network), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return DFineRegionNet(true);
+    };
+    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: DEIMv2-atto's region graphed, its decoder eager on fixed targets, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
