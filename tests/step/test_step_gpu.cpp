@@ -12,8 +12,8 @@
 //     step: the run still equals the graph-less step path bit for bit.
 // The DETR line's segmented step (issue 44): the two-graph machinery bit for bit against the same path without
 // graphs (device noise in part A, a host decision between), and D-FINE-n / RT-DETR-r18 within the graph-less path's
-// own run-to-run spread (atomic adds in their backward make that spread non-zero on a GPU), and within twice the
-// spread of three eager runs that differ only in their denoising draws of the nearest of them.
+// own run-to-run spread (atomic adds in their backward make that spread non-zero on a GPU); against eager, the
+// graph run's nearest of three eager runs that differ only in their denoising draws lies within twice their spread.
 // And the per-shape cache of YOLOX's grids / RTMDet's priors under a real capture: built into the graph,
 // not stored.
 #include <ATen/CPUGeneratorImpl.h>
