@@ -98,6 +98,11 @@ void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor
   const bool eager_reproducible =
       e1.losses.equal(e2.losses) && all_equal(e1.params, e2.params) && all_equal(e1.buffers, e2.buffers);
   if (eager_reproducible) {
+    if (!g.losses.equal(e1.losses)) {
+      const int64_t first = g.losses.ne(e1.losses).nonzero()[0][0].template item<int64_t>();
+      MESSAGE("graph and eager losses first differ at step " << first << " of " << steps
+              << "; max |d| " << max_abs_diff(g.losses, e1.losses));
+    }
     CHECK(g.losses.equal(e1.losses));
     CHECK(all_equal(g.params, e1.params));
     CHECK(all_equal(g.buffers, e1.buffers));  // BatchNorm running statistics
@@ -314,6 +319,92 @@ LRY_GPU_SUITE {
   }
   TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer (the test network), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return DFineRegionNet(true);
+    };
+    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+  }
+  // Session 34's diagnosis of the AIFI difference: a test network of one strided conv and four tokens, mixed by
+  // the library's MultiheadAttention (scaled_dot_product_attention) or by a GELU FFN of two Linear layers; and the
+  // SDPA backends narrowed to the math one.
+  struct TokenNetImpl : torch::nn::Module {
+    explicit TokenNetImpl(bool attention) : attention_(attention) {
+      stem = register_module("stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 128, 32).stride(32)));
+      if (attention_) attn = register_module("attn", ly::nn::detr::MultiheadAttention(128, 8));
+      else {
+        l1 = register_module("l1", torch::nn::Linear(128, 512));
+        l2 = register_module("l2", torch::nn::Linear(512, 128));
+      }
+    }
+    torch::nn::Module& encoder() { return *this; }
+    std::vector<torch::Tensor> encode(const torch::Tensor& x) {
+      auto t = stem->forward(x).flatten(2).transpose(1, 2);  // [B, 4, 128]
+      t = attention_ ? t + attn->forward(t, t, t) : t + l2->forward(torch::gelu(l1->forward(t)));
+      return {t};
+    }
+    std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& f) { return f; }
+    std::vector<torch::Tensor> forward(const torch::Tensor& x) { return decode(encode(x)); }
+    torch::nn::Conv2d stem{nullptr};
+    ly::nn::detr::MultiheadAttention attn{nullptr};
+    torch::nn::Linear l1{nullptr}, l2{nullptr};
+    bool attention_;
+  };
+  TORCH_MODULE(TokenNet);
+  // Only the math SDPA backend while alive (2.x; 1.13's attention is matmul + softmax already).
+  struct SdpaMathOnly {
+#if TORCH_VERSION_MAJOR >= 2
+    SdpaMathOnly()
+        : flash(at::globalContext().userEnabledFlashSDP()), eff(at::globalContext().userEnabledMemEfficientSDP()),
+          cudnn(at::globalContext().userEnabledCuDNNSDP()) {
+      at::globalContext().setSDPUseFlash(false);
+      at::globalContext().setSDPUseMemEfficient(false);
+      at::globalContext().setSDPUseCuDNN(false);
+    }
+    ~SdpaMathOnly() {
+      at::globalContext().setSDPUseFlash(flash);
+      at::globalContext().setSDPUseMemEfficient(eff);
+      at::globalContext().setSDPUseCuDNN(cudnn);
+    }
+    bool flash, eff, cudnn;
+#endif
+  };
+  void report_sdp_choice() {
+#if TORCH_VERSION_MAJOR >= 2
+    for (auto dt : {torch::kFloat16, torch::kFloat32}) {
+      auto q = torch::randn({4, 8, 4, 16}, torch::TensorOptions().device(torch::kCUDA).dtype(dt));
+      MESSAGE("SDPA backend for [4, 8, 4, 16] " << c10::toString(dt) << ": " << at::_fused_sdp_choice(q, q, q)
+              << " (0 math, 1 flash, 2 efficient, 3 cudnn)");
+    }
+#endif
+  }
+  auto make_token_net(bool attention) {
+    return [attention] {
+      torch::manual_seed(0);
+      return TokenNet(attention);
+    };
+  }
+  TEST_CASE("graph vs eager: token net, attention (SDPA), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    report_sdp_choice();
+    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: token net, attention (SDPA math only), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    SdpaMathOnly math;
+    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: token net, attention (SDPA), float32, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss, false);
+  }
+  TEST_CASE("graph vs eager: token net, GELU FFN (two Linear), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_token_net(false), image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer, SDPA math only, AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    SdpaMathOnly math;
     auto make = [] {
       torch::manual_seed(0);
       return DFineRegionNet(true);
