@@ -35,16 +35,15 @@ using StepHook = std::function<void(int step, Capture&)>;
 // as in the trainer.
 template <class Capture, class Region = cap::whole_network, class MakeNet, class LossFn>
 Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
-                     StepHook<Capture> hook = {}) {
+                     StepHook<Capture> hook = {}, bool amp = true) {
   const torch::Device dev(torch::kCUDA, 0);
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
   auto net = make_net();
   net->to(dev);
   net->train();
-  auto cfg = ly::parse_args({"cuda_graph=true", "amp=true", "amp_dtype=float16", "device=cuda"});
+  auto cfg = ly::parse_args({"cuda_graph=true", amp ? "amp=true" : "amp=false", "amp_dtype=float16", "device=cuda"});
   ly::precision::AmpHalf prec;
-  prec.set_capture_active(Capture::graphs);
   prec.setup(cfg, dev, true);
   Capture capture;
   capture.setup(cfg, dev);
@@ -87,11 +86,11 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a 
 
 // Eager twice, then graph: bit-identical when eager is reproducible, else inside the eager spread.
 template <class Region = cap::whole_network, class MakeNet, class LossFn>
-void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of) {
+void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, bool amp = true) {
   const int steps = 30;
-  auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps);
-  auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps);
-  auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, steps);
+  auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
+  auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
+  auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, steps, {}, amp);
   CHECK(g.report["captures"] == 1);
   CHECK(g.report["replayed_steps"] == steps - 2);  // steps 0, 1 eager; the third sighting is captured
   CHECK(g.report["eager_steps"] == 2);
@@ -99,6 +98,11 @@ void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor
   const bool eager_reproducible =
       e1.losses.equal(e2.losses) && all_equal(e1.params, e2.params) && all_equal(e1.buffers, e2.buffers);
   if (eager_reproducible) {
+    if (!g.losses.equal(e1.losses)) {
+      const int64_t first = g.losses.ne(e1.losses).nonzero()[0][0].template item<int64_t>();
+      MESSAGE("graph and eager losses first differ at step " << first << " of " << steps
+              << "; max |d| " << max_abs_diff(g.losses, e1.losses));
+    }
     CHECK(g.losses.equal(e1.losses));
     CHECK(all_equal(g.params, e1.params));
     CHECK(all_equal(g.buffers, e1.buffers));  // BatchNorm running statistics
@@ -252,6 +256,47 @@ LRY_GPU_SUITE {
   };
   using EncoderRegion = cap::region_t<ly::CaptureRegion::backbone_encoder>;
 
+  // D-FINE-n's backbone and hybrid encoder as a region of their own, the encoder's AIFI layer (attention and its
+  // linear layers) kept or removed: which part of the region computes differently when graphed.
+  struct DFineRegionNetImpl : torch::nn::Module {
+    explicit DFineRegionNetImpl(bool aifi) {
+      namespace detr = ly::nn::detr;
+      const auto& c = *ly::families::dfine::dfine_size("n");
+      detr::HGNetv2Options bo;
+      bo.name = c.backbone;
+      bo.use_lab = c.use_lab;
+      bo.return_idx = c.return_idx;
+      bo.freeze_stem = true;
+      bo.freeze_norm = c.freeze_norm;
+      backbone = register_module("backbone", detr::HGNetv2(bo));
+      detr::DFineEncoderOptions eo;
+      eo.in_channels = backbone->out_channels();
+      eo.feat_strides.clear();
+      for (auto i : c.return_idx) eo.feat_strides.push_back(int64_t{4} << i);
+      eo.hidden_dim = c.enc_hidden;
+      eo.dim_feedforward = c.enc_ffn;
+      eo.expansion = c.expansion;
+      eo.depth_mult = c.depth_mult;
+      eo.use_encoder_idx = aifi ? std::vector<int64_t>{static_cast<int64_t>(c.return_idx.size()) - 1} : std::vector<int64_t>{};
+      enc = register_module("encoder", detr::DFineEncoder(eo));
+      chain_ = std::make_shared<Chain>(backbone, enc);
+    }
+    torch::nn::Module& encoder() { return *chain_; }
+    std::vector<torch::Tensor> encode(const torch::Tensor& x) { return enc->forward(backbone->forward(x)); }
+    std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& f) { return f; }
+    std::vector<torch::Tensor> forward(const torch::Tensor& x) { return decode(encode(x)); }
+    ly::nn::detr::HGNetv2 backbone{nullptr};
+    ly::nn::detr::DFineEncoder enc{nullptr};
+    using Chain = ly::nn::detr::EncoderChainImpl<ly::nn::detr::HGNetv2, ly::nn::detr::DFineEncoder>;
+    std::shared_ptr<Chain> chain_;
+  };
+  TORCH_MODULE(DFineRegionNet);
+  auto maps_loss = [](const std::vector<torch::Tensor>& maps, int) {
+    torch::Tensor l = torch::zeros({}, maps.front().options().dtype(torch::kFloat32));
+    for (const auto& f : maps) l = l + f.to(torch::kFloat32).pow(2).mean();
+    return l;
+  };
+
   TEST_CASE("graph vs eager: DEIMv2-atto's backbone_encoder region alone (HGNetv2-Atto + lite encoder), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager<EncoderRegion>(make_deimv2_atto, image_batches(3, 4, 64), detr_region_loss);
@@ -259,6 +304,112 @@ LRY_GPU_SUITE {
   TEST_CASE("graph vs eager: D-FINE-n's backbone_encoder region alone (HGNetv2-B0 + hybrid encoder), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager<EncoderRegion>(make_dfine_n, image_batches(3, 4, 64), detr_region_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone_encoder region alone in float32, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_dfine_n, image_batches(3, 4, 64), detr_region_loss, /*amp=*/false);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder without its AIFI layer, AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return DFineRegionNet(false);
+    };
+    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer (the test network), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    auto make = [] {
+      torch::manual_seed(0);
+      return DFineRegionNet(true);
+    };
+    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+  }
+  // Session 34's diagnosis of the AIFI difference: a test network of one strided conv and four tokens, mixed by
+  // the library's MultiheadAttention (scaled_dot_product_attention) or by a GELU FFN of two Linear layers; and the
+  // SDPA backends narrowed to the math one.
+  struct TokenNetImpl : torch::nn::Module {
+    explicit TokenNetImpl(bool attention) : attention_(attention) {
+      stem = register_module("stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 128, 32).stride(32)));
+      if (attention_) attn = register_module("attn", ly::nn::detr::MultiheadAttention(128, 8));
+      else {
+        l1 = register_module("l1", torch::nn::Linear(128, 512));
+        l2 = register_module("l2", torch::nn::Linear(512, 128));
+      }
+    }
+    torch::nn::Module& encoder() { return *this; }
+    std::vector<torch::Tensor> encode(const torch::Tensor& x) {
+      auto t = stem->forward(x).flatten(2).transpose(1, 2);  // [B, 4, 128]
+      t = attention_ ? t + attn->forward(t, t, t) : t + l2->forward(torch::gelu(l1->forward(t)));
+      return {t};
+    }
+    std::vector<torch::Tensor> decode(const std::vector<torch::Tensor>& f) { return f; }
+    std::vector<torch::Tensor> forward(const torch::Tensor& x) { return decode(encode(x)); }
+    torch::nn::Conv2d stem{nullptr};
+    ly::nn::detr::MultiheadAttention attn{nullptr};
+    torch::nn::Linear l1{nullptr}, l2{nullptr};
+    bool attention_;
+  };
+  TORCH_MODULE(TokenNet);
+  // Only the math SDPA backend while alive (2.x; 1.13's attention is matmul + softmax already).
+  struct SdpaMathOnly {
+#if TORCH_VERSION_MAJOR >= 2
+    SdpaMathOnly()
+        : flash(at::globalContext().userEnabledFlashSDP()), eff(at::globalContext().userEnabledMemEfficientSDP()),
+          cudnn(at::globalContext().userEnabledCuDNNSDP()) {
+      at::globalContext().setSDPUseFlash(false);
+      at::globalContext().setSDPUseMemEfficient(false);
+      at::globalContext().setSDPUseCuDNN(false);
+    }
+    ~SdpaMathOnly() {
+      at::globalContext().setSDPUseFlash(flash);
+      at::globalContext().setSDPUseMemEfficient(eff);
+      at::globalContext().setSDPUseCuDNN(cudnn);
+    }
+    bool flash, eff, cudnn;
+#endif
+  };
+  void report_sdp_choice() {
+#if TORCH_VERSION_MAJOR >= 2
+    for (auto dt : {torch::kFloat16, torch::kFloat32}) {
+      auto q = torch::randn({4, 8, 4, 16}, torch::TensorOptions().device(torch::kCUDA).dtype(dt));
+      MESSAGE("SDPA backend for [4, 8, 4, 16] " << c10::toString(dt) << ": " << at::_fused_sdp_choice(q, q, q)
+              << " (0 math, 1 flash, 2 efficient, 3 cudnn)");
+    }
+#endif
+  }
+  auto make_token_net(bool attention) {
+    return [attention] {
+      torch::manual_seed(0);
+      return TokenNet(attention);
+    };
+  }
+  TEST_CASE("graph vs eager: token net, attention (SDPA), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    report_sdp_choice();
+    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: token net, attention (SDPA math only), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    SdpaMathOnly math;
+    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: token net, attention (SDPA), float32, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss, false);
+  }
+  TEST_CASE("graph vs eager: token net, GELU FFN (two Linear), AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    check_graph_matches_eager<EncoderRegion>(make_token_net(false), image_batches(3, 4, 64), maps_loss);
+  }
+  TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer, SDPA math only, AMP fp16, 30 steps") {
+    LRY_REQUIRE_CUDA();
+    SdpaMathOnly math;
+    auto make = [] {
+      torch::manual_seed(0);
+      return DFineRegionNet(true);
+    };
+    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: DEIMv2-atto's region graphed, its decoder eager on fixed targets, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();

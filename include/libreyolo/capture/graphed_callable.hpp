@@ -20,6 +20,7 @@
 #include <vector>
 
 #if defined(LIBREYOLO_WITH_CUDA)
+#include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -257,16 +258,23 @@ class GraphedCallable {
   }
   void capture(const torch::Tensor& sample, int warmup_iters);
   // Records body into g (current stream, shared pool); on any failure ends the capture and rethrows.
+  // Autocast's cast cache is emptied before and after each recording: a cast cached before it (the warm-up's, in
+  // normal memory) would be read by the graph instead of recorded, and one cached during it (in the pool) must not
+  // serve eager code after it. Inside the recording the cache works as in eager, so a weight used twice is cast
+  // once and its two uses' gradients meet in the cast's dtype, exactly as eager computes them.
   template <class Body>
   void captured(at::cuda::CUDAGraph& g, Body&& body) {
+    at::autocast::clear_cache();
     g.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
     try {
       body();
       g.capture_end();
     } catch (...) {
+      at::autocast::clear_cache();
       end_capture_after_failure(g);
       throw;
     }
+    at::autocast::clear_cache();
   }
   void end_capture_after_failure(at::cuda::CUDAGraph& g);
 

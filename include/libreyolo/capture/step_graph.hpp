@@ -20,6 +20,7 @@
 #include <vector>
 
 #if defined(LIBREYOLO_WITH_CUDA)
+#include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -127,13 +128,18 @@ class StepGraphBase {
     });
   }
   // Records fn() into `g` in the pool (the kernels do not run).
+  // Autocast's cast cache is emptied before and after (GraphedCallable::captured says why); the step's own
+  // autocast region opens and closes inside fn, so within it casts are cached as in eager.
   template <class Fn>
   void capture_into(at::cuda::CUDAGraph& g, Fn&& fn) {
+    at::autocast::clear_cache();
     g.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
     try {
       fn();
       g.capture_end();
+      at::autocast::clear_cache();
     } catch (...) {
+      at::autocast::clear_cache();
       // capture_end ends the stream capture and the pool routing; when it throws first (an invalidated
       // capture), end the routing here. Either may legitimately throw.
       try {

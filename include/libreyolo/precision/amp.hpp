@@ -79,8 +79,8 @@ inline std::string fp32_family_override(const TrainConfig& cfg, std::string_view
 }
 
 // RAII: enables CUDA autocast with a dtype for its lifetime, then restores the previous autocast
-// state. The weight cache is switched off while a capture policy records graphs (cached casts would
-// be baked into the graph). A default-constructed guard does nothing.
+// state. The weight cache can be switched off (inference graphs: set_capture_active; the training graphs
+// empty it at their recordings' edges instead). A default-constructed guard does nothing.
 class AutocastGuard {
  public:
   AutocastGuard() = default;
@@ -117,10 +117,11 @@ class AutocastGuard {
 };
 
 // What Amp<D> and FamilyDefault share once the precision is resolved: the autocast guard (weight cache
-// off while a capture policy records graphs) and the GradScaler (enabled for float16 on CUDA only).
+// off for inference graphs) and the GradScaler (enabled for float16 on CUDA only).
 class ResolvedPrecision {
  public:
-  // The trainer calls this when a capture policy starts/stops recording CUDA graphs.
+  // On: autocast's cast cache off (the inference graphs of facade.hpp). Training never sets it, so the cache
+  // works as in eager; its graph recordings empty the cache at their edges.
   void set_capture_active(bool on) { capture_active_ = on; }
   bool capture_active() const { return capture_active_; }
 

@@ -217,7 +217,10 @@ void LIBREYOLO_TRAINER::build() {
                      cfg_.scheduler + " does not use it");
   sched_ = std::make_unique<train::LRSchedule>(so);
   sched_->apply(*opt_, 0);
-  precision_.set_capture_active(Capture::graphs);
+  // Training keeps autocast's cast cache on under every capture policy, so a graph run computes what eager
+  // computes (a weight used twice, e.g. a box head shared by the decoder layers, is cast once and its gradients
+  // meet in half precision); the recordings empty the cache at their edges (capture/graphed_callable.hpp,
+  // capture/step_graph.hpp). Inference graphs (facade.hpp) still switch it off.
   precision_.setup(cfg_, device_, family_traits<F>::amp_default);
   // An explicit amp=true over a float32 family default: once, the reason the family defaults to float32.
   if (const auto n = precision::fp32_family_override(cfg_, F::name, family_traits<F>::amp_default,

@@ -17,8 +17,8 @@
 //   then TrainTransform: HSV (p = hsv_prob; over the image only, before the padding, when there is no
 //     mosaic), a left-right flip (p = fliplr), and boxes kept when both sides exceed 1 pixel.
 //
-// Deliberate differences (see the report of the fidelity audit): the letterbox of the no-mosaic image
-// is centred (as our validation's), not top-left; pixel centres at +0.5 in the warps (OpenCV's
+// The no-mosaic image's letterbox is placed as the family's letterbox_place says (YOLOX: top-left, as
+// the original's). Deliberate differences (see the report of the fidelity audit): pixel centres at +0.5 in the warps (OpenCV's
 // warpAffine takes them at integers: a sub-pixel shift); mosaic / mixup partners come from the dataset's
 // partner() (near the sample in the shuffled epoch order) instead of any index; no fallback to the
 // un-augmented image when no box survives (the original then trains on its degenerate boxes); the
