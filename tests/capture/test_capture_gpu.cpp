@@ -411,6 +411,61 @@ LRY_GPU_SUITE {
     };
     check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
   }
+  // Session 34: does a GEMM compute other bits when recorded in a CUDA graph? (The token net's GELU FFN
+  // differs graph vs eager while the convolution-only nets do not.) Each operation of a Linear's forward and
+  // backward at the token net's shapes: eager on the default stream (twice), eager on a side stream, and
+  // recorded on that stream and replayed; all must equal the first eager result bit for bit.
+  TEST_CASE("GEMMs of a Linear (the token net's shapes): a side stream and a graph replay equal eager bit for bit") {
+    LRY_REQUIRE_CUDA();
+#if defined(LIBREYOLO_WITH_CUDA)
+    const torch::Device dev(torch::kCUDA, 0);
+    torch::manual_seed(5);
+    for (auto dt : {torch::kFloat16, torch::kFloat32}) {
+      const auto o = torch::TensorOptions().dtype(dt).device(dev);
+      auto x = torch::randn({16, 128}, o), w = torch::randn({512, 128}, o), b = torch::randn({512}, o);
+      auto gy = torch::randn({16, 512}, o);
+      auto x3 = torch::randn({4, 128, 4}, o).transpose(1, 2);  // [4, 4, 128], not contiguous (the token net's input)
+      auto wl = w.clone().requires_grad_(true);
+      const std::vector<std::pair<std::string, std::function<torch::Tensor()>>> ops{
+          {"linear (addmm with bias)", [&] { return torch::linear(x, w, b); }},
+          {"linear, 3-d input not contiguous", [&] { return torch::linear(x3, w, b); }},
+          {"grad input: mm(gy, w)", [&] { return torch::mm(gy, w); }},
+          {"grad weight: mm(gy^T, x), K = 16", [&] { return torch::mm(gy.t(), x); }},
+          {"grad bias: gy.sum(0)", [&] { return gy.sum(0); }},
+          {"autograd::grad of linear's weight", [&] {
+             auto y = torch::linear(x, wl, b);
+             return torch::autograd::grad({y}, {wl}, {gy})[0];
+           }},
+      };
+      for (const auto& [what, run] : ops) {
+        const auto eager = run(), again = run();
+        auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev.index());
+        c10::cuda::device_synchronize();
+        bool side_eq = false, replay_eq = false;
+        double replay_d = 0;
+        {
+          c10::cuda::CUDAStreamGuard on_side(side);
+          const auto s = run();
+          at::cuda::CUDAGraph graph;
+          graph.capture_begin(at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
+          const auto r = run();
+          graph.capture_end();
+          graph.replay();
+          side.synchronize();
+          side_eq = s.equal(eager);
+          replay_eq = r.equal(eager);
+          replay_d = (r.to(torch::kFloat64) - eager.to(torch::kFloat64)).abs().max().item<double>();
+        }
+        c10::cuda::device_synchronize();
+        MESSAGE(c10::toString(dt) << " " << what << ": eager again equal " << again.equal(eager) << ", side stream equal "
+                                  << side_eq << ", graph replay equal " << replay_eq << " (max |d| " << replay_d << ")");
+        CHECK(again.equal(eager));
+        CHECK(side_eq);
+        CHECK(replay_eq);
+      }
+    }
+#endif
+  }
   TEST_CASE("graph vs eager: DEIMv2-atto's region graphed, its decoder eager on fixed targets, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager<EncoderRegion>(make_deimv2_atto, image_batches(3, 4, 64), detr_decoder_loss());
