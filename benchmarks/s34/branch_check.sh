@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The first device call planned for session 34, on this branch (s33-autocast-cache; carry .deps; COMMIT= the commit):
+# Session 34's first device call (on the branch s33-autocast-cache, 5e4f734) and its closing one (main, after the
+# merge; COMMIT= the commit; carry .deps):
 #   1. benchmarks/gpu_suites.sh build (-O1);
 #   2. the capture, kit and step GPU suites with nothing beside them (session 33's closing call ran out of budget
 #      inside the step suite while training lanes shared the GPU): does keeping autocast's cast cache on end the
@@ -19,7 +20,7 @@ echo "build stage done $(date -u +%T)"
 first="capture kit step"
 AREAS="$first" bash benchmarks/gpu_suites.sh suites
 cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
-grep -E "TEST CASE|MESSAGE|ERROR" /tmp/gpu_areas/gpu_capture.txt | grep -v "^--" | cut -c1-300 | head -80
+grep -E "TEST CASE|MESSAGE|ERROR" /tmp/gpu_areas/gpu_capture.txt | grep -v "^--" | cut -c1-300 | head -160
 echo "first areas done $(date -u +%T)"
 rest=$(for d in tests/*/; do a=$(basename $d); [[ " $first " == *" $a "* ]] || printf '%s ' $a; done)
 AREAS="$rest" bash benchmarks/gpu_suites.sh suites
