@@ -450,22 +450,23 @@ LIBREYOLO_INLINE void Optimizer::adamw_multi(const ParamGroup& g, size_t gi, Bat
   // (equal in value to the Scalars adamw_foreach passes, so a kept step computes its values bit for bit).
   // A skipped step (found_inf != 0) zeroes its grads (inf/NaN before), so the (1 - beta) terms add 0, and
   // picks the factors on the device: betas and decay 1, step size 0 (below: denom inf, p + 0).
-  // picked(t, s): t on a kept step, s on a skipped one (t itself when no step can be skipped).
-  const auto picked = [&](const torch::Tensor& kept, double skipped) { return masked ? torch::where(keep, kept, skipped) : kept; };
   const auto opts = torch::TensorOptions().dtype(dtype).device(lr.device());
-  const auto beta = [&](double v) { return picked(torch::full({}, v, opts), 1.0); };
+  const auto factor = [&](double kept) {
+    auto f = torch::full({}, kept, opts);
+    return masked ? torch::where(keep, f, torch::ones({}, opts)) : f;
+  };
   if (masked) {
     const torch::Tensor skip = found.ne(0);
     for (auto& grad : b.grads) grad.masked_fill_(skip, 0);
   }
-  if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, picked(decay, 1.0).to(dtype));
-  optimizer_detail::adam_moments(m, v, b.grads, beta(b1), b1, beta(b2), b2);
+  if (g.weight_decay != 0) compat::foreach_mul_by_tensor_(b.params, (masked ? torch::where(keep, decay, 1.0) : decay).to(dtype));
+  optimizer_detail::adam_moments(m, v, b.grads, factor(b1), b1, factor(b2), b2);
   // p += step_size * m / (sqrt(v) / sqrt(bc2) + eps), as p += m / denom with denom divided by the step size
   // (a skipped step: step size 0, denom inf, p + 0).
   std::vector<torch::Tensor> denom = at::_foreach_sqrt(v);
   compat::foreach_div_by_tensor_(denom, bc2_sqrt);
   at::_foreach_add_(denom, at::Scalar(opt_.eps));
-  compat::foreach_div_by_tensor_(denom, picked(step_size, 0.0).to(dtype));
+  compat::foreach_div_by_tensor_(denom, (masked ? torch::where(keep, step_size, 0.0) : step_size).to(dtype));
   at::_foreach_addcdiv_(b.params, m, denom);
   if (masked)
     compat::foreach_add_tensor_(st, keep64.to(st.front().scalar_type()));

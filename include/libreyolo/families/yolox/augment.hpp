@@ -18,8 +18,8 @@
 //     mosaic), a left-right flip (p = fliplr), and boxes kept when both sides exceed 1 pixel.
 //
 // The no-mosaic image's letterbox is placed as the family's letterbox_place says (YOLOX: top-left, as
-// the original's). Deliberate differences (see the report of the fidelity audit): pixel centres at +0.5 in the warps (OpenCV's
-// warpAffine takes them at integers: a sub-pixel shift); mosaic / mixup partners come from the dataset's
+// the original's). Deliberate differences (see the report of the fidelity audit): pixel centres at +0.5
+// in the warps (OpenCV's warpAffine takes them at integers: a sub-pixel shift); mosaic / mixup partners come from the dataset's
 // partner() (near the sample in the shuffled epoch order) instead of any index; no fallback to the
 // un-augmented image when no box survives (the original then trains on its degenerate boxes); the
 // targets are padded to the batch's largest count rather than truncated at max_labels (50 / 120).
