@@ -12,11 +12,10 @@
 #   LOG=/tmp/s34_driver.log DRIVER_OUT=/tmp/s34out WAIT=<s> bash /tmp/s34/benchmarks/s31/poll.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export OUT=/tmp/s34out; mkdir -p $OUT
-echo "driver start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
-nvidia-smi --query-gpu=name --format=csv,noheader
-LIBREYOLO_GPU_OPT=-O1 BUILD_TIMEOUT=${BUILD_TIMEOUT:-480} bash benchmarks/gpu_suites.sh build
-echo "build stage done $(date -u +%T)"
+source benchmarks/device_lib.sh
+export OUT=/tmp/s34out
+driver_start
+driver_build
 first="capture kit step"
 AREAS="$first" bash benchmarks/gpu_suites.sh suites
 cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null

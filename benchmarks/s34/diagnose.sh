@@ -8,12 +8,11 @@
 #   cp -a . /tmp/s34 && cd /tmp/s34 && (COMMIT=... setsid bash benchmarks/s34/diagnose.sh > /tmp/s34_driver.log 2>&1 < /dev/null &)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export OUT=/tmp/s34out; mkdir -p $OUT
-echo "driver start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
-nvidia-smi --query-gpu=name --format=csv,noheader
-LIBREYOLO_GPU_OPT=-O1 BUILD_TIMEOUT=${BUILD_TIMEOUT:-480} bash benchmarks/gpu_suites.sh build
-echo "build stage done $(date -u +%T)"
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+source benchmarks/device_lib.sh
+export OUT=/tmp/s34out
+driver_start
+driver_build
+driver_deps
 bin=build-cuda/tests/libreyolo_tests
 cases='*token net*,*AIFI*,*AMP<libreyolo::LingBotFamily>*'
 for arm in default lt_off ws_fixed; do

@@ -6,12 +6,10 @@
 #   cp -a . /tmp/s34 && cd /tmp/s34 && (COMMIT=... setsid bash benchmarks/s34/gemm_check.sh > /tmp/s34_driver.log 2>&1 < /dev/null &)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export OUT=/tmp/s34out; mkdir -p $OUT
-echo "driver start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
-nvidia-smi --query-gpu=name --format=csv,noheader
-mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
+source benchmarks/device_lib.sh
+export OUT=/tmp/s34out
+driver_start
+driver_deps
 t0=$(date +%s)
 timeout ${BUILD_TIMEOUT:-330} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
   -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=${OPT:--O1} -DNDEBUG" -- test_capture > $OUT/build.log 2>&1

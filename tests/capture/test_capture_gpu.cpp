@@ -291,6 +291,14 @@ LRY_GPU_SUITE {
     std::shared_ptr<Chain> chain_;
   };
   TORCH_MODULE(DFineRegionNet);
+  // A test network's maker for check_graph_matches_eager: seeded, so every arm starts from the same weights.
+  template <class Net>
+  auto seeded(bool variant) {
+    return [variant] {
+      torch::manual_seed(0);
+      return Net(variant);
+    };
+  }
   auto maps_loss = [](const std::vector<torch::Tensor>& maps, int) {
     torch::Tensor l = torch::zeros({}, maps.front().options().dtype(torch::kFloat32));
     for (const auto& f : maps) l = l + f.to(torch::kFloat32).pow(2).mean();
@@ -311,19 +319,11 @@ LRY_GPU_SUITE {
   }
   TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder without its AIFI layer, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
-    auto make = [] {
-      torch::manual_seed(0);
-      return DFineRegionNet(false);
-    };
-    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+    check_graph_matches_eager<EncoderRegion>(seeded<DFineRegionNet>(false), image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer (the test network), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
-    auto make = [] {
-      torch::manual_seed(0);
-      return DFineRegionNet(true);
-    };
-    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+    check_graph_matches_eager<EncoderRegion>(seeded<DFineRegionNet>(true), image_batches(3, 4, 64), maps_loss);
   }
   // Session 34's diagnosis of the AIFI difference: a test network of one strided conv and four tokens, mixed by
   // the library's MultiheadAttention (scaled_dot_product_attention) or by a GELU FFN of two Linear layers; and the
@@ -378,38 +378,28 @@ LRY_GPU_SUITE {
     }
 #endif
   }
-  auto make_token_net(bool attention) {
-    return [attention] {
-      torch::manual_seed(0);
-      return TokenNet(attention);
-    };
-  }
   TEST_CASE("graph vs eager: token net, attention (SDPA), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     report_sdp_choice();
-    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss);
+    check_graph_matches_eager<EncoderRegion>(seeded<TokenNet>(true), image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: token net, attention (SDPA math only), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     SdpaMathOnly math;
-    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss);
+    check_graph_matches_eager<EncoderRegion>(seeded<TokenNet>(true), image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: token net, attention (SDPA), float32, 30 steps") {
     LRY_REQUIRE_CUDA();
-    check_graph_matches_eager<EncoderRegion>(make_token_net(true), image_batches(3, 4, 64), maps_loss, false);
+    check_graph_matches_eager<EncoderRegion>(seeded<TokenNet>(true), image_batches(3, 4, 64), maps_loss, false);
   }
   TEST_CASE("graph vs eager: token net, GELU FFN (two Linear), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
-    check_graph_matches_eager<EncoderRegion>(make_token_net(false), image_batches(3, 4, 64), maps_loss);
+    check_graph_matches_eager<EncoderRegion>(seeded<TokenNet>(false), image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer, SDPA math only, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
     SdpaMathOnly math;
-    auto make = [] {
-      torch::manual_seed(0);
-      return DFineRegionNet(true);
-    };
-    check_graph_matches_eager<EncoderRegion>(make, image_batches(3, 4, 64), maps_loss);
+    check_graph_matches_eager<EncoderRegion>(seeded<DFineRegionNet>(true), image_batches(3, 4, 64), maps_loss);
   }
   // Session 34: does a GEMM compute other bits when recorded in a CUDA graph? (The token net's GELU FFN
   // differs graph vs eager while the convolution-only nets do not.) Each operation of a Linear's forward and
