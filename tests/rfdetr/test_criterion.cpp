@@ -80,33 +80,81 @@ double matching_cost(const torch::Tensor& c, const std::vector<int64_t>& q, cons
   return s;
 }
 
+// One reference case's criterion and inputs, rebuilt (the inputs checked against the reference's sums).
+struct RefCase {
+  std::string name;
+  bool training = false;
+  int64_t B = 0, G = 1;
+  std::vector<int64_t> counts;
+  rf::RFDETRCriterionOptions o;
+  std::vector<rf::RFDETRHeadOutput> preds;  // main, aux 0 .., enc
+  std::vector<std::string> names;
+  std::vector<rf::DetrTarget> targets;
+  rf::RFDETROutput out;
+};
+
+RefCase build_case(const json& c) {
+  RefCase rc;
+  rc.name = c["name"];
+  const bool training = rc.training = c["training"];
+  const int64_t G = c["group_detr"], nq = c["queries_per_group"], nb = c["num_classes"], seed = c["seed"], L = c["dec_layers"];
+  rc.G = G;
+  const auto counts = rc.counts = c["counts"].get<std::vector<int64_t>>();
+  const int64_t B = rc.B = static_cast<int64_t>(counts.size()), C = nb + 1, Q = nq * (training ? G : 1);
+  auto& o = rc.o;
+  o.num_classes = C;
+  o.group_detr = G;
+  o.dec_layers = L;
+  const auto& a = c["args"];
+  o.cls_loss_coef = a["cls_loss_coef"];
+  o.bbox_loss_coef = a["bbox_loss_coef"];
+  o.giou_loss_coef = a["giou_loss_coef"];
+  o.matcher.cost_class = a["set_cost_class"];
+  o.matcher.cost_bbox = a["set_cost_bbox"];
+  o.matcher.cost_giou = a["set_cost_giou"];
+  o.focal_alpha = a["focal_alpha"];
+  const std::string flavour = c["flavour"];
+  o.class_loss = flavour == "focal" ? rf::RFDETRClassLoss::Focal : flavour == "varifocal" ? rf::RFDETRClassLoss::Varifocal : rf::RFDETRClassLoss::IaBce;
+  auto& preds = rc.preds;
+  preds.push_back(make_pred(B, Q, C, seed));
+  for (int64_t i = 0; i + 1 < L; ++i) preds.push_back(make_pred(B, Q, C, seed + 10 * (i + 1)));
+  preds.push_back(make_pred(B, Q, C, seed + 500));
+  auto& names = rc.names;
+  names.push_back("main");
+  for (int64_t i = 0; i + 1 < L; ++i) names.push_back("aux" + std::to_string(i));
+  names.push_back("enc");
+  for (size_t k = 0; k < preds.size(); ++k) {
+    const auto& s = c["input_sums"][names[k]];
+    REQUIRE(rel(preds[k].pred_logits.detach().to(torch::kDouble).sum().item<double>(), s[0]) < 1e-12);
+    REQUIRE(rel(preds[k].pred_boxes.detach().to(torch::kDouble).sum().item<double>(), s[1]) < 1e-12);
+  }
+  rc.targets = make_targets(counts, nb, seed + 1000);
+  for (size_t b = 0; b < rc.targets.size(); ++b) {
+    CHECK(rc.targets[b].labels.sum().item<int64_t>() == c["target_sums"][b][0].get<int64_t>());
+    if (counts[b] > 0) CHECK(rel(rc.targets[b].boxes.to(torch::kDouble).sum().item<double>(), c["target_sums"][b][1]) < 1e-12);
+  }
+  rc.out.pred_logits = preds[0].pred_logits;
+  rc.out.pred_boxes = preds[0].pred_boxes;
+  for (int64_t i = 0; i + 1 < L; ++i) rc.out.aux_outputs.push_back(preds[static_cast<size_t>(i + 1)]);
+  rc.out.enc_outputs = preds.back();
+  return rc;
+}
+
 }  // namespace
 
 TEST_CASE("rfdetr criterion: every term, the matching and the gradients equal the original's") {
   const json ref = load_ref();
   REQUIRE(ref["cases"].size() >= 7);
   for (const auto& c : ref["cases"]) {
-    const std::string name = c["name"];
+    const auto rc = build_case(c);
+    const std::string& name = rc.name;
     CAPTURE(name);
-    const bool training = c["training"];
-    const int64_t G = c["group_detr"], nq = c["queries_per_group"], nb = c["num_classes"], seed = c["seed"], L = c["dec_layers"];
-    const auto counts = c["counts"].get<std::vector<int64_t>>();
-    const int64_t B = static_cast<int64_t>(counts.size()), C = nb + 1, Q = nq * (training ? G : 1);
-
-    rf::RFDETRCriterionOptions o;
-    o.num_classes = C;
-    o.group_detr = G;
-    o.dec_layers = L;
+    const bool training = rc.training;
+    const int64_t B = rc.B;
+    const auto& counts = rc.counts;
+    const auto& o = rc.o;
     const auto& a = c["args"];
-    o.cls_loss_coef = a["cls_loss_coef"];
-    o.bbox_loss_coef = a["bbox_loss_coef"];
-    o.giou_loss_coef = a["giou_loss_coef"];
-    o.matcher.cost_class = a["set_cost_class"];
-    o.matcher.cost_bbox = a["set_cost_bbox"];
-    o.matcher.cost_giou = a["set_cost_giou"];
-    o.focal_alpha = a["focal_alpha"];
     const std::string flavour = c["flavour"];
-    o.class_loss = flavour == "focal" ? rf::RFDETRClassLoss::Focal : flavour == "varifocal" ? rf::RFDETRClassLoss::Varifocal : rf::RFDETRClassLoss::IaBce;
     if (flavour == "ia_bce") {  // the library's defaults are the original's defaults
       const rf::RFDETRCriterionOptions d;
       CHECK(a["ia_bce_loss"].get<bool>());
@@ -134,30 +182,10 @@ TEST_CASE("rfdetr criterion: every term, the matching and the gradients equal th
         CHECK(crit.weight_dict()[k].second == it.value().get<double>());
       }
     }
-
-    // inputs, rebuilt and checked against the reference's sums
-    std::vector<rf::RFDETRHeadOutput> preds{make_pred(B, Q, C, seed)};
-    for (int64_t i = 0; i + 1 < L; ++i) preds.push_back(make_pred(B, Q, C, seed + 10 * (i + 1)));
-    preds.push_back(make_pred(B, Q, C, seed + 500));
-    std::vector<std::string> names{"main"};
-    for (int64_t i = 0; i + 1 < L; ++i) names.push_back("aux" + std::to_string(i));
-    names.push_back("enc");
-    for (size_t k = 0; k < preds.size(); ++k) {
-      const auto& s = c["input_sums"][names[k]];
-      REQUIRE(rel(preds[k].pred_logits.detach().to(torch::kDouble).sum().item<double>(), s[0]) < 1e-12);
-      REQUIRE(rel(preds[k].pred_boxes.detach().to(torch::kDouble).sum().item<double>(), s[1]) < 1e-12);
-    }
-    const auto targets = make_targets(counts, nb, seed + 1000);
-    for (size_t b = 0; b < targets.size(); ++b) {
-      CHECK(targets[b].labels.sum().item<int64_t>() == c["target_sums"][b][0].get<int64_t>());
-      if (counts[b] > 0) CHECK(rel(targets[b].boxes.to(torch::kDouble).sum().item<double>(), c["target_sums"][b][1]) < 1e-12);
-    }
-
-    rf::RFDETROutput out;
-    out.pred_logits = preds[0].pred_logits;
-    out.pred_boxes = preds[0].pred_boxes;
-    for (int64_t i = 0; i + 1 < L; ++i) out.aux_outputs.push_back(preds[static_cast<size_t>(i + 1)]);
-    out.enc_outputs = preds.back();
+    const auto& preds = rc.preds;
+    const auto& names = rc.names;
+    const auto& targets = rc.targets;
+    const auto& out = rc.out;
 
     const auto r = crit(out, targets, training);
 
@@ -222,6 +250,86 @@ TEST_CASE("rfdetr criterion: every term, the matching and the gradients equal th
         CHECK(rel(b_abs, g[3]) < 1e-5);
         CHECK(std::abs(gb.sum().item<double>() - g[2].get<double>()) <= 1e-5 * g[3].get<double>());
       }
+    }
+  }
+}
+
+// The fixed-slot form (issue 44's segmented step): on every reference case, from padded targets, the same
+// matching as the per-image form (each output, each image: the same (query, target) pairs), the class terms
+// and cardinality bit for bit, the box terms up to their sums' order (1e-6), the same gradients (1e-5); and
+// the segmented path (match_costs on the "device", one copy, solve on the host, the loss from its slots)
+// equal to the form that matches itself, bit for bit.
+TEST_CASE("rfdetr criterion: the fixed-slot form equals the per-image form on every reference case") {
+  const json ref = load_ref();
+  REQUIRE(ref["cases"].size() >= 7);
+  namespace sb = libreyolo::nn::detr::set_batch;
+  for (const auto& c : ref["cases"]) {
+    const auto rc = build_case(c);
+    CAPTURE(rc.name);
+    const rf::RFDETRCriterion crit(rc.o);
+    const auto per_image = crit(rc.out, rc.targets, rc.training);
+    const auto padded = libreyolo::nn::detr::pad_targets(rc.targets, torch::kCPU);
+    const auto fixed = crit(rc.out, padded, rc.training);
+    REQUIRE(fixed.terms.size() == per_image.terms.size());
+    for (size_t k = 0; k < fixed.terms.size(); ++k) {
+      const auto& [key, v] = fixed.terms[k];
+      CAPTURE(key);
+      CHECK(key == per_image.terms[k].first);
+      const auto& w = per_image.terms[k].second;
+      const bool exact = key.rfind("loss_ce", 0) == 0 || key.rfind("cardinality_error", 0) == 0;
+      if (exact) CHECK(v.equal(w));
+      else CHECK(std::abs(v.item<double>() - w.item<double>()) <= 1e-6 * std::max(1.0, std::abs(w.item<double>())));
+    }
+    CHECK(std::abs(fixed.total.item<double>() - per_image.total.item<double>()) <= 1e-6 * std::abs(per_image.total.item<double>()));
+
+    // the matching: each output's slots as per-image (query, target) pairs, queries ascending
+    const int64_t G = rc.training ? rc.o.group_detr : 1, M = padded.M;
+    const auto layout = rf::RFDETRCriterion::cost_layout(rc.out, rc.B, M, G);
+    const auto host = crit.match_costs(rc.out, padded, rc.training).contiguous();
+    const auto slots = rf::RFDETRCriterion::solve(host, layout, /*pinned=*/false);
+    REQUIRE(slots.numel() == layout.slot_numel());
+    const int64_t* sp = slots.data_ptr<int64_t>();
+    {
+      // the layout's stacks hold the outputs in order of first appearance of their query count
+      const auto outs = rf::RFDETRCriterion::matched_outputs(rc.out);
+      std::vector<int64_t> order;
+      for (const auto& st : layout.stacks)
+        for (size_t o = 0; o < outs.size(); ++o)
+          if (outs[o].first.size(1) / G == st[1]) order.push_back(static_cast<int64_t>(o));
+      REQUIRE(order.size() == outs.size());
+      for (int64_t o : order) {
+        const int64_t gq = outs[static_cast<size_t>(o)].first.size(1) / G;
+        for (int64_t b = 0; b < rc.B; ++b) {
+          std::vector<std::pair<int64_t, int64_t>> pairs;
+          for (int64_t g = 0; g < G; ++g)
+            for (int64_t j = 0; j < M; ++j)
+              if (const int64_t q = sp[(b * G + g) * M + j]; q >= 0) pairs.emplace_back(q + g * gq, j);
+          std::sort(pairs.begin(), pairs.end());
+          std::vector<int64_t> q, t;
+          for (auto& [a, bb] : pairs) q.push_back(a), t.push_back(bb);
+          CAPTURE(o);
+          CAPTURE(b);
+          const auto& want = per_image.indices[static_cast<size_t>(o)][static_cast<size_t>(b)];
+          CHECK(q == sb::host_vector(want.first));
+          CHECK(t == sb::host_vector(want.second));
+        }
+        sp += rc.B * G * M;
+      }
+    }
+    // the segmented path: the loss from the solve's slots equals the self-matching fixed form
+    const auto seg = crit(rc.out, padded, rc.training, slots);
+    REQUIRE(seg.terms.size() == fixed.terms.size());
+    for (size_t k = 0; k < seg.terms.size(); ++k) CHECK(seg.terms[k].second.equal(fixed.terms[k].second));
+
+    // gradients of the total on every input
+    std::vector<torch::Tensor> inputs;
+    for (const auto& p : rc.preds) inputs.push_back(p.pred_logits), inputs.push_back(p.pred_boxes);
+    const auto gw = torch::autograd::grad({per_image.total}, inputs, {}, /*retain_graph=*/true, false, /*allow_unused=*/true);
+    const auto gf = torch::autograd::grad({fixed.total}, inputs, {}, true, false, true);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      CAPTURE(k);
+      REQUIRE(gw[k].defined() == gf[k].defined());
+      if (gw[k].defined()) CHECK(torch::allclose(gf[k], gw[k], 1e-5, 1e-7));
     }
   }
 }

@@ -40,6 +40,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -50,6 +51,8 @@ namespace libreyolo::families::rfdetr {
 
 using nn::detr::DetrTarget;
 using nn::detr::MatchIndices;
+using nn::detr::PaddedTargets;
+namespace set_batch = nn::detr::set_batch;
 
 // ---- box ops (the original's box_ops.py) ----------------------------------------------------------------
 // DETR's box_ops, as D-FINE's copy (nn/detr/dfine_criterion.hpp dfine_detail): w, h clamped at 0 before the
@@ -237,14 +240,245 @@ class RFDETRCriterion {
       run(out.aux_outputs[i].pred_logits, out.aux_outputs[i].pred_boxes, "_" + std::to_string(i), false);
     if (out.enc_outputs.pred_logits.defined()) run(out.enc_outputs.pred_logits, out.enc_outputs.pred_boxes, "_enc", false);
 
-    for (auto& [k, v] : r.terms)
-      for (auto& [wk, w] : weights_)
-        if (wk == k) r.total = r.total.defined() ? r.total + v * w : v * w;
-    if (!r.total.defined()) r.total = torch::zeros({}, out.pred_logits.options());
+    total_of(r, out);
+    return r;
+  }
+
+  // ---- The fixed-slot form (issue 44's segmented step; the family does not use it yet) -------------------
+  // Each (image, group) is one image of nn/detr/set_batch.hpp: every matched output [B, G x gq, .] is viewed
+  // as [B x G, gq, .] and the padded targets are tiled G times, so the matching's costs, their host solve and
+  // the slots ([O, B x G, M]: each target slot's query within its group, -1 for none) need no group logic.
+  // The losses then follow B, Q, M and G only, not the batch's counts: the matched pairs are masked slots,
+  // IA-BCE's weights dense maps made by one scatter each, num_boxes a device scalar. The terms equal the
+  // per-image form's (operator() above): the class terms and cardinality element for element, the box terms
+  // up to the order of their sums. Not kept here: RFDETRLosses::indices (empty).
+  // The costs' non-finite entries are replaced as the original's matcher does (max finite + max |finite| +
+  // 1, per output), the maximum taken over the padded matrix (the padding columns' costs are finite).
+
+  // The outputs the matching sees, in the original's order: last layer, aux 0 .., enc.
+  static std::vector<std::pair<torch::Tensor, torch::Tensor>> matched_outputs(const RFDETROutput& out) {
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> v{{out.pred_logits, out.pred_boxes}};
+    for (auto& a : out.aux_outputs) v.emplace_back(a.pred_logits, a.pred_boxes);
+    if (out.enc_outputs.pred_logits.defined()) v.emplace_back(out.enc_outputs.pred_logits, out.enc_outputs.pred_boxes);
+    return v;
+  }
+  // The matching costs of every output as set_batch::costs_with_counts lays them out (recordable: device work only).
+  torch::Tensor match_costs(const RFDETROutput& out, const PaddedTargets& t, bool training) const {
+    const int64_t G = groups(training);
+    const auto tt = tiled(t, G);
+    return set_batch::costs_with_counts(set_batch::stack_costs(set_batch::stack_by_queries(grouped(matched_outputs(out), G)), tt, cost_fn(tt)), tt);
+  }
+  static set_batch::CostLayout cost_layout(const RFDETROutput& out, int64_t B, int64_t M, int64_t G) {
+    return set_batch::layout_of(grouped(matched_outputs(out), G), B * G, M);
+  }
+  // The host's solve of match_costs' buffer: the slots, pinned for an asynchronous upload when `pinned`.
+  static torch::Tensor solve(const torch::Tensor& host, const set_batch::CostLayout& l, bool pinned) {
+    return set_batch::solve_slots(host.data_ptr<float>(), l, set_batch::counts_of(host, l.B), pinned);
+  }
+  // The losses from padded targets (nn/detr/denoising.hpp pad_targets); given: solve's slots on the device
+  // (undefined: matched here, through the host).
+  RFDETRLosses operator()(const RFDETROutput& out, const PaddedTargets& t, bool training, const torch::Tensor& given = {}) const {
+    const int64_t G = groups(training), B = static_cast<int64_t>(t.counts.size()), M = t.M;
+    const auto outs = matched_outputs(out);
+    const auto l = set_batch::layout_of(grouped(outs, G), B * G, M);
+    torch::Tensor slots = given;
+    if (!slots.defined()) {
+      const auto tt = tiled(t, G);
+      const auto stacks = set_batch::stack_by_queries(grouped(outs, G));
+      slots = set_batch::to_device(set_batch::hungarian_slots_host(stacks, tt, cost_fn(tt)), out.pred_logits.device());
+    }
+    TORCH_CHECK(slots.numel() == l.slot_numel(), "RF-DETR criterion: ", slots.numel(), " match slots for a layout of ", l.slot_numel());
+    // Each output's slots [B x G, M]: the stacks (outputs of one query count, in order of first appearance,
+    // as set_batch::layout_of) one after another, each stack's outputs in order.
+    std::vector<torch::Tensor> per_output(outs.size());
+    {
+      std::vector<int64_t> qs;
+      std::vector<std::vector<size_t>> members;
+      for (size_t o = 0; o < outs.size(); ++o) {
+        const int64_t q = outs[o].first.size(1);
+        size_t g = 0;
+        while (g < qs.size() && qs[g] != q) ++g;
+        if (g == qs.size()) qs.push_back(q), members.emplace_back();
+        members[g].push_back(o);
+      }
+      int64_t at = 0;
+      for (auto& ms : members)
+        for (size_t o : ms) per_output[o] = slots.narrow(0, at, B * G * M).view({B * G, M}), at += B * G * M;
+    }
+    auto nb = t.valid.sum().to(torch::kFloat32);
+    if (!o_.sum_group_losses) nb = nb * static_cast<double>(G);
+    const auto num_boxes = nb.clamp_min(1.0).to(out.pred_logits.device());
+    RFDETRLosses r;
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const std::string suffix = o == 0 ? "" : (out.enc_outputs.pred_logits.defined() && o + 1 == outs.size()) ? "_enc" : "_" + std::to_string(o - 1);
+      const auto p = fixed_pairs(per_output[o], t, G, outs[o].first.size(1));
+      fixed_labels_loss(outs[o].first, outs[o].second, p, num_boxes, suffix, o == 0, r.terms);
+      fixed_boxes_loss(outs[o].second, p, num_boxes, suffix, r.terms);
+      cardinality_of(outs[o].first, t.valid.sum(1), suffix, r.terms);
+    }
+    total_of(r, out);
     return r;
   }
 
  private:
+  int64_t groups(bool training) const { return training ? o_.group_detr : 1; }
+  void total_of(RFDETRLosses& r, const RFDETROutput& out) const {
+    for (auto& [k, v] : r.terms)
+      for (auto& [wk, w] : weights_)
+        if (wk == k) r.total = r.total.defined() ? r.total + v * w : v * w;
+    if (!r.total.defined()) r.total = torch::zeros({}, out.pred_logits.options());
+  }
+  // Outputs [B, G x gq, .] as [B x G, gq, .] (row b x G + g: image b's group g).
+  static std::vector<std::pair<torch::Tensor, torch::Tensor>> grouped(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& outs,
+                                                                      int64_t G) {
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> v;
+    for (auto& [lg, bx] : outs) {
+      const int64_t B = lg.size(0), Q = lg.size(1);
+      if (Q % G != 0) throw Error("RF-DETR criterion: " + std::to_string(Q) + " queries do not split into " + std::to_string(G) + " groups");
+      v.emplace_back(lg.reshape({B * G, Q / G, lg.size(2)}), bx.reshape({B * G, Q / G, 4}));
+    }
+    return v;
+  }
+  // The padded targets with each image's row repeated G times (its groups'); counts likewise.
+  static PaddedTargets tiled(const PaddedTargets& t, int64_t G) {
+    if (G == 1) return t;
+    PaddedTargets out;
+    out.labels = t.labels.repeat_interleave(G, 0);
+    out.boxes = t.boxes.repeat_interleave(G, 0);
+    out.valid = t.valid.repeat_interleave(G, 0);
+    for (auto c : t.counts)
+      for (int64_t g = 0; g < G; ++g) out.counts.push_back(c);
+    out.M = t.M;
+    return out;
+  }
+  // The matcher's cost (cost_matrix's element-wise operations) batched over N = O x B x G rows of
+  // (logits [N, gq, C], boxes [N, gq, 4]) against the tiled target slots (labels [N, M], boxes [N, M, 4]), the
+  // non-finite entries replaced per output (t's B x G rows each).
+  using CostFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+  CostFn cost_fn(const PaddedTargets& tt) const {
+    const int64_t rows = tt.labels.size(0);
+    return [this, rows](const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& ids, const torch::Tensor& bx) {
+      torch::NoGradGuard ng;
+      const int64_t N = logits.size(0), Q = logits.size(1), M = ids.size(1);
+      auto prob = logits.sigmoid();
+      const double alpha = 0.25, gamma = 2.0;
+      auto neg = (1 - alpha) * prob.pow(gamma) * (-torch::log_sigmoid(-logits));
+      auto pos = alpha * (1 - prob).pow(gamma) * (-torch::log_sigmoid(logits));
+      auto idx = ids.unsqueeze(1).expand({N, Q, M});
+      auto cost_class = pos.gather(2, idx) - neg.gather(2, idx);
+      auto cost_bbox = torch::cdist(boxes, bx, 1);
+      auto cost_giou = -pairwise_giou(cxcywh_to_xyxy(boxes), cxcywh_to_xyxy(bx));
+      auto c = (o_.matcher.cost_bbox * cost_bbox + o_.matcher.cost_class * cost_class + o_.matcher.cost_giou * cost_giou).to(torch::kFloat);
+      // the replacement of non-finite entries, per output (rows x Q x M entries each), on the device
+      auto per = c.view({N / rows, -1});
+      auto finite = torch::isfinite(per);
+      const double fmax = std::numeric_limits<float>::max();
+      auto mx = torch::where(finite, per, torch::full({}, -std::numeric_limits<float>::infinity(), per.options())).amax(1, true);
+      auto amax = torch::where(finite, per.abs(), torch::zeros({}, per.options())).amax(1, true);
+      auto repl = mx + amax + 1.0;
+      repl = torch::where(torch::isfinite(repl), repl.clamp_max(fmax), torch::full({}, fmax, per.options()));
+      return torch::where(finite, per, repl).view({N, Q, M});
+    };
+  }
+
+  // One output's matched pairs, flattened over its [B x G, M] slots: the image row, the query row in the
+  // output's [B x Q] (masked slots: query 0 of their image, so gathers stay in range), the label, the box.
+  struct FixedPairs {
+    torch::Tensor mask, row, label, box;  // [P] bool, [P] int64, [P] int64, [P, 4]
+    int64_t B = 0, Q = 0;
+  };
+  static FixedPairs fixed_pairs(const torch::Tensor& slots, const PaddedTargets& t, int64_t G, int64_t Q) {
+    const int64_t B = t.labels.size(0), M = t.M;
+    const auto lopt = slots.options();
+    auto r = torch::arange(B * G, lopt);
+    auto image = torch::div(r, G, "floor").unsqueeze(1).expand({B * G, M});
+    auto q = slots.clamp_min(0) + (r.remainder(G) * (Q / G)).unsqueeze(1);
+    FixedPairs p;
+    p.mask = (slots >= 0).reshape({-1});
+    p.row = (image * Q + torch::where(slots >= 0, q, torch::zeros_like(q))).reshape({-1});
+    p.label = t.labels.repeat_interleave(G, 0).reshape({-1}).to(slots.device());
+    p.box = t.boxes.repeat_interleave(G, 0).reshape({-1, 4}).to(slots.device());
+    p.B = B, p.Q = Q;
+    return p;
+  }
+  // A dense [rows] map from the pairs: `value` at index[k] where mask[k], `fill` elsewhere (masked pairs are
+  // written to one extra element and dropped). Within one output a query is matched at most once, so the
+  // kept indices are distinct.
+  static torch::Tensor scatter_pairs(int64_t rows, const torch::Tensor& index, const FixedPairs& p, const torch::Tensor& value,
+                                     const torch::Tensor& fill) {
+    auto at = torch::where(p.mask, index, torch::full_like(index, rows));
+    auto buf = torch::cat({fill.expand({rows}), fill.reshape({1})});
+    buf.index_put_({at}, value);
+    return buf.narrow(0, 0, rows);
+  }
+
+  void fixed_labels_loss(const torch::Tensor& logits, const torch::Tensor& boxes, const FixedPairs& p, const torch::Tensor& num_boxes,
+                         const std::string& suffix, bool log, std::vector<std::pair<std::string, torch::Tensor>>& terms) const {
+    const int64_t C = logits.size(2), BQC = p.B * p.Q * C;
+    const auto at_cls = p.row * C + p.label;  // [P]: (image, query, class) in the flat logits
+    auto ious = [&]() {
+      torch::NoGradGuard ng;
+      auto src = boxes.reshape({-1, 4}).index_select(0, p.row).detach();
+      return paired_iou_union(cxcywh_to_xyxy(src), cxcywh_to_xyxy(p.box.to(src.scalar_type()))).first.detach();
+    };
+    const double alpha = o_.focal_alpha, gamma = 2;
+    const auto zero = torch::zeros({}, logits.options());
+    torch::Tensor loss_ce;
+    if (o_.class_loss == RFDETRClassLoss::IaBce) {
+      auto prob = logits.sigmoid();
+      auto t = (prob.reshape({-1}).index_select(0, at_cls).pow(alpha) * ious().pow(1 - alpha)).clamp_min(0.01).detach();
+      auto pos_w = scatter_pairs(BQC, at_cls, p, t.to(logits.scalar_type()), zero).view_as(logits);
+      auto matched = scatter_pairs(BQC, at_cls, p, torch::ones_like(t, t.options().dtype(torch::kBool)),
+                                   torch::zeros({}, t.options().dtype(torch::kBool)))
+                         .view_as(logits);
+      auto neg_w = torch::where(matched, 1 - pos_w, prob.pow(gamma));
+      loss_ce = (neg_w * logits - torch::log_sigmoid(logits) * (pos_w + neg_w)).sum() / num_boxes;
+    } else if (o_.class_loss == RFDETRClassLoss::Varifocal) {
+      auto tgt = scatter_pairs(BQC, at_cls, p, ious().to(logits.scalar_type()), zero).view_as(logits);
+      auto prob = logits.sigmoid();
+      auto fw = tgt * (tgt > 0.0).to(tgt.scalar_type()) + (1 - alpha) * (prob - tgt).abs().pow(gamma) * (tgt <= 0.0).to(tgt.scalar_type());
+      auto ce = torch::binary_cross_entropy_with_logits(logits, tgt, {}, {}, at::Reduction::None);
+      loss_ce = (ce * fw).mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+    } else {
+      const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(logits.device());
+      auto tc = scatter_pairs(p.B * p.Q, p.row, p, p.label, torch::full({}, o_.num_classes, lopt)).view({p.B, p.Q});
+      auto onehot = torch::zeros({p.B, p.Q, C + 1}, logits.options());
+      onehot.scatter_(2, tc.unsqueeze(-1), 1);
+      onehot = onehot.narrow(2, 0, C);
+      auto prob = logits.sigmoid();
+      auto ce = torch::binary_cross_entropy_with_logits(logits, onehot, {}, {}, at::Reduction::None);
+      auto p_t = prob * onehot + (1 - prob) * (1 - onehot);
+      auto loss = ce * (1 - p_t).pow(gamma);
+      if (alpha >= 0) loss = (alpha * onehot + (1 - alpha) * (1 - onehot)) * loss;
+      loss_ce = loss.mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+    }
+    terms.emplace_back("loss_ce" + suffix, loss_ce);
+    if (log) {
+      torch::NoGradGuard ng;
+      auto pred = std::get<1>(logits.reshape({-1, C}).index_select(0, p.row).topk(1, 1, true, true)).squeeze(1);
+      const auto n = p.mask.sum().to(torch::kFloat);
+      auto correct = (pred.eq(p.label) & p.mask).sum().to(torch::kFloat);
+      auto err = torch::where(n > 0, 100 - correct * (100.0 / n.clamp_min(1)), torch::full({}, 100.0, n.options()));
+      terms.emplace_back("class_error" + suffix, err.to(logits.scalar_type()));
+    }
+  }
+  static void fixed_boxes_loss(const torch::Tensor& boxes, const FixedPairs& p, const torch::Tensor& num_boxes, const std::string& suffix,
+                               std::vector<std::pair<std::string, torch::Tensor>>& terms) {
+    auto src = boxes.reshape({-1, 4}).index_select(0, p.row);
+    auto tb = p.box.to(src.scalar_type());
+    auto keep = p.mask.unsqueeze(1);
+    auto l1 = torch::where(keep, torch::l1_loss(src, tb, at::Reduction::None), torch::zeros({}, src.options()));
+    terms.emplace_back("loss_bbox" + suffix, l1.sum() / num_boxes);
+    auto giou = paired_giou(cxcywh_to_xyxy(src), cxcywh_to_xyxy(tb));
+    terms.emplace_back("loss_giou" + suffix, torch::where(p.mask, 1 - giou, torch::zeros({}, giou.options())).sum() / num_boxes);
+  }
+  static void cardinality_of(const torch::Tensor& logits, const torch::Tensor& counts, const std::string& suffix,
+                             std::vector<std::pair<std::string, torch::Tensor>>& terms) {
+    torch::NoGradGuard ng;
+    auto card = (logits.argmax(-1) != logits.size(-1) - 1).sum(1);
+    terms.emplace_back("cardinality_error" + suffix, torch::l1_loss(card.to(torch::kFloat), counts.to(logits.device(), torch::kFloat)));
+  }
+
   static std::pair<torch::Tensor, torch::Tensor> src_permutation(const MatchIndices& idx, torch::Device dev) {
     std::vector<torch::Tensor> bi, si;
     for (size_t i = 0; i < idx.size(); ++i) {
@@ -323,12 +557,9 @@ class RFDETRCriterion {
 
   static void cardinality(const torch::Tensor& logits, const std::vector<DetrTarget>& tg, const std::string& suffix,
                           std::vector<std::pair<std::string, torch::Tensor>>& terms) {
-    torch::NoGradGuard ng;
     std::vector<int64_t> lens;
     for (auto& t : tg) lens.push_back(t.labels.size(0));
-    auto tl = torch::tensor(lens, torch::kLong).to(logits.device());
-    auto card = (logits.argmax(-1) != logits.size(-1) - 1).sum(1);
-    terms.emplace_back("cardinality_error" + suffix, torch::l1_loss(card.to(torch::kFloat), tl.to(torch::kFloat)));
+    cardinality_of(logits, torch::tensor(lens, torch::kLong), suffix, terms);
   }
 
   static void boxes_loss(const torch::Tensor& boxes, const std::vector<DetrTarget>& tg, const MatchIndices& idx, double num_boxes,
