@@ -385,7 +385,7 @@ LRY_GPU_SUITE {
   }
   TEST_CASE("graph vs eager: token net, attention (SDPA math only), AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
-    SdpaMathOnly math;
+    [[maybe_unused]] SdpaMathOnly math;
     check_graph_matches_eager<EncoderRegion>(seeded<TokenNet>(true), image_batches(3, 4, 64), maps_loss);
   }
   TEST_CASE("graph vs eager: token net, attention (SDPA), float32, 30 steps") {
@@ -398,7 +398,7 @@ LRY_GPU_SUITE {
   }
   TEST_CASE("graph vs eager: D-FINE-n's backbone and hybrid encoder with its AIFI layer, SDPA math only, AMP fp16, 30 steps") {
     LRY_REQUIRE_CUDA();
-    SdpaMathOnly math;
+    [[maybe_unused]] SdpaMathOnly math;
     check_graph_matches_eager<EncoderRegion>(seeded<DFineRegionNet>(true), image_batches(3, 4, 64), maps_loss);
   }
   // Session 34: does a GEMM compute other bits when recorded in a CUDA graph? (The token net's GELU FFN
