@@ -250,8 +250,8 @@ class RFDETRCriterion {
   // the slots ([O, B x G, M]: each target slot's query within its group, -1 for none) need no group logic.
   // The losses then follow B, Q, M and G only, not the batch's counts: the matched pairs are masked slots,
   // IA-BCE's weights dense maps made by one scatter each, num_boxes a device scalar. The terms equal the
-  // per-image form's (operator() above): the class terms and cardinality element for element, the box terms
-  // up to the order of their sums. Not kept here: RFDETRLosses::indices (empty).
+  // per-image form's (operator() above): loss_ce and cardinality bit for bit, class_error and the box terms up
+  // to rounding (the order of their sums). Not kept here: RFDETRLosses::indices (empty).
   // The costs' non-finite entries are replaced as the original's matcher does (max finite + max |finite| +
   // 1, per output), the maximum taken over the padded matrix (the padding columns' costs are finite).
 
@@ -288,23 +288,13 @@ class RFDETRCriterion {
       slots = set_batch::to_device(set_batch::hungarian_slots_host(stacks, tt, cost_fn(tt)), out.pred_logits.device());
     }
     TORCH_CHECK(slots.numel() == l.slot_numel(), "RF-DETR criterion: ", slots.numel(), " match slots for a layout of ", l.slot_numel());
-    // Each output's slots [B x G, M]: the stacks (outputs of one query count, in order of first appearance,
-    // as set_batch::layout_of) one after another, each stack's outputs in order.
+    // Each output's slots [B x G, M]: the layout's stacks (outputs of one query count) one after another,
+    // each stack's outputs in order.
     std::vector<torch::Tensor> per_output(outs.size());
-    {
-      std::vector<int64_t> qs;
-      std::vector<std::vector<size_t>> members;
-      for (size_t o = 0; o < outs.size(); ++o) {
-        const int64_t q = outs[o].first.size(1);
-        size_t g = 0;
-        while (g < qs.size() && qs[g] != q) ++g;
-        if (g == qs.size()) qs.push_back(q), members.emplace_back();
-        members[g].push_back(o);
-      }
-      int64_t at = 0;
-      for (auto& ms : members)
-        for (size_t o : ms) per_output[o] = slots.narrow(0, at, B * G * M).view({B * G, M}), at += B * G * M;
-    }
+    int64_t at = 0;
+    for (const auto& st : l.stacks)
+      for (size_t o = 0; o < outs.size(); ++o)
+        if (outs[o].first.size(1) / G == st[1]) per_output[o] = slots.narrow(0, at, B * G * M).view({B * G, M}), at += B * G * M;
     auto nb = t.valid.sum().to(torch::kFloat32);
     if (!o_.sum_group_losses) nb = nb * static_cast<double>(G);
     const auto num_boxes = nb.clamp_min(1.0).to(out.pred_logits.device());
