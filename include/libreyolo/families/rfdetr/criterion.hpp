@@ -371,6 +371,30 @@ class RFDETRCriterion {
     };
   }
 
+  // The class losses' sums from their dense inputs, which each form builds its own way: IA-BCE's weights
+  // (pos_w, neg_w [B, Q, C]), varifocal's IoU targets (tgt [B, Q, C]), focal's class per query (tc [B, Q];
+  // C for none). The callers normalise (focal and varifocal: / num_boxes x Q).
+  static torch::Tensor ia_bce_sum(const torch::Tensor& logits, const torch::Tensor& pos_w, const torch::Tensor& neg_w) {
+    return (neg_w * logits - torch::log_sigmoid(logits) * (pos_w + neg_w)).sum();
+  }
+  static torch::Tensor varifocal_sum(const torch::Tensor& logits, const torch::Tensor& tgt, double alpha, double gamma) {
+    auto prob = logits.sigmoid();
+    auto fw = tgt * (tgt > 0.0).to(tgt.scalar_type()) + (1 - alpha) * (prob - tgt).abs().pow(gamma) * (tgt <= 0.0).to(tgt.scalar_type());
+    auto ce = torch::binary_cross_entropy_with_logits(logits, tgt, {}, {}, at::Reduction::None);
+    return (ce * fw).mean(1).sum();
+  }
+  static torch::Tensor focal_sum(const torch::Tensor& logits, const torch::Tensor& tc, double alpha, double gamma) {
+    auto onehot = torch::zeros({logits.size(0), logits.size(1), logits.size(2) + 1}, logits.options());
+    onehot.scatter_(2, tc.unsqueeze(-1), 1);
+    onehot = onehot.narrow(2, 0, logits.size(2));
+    auto prob = logits.sigmoid();
+    auto ce = torch::binary_cross_entropy_with_logits(logits, onehot, {}, {}, at::Reduction::None);
+    auto p_t = prob * onehot + (1 - prob) * (1 - onehot);
+    auto loss = ce * (1 - p_t).pow(gamma);
+    if (alpha >= 0) loss = (alpha * onehot + (1 - alpha) * (1 - onehot)) * loss;
+    return loss.mean(1).sum();
+  }
+
   // One output's matched pairs, flattened over its [B x G, M] slots: the image row, the query row in the
   // output's [B x Q] (masked slots: query 0 of their image, so gathers stay in range), the label, the box.
   struct FixedPairs {
@@ -422,25 +446,14 @@ class RFDETRCriterion {
                                    torch::zeros({}, t.options().dtype(torch::kBool)))
                          .view_as(logits);
       auto neg_w = torch::where(matched, 1 - pos_w, prob.pow(gamma));
-      loss_ce = (neg_w * logits - torch::log_sigmoid(logits) * (pos_w + neg_w)).sum() / num_boxes;
+      loss_ce = ia_bce_sum(logits, pos_w, neg_w) / num_boxes;
     } else if (o_.class_loss == RFDETRClassLoss::Varifocal) {
       auto tgt = scatter_pairs(BQC, at_cls, p, ious().to(logits.scalar_type()), zero).view_as(logits);
-      auto prob = logits.sigmoid();
-      auto fw = tgt * (tgt > 0.0).to(tgt.scalar_type()) + (1 - alpha) * (prob - tgt).abs().pow(gamma) * (tgt <= 0.0).to(tgt.scalar_type());
-      auto ce = torch::binary_cross_entropy_with_logits(logits, tgt, {}, {}, at::Reduction::None);
-      loss_ce = (ce * fw).mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+      loss_ce = varifocal_sum(logits, tgt, alpha, gamma) / num_boxes * static_cast<double>(logits.size(1));
     } else {
       const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(logits.device());
       auto tc = scatter_pairs(p.B * p.Q, p.row, p, p.label, torch::full({}, o_.num_classes, lopt)).view({p.B, p.Q});
-      auto onehot = torch::zeros({p.B, p.Q, C + 1}, logits.options());
-      onehot.scatter_(2, tc.unsqueeze(-1), 1);
-      onehot = onehot.narrow(2, 0, C);
-      auto prob = logits.sigmoid();
-      auto ce = torch::binary_cross_entropy_with_logits(logits, onehot, {}, {}, at::Reduction::None);
-      auto p_t = prob * onehot + (1 - prob) * (1 - onehot);
-      auto loss = ce * (1 - p_t).pow(gamma);
-      if (alpha >= 0) loss = (alpha * onehot + (1 - alpha) * (1 - onehot)) * loss;
-      loss_ce = loss.mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+      loss_ce = focal_sum(logits, tc, alpha, gamma) / num_boxes * static_cast<double>(logits.size(1));
     }
     terms.emplace_back("loss_ce" + suffix, loss_ce);
     if (log) {
@@ -509,26 +522,15 @@ class RFDETRCriterion {
         pos_w.index_put_({bi, qi, cls_o}, t.to(pos_w.scalar_type()));
         neg_w.index_put_({bi, qi, cls_o}, 1 - t.to(neg_w.scalar_type()));
       }
-      loss_ce = (neg_w * logits - torch::log_sigmoid(logits) * (pos_w + neg_w)).sum() / num_boxes;
+      loss_ce = ia_bce_sum(logits, pos_w, neg_w) / num_boxes;
     } else if (o_.class_loss == RFDETRClassLoss::Varifocal) {
       auto tgt = torch::zeros({logits.size(0), logits.size(1), o_.num_classes}, logits.options());
       if (n > 0) tgt.index_put_({bi, qi, cls_o}, ious());
-      auto prob = logits.sigmoid();
-      auto fw = tgt * (tgt > 0.0).to(tgt.scalar_type()) + (1 - alpha) * (prob - tgt).abs().pow(gamma) * (tgt <= 0.0).to(tgt.scalar_type());
-      auto ce = torch::binary_cross_entropy_with_logits(logits, tgt, {}, {}, at::Reduction::None);
-      loss_ce = (ce * fw).mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+      loss_ce = varifocal_sum(logits, tgt, alpha, gamma) / num_boxes * static_cast<double>(logits.size(1));
     } else {
       auto tc = torch::full({logits.size(0), logits.size(1)}, o_.num_classes, torch::TensorOptions().dtype(torch::kLong).device(logits.device()));
       if (n > 0) tc.index_put_({bi, qi}, cls_o);
-      auto onehot = torch::zeros({logits.size(0), logits.size(1), logits.size(2) + 1}, logits.options());
-      onehot.scatter_(2, tc.unsqueeze(-1), 1);
-      onehot = onehot.narrow(2, 0, logits.size(2));
-      auto prob = logits.sigmoid();
-      auto ce = torch::binary_cross_entropy_with_logits(logits, onehot, {}, {}, at::Reduction::None);
-      auto p_t = prob * onehot + (1 - prob) * (1 - onehot);
-      auto loss = ce * (1 - p_t).pow(gamma);
-      if (alpha >= 0) loss = (alpha * onehot + (1 - alpha) * (1 - onehot)) * loss;
-      loss_ce = loss.mean(1).sum() / num_boxes * static_cast<double>(logits.size(1));
+      loss_ce = focal_sum(logits, tc, alpha, gamma) / num_boxes * static_cast<double>(logits.size(1));
     }
     terms.emplace_back("loss_ce" + suffix, loss_ce);
     if (log) {
