@@ -329,13 +329,23 @@ class RFDETRCriterion {
     }
     return v;
   }
+  // x [B, ...] with each row repeated G times in place ([B x G, ...]; an expand and a copy: no host sync, so
+  // a recorded segment can hold it).
+  static torch::Tensor tile_rows(const torch::Tensor& x, int64_t G) {
+    auto sizes = x.sizes().vec();
+    sizes.insert(sizes.begin() + 1, G);
+    auto out = sizes;
+    out.erase(out.begin() + 1);
+    out[0] *= G;
+    return x.unsqueeze(1).expand(sizes).reshape(out);
+  }
   // The padded targets with each image's row repeated G times (its groups'); counts likewise.
   static PaddedTargets tiled(const PaddedTargets& t, int64_t G) {
     if (G == 1) return t;
     PaddedTargets out;
-    out.labels = t.labels.repeat_interleave(G, 0);
-    out.boxes = t.boxes.repeat_interleave(G, 0);
-    out.valid = t.valid.repeat_interleave(G, 0);
+    out.labels = tile_rows(t.labels, G);
+    out.boxes = tile_rows(t.boxes, G);
+    out.valid = tile_rows(t.valid, G);
     for (auto c : t.counts)
       for (int64_t g = 0; g < G; ++g) out.counts.push_back(c);
     out.M = t.M;
@@ -395,8 +405,8 @@ class RFDETRCriterion {
     return loss.mean(1).sum();
   }
 
-  // One output's matched pairs, flattened over its [B x G, M] slots: the image row, the query row in the
-  // output's [B x Q] (masked slots: query 0 of their image, so gathers stay in range), the label, the box.
+  // One output's matched pairs, flattened over its [B x G, M] slots: the mask, the pair's row of the output's
+  // [B x Q] (image x Q + query; masked slots: query 0 of their image, so gathers stay in range), the label, the box.
   struct FixedPairs {
     torch::Tensor mask, row, label, box;  // [P] bool, [P] int64, [P] int64, [P, 4]
     int64_t B = 0, Q = 0;
@@ -410,8 +420,8 @@ class RFDETRCriterion {
     FixedPairs p;
     p.mask = (slots >= 0).reshape({-1});
     p.row = (image * Q + torch::where(slots >= 0, q, torch::zeros_like(q))).reshape({-1});
-    p.label = t.labels.repeat_interleave(G, 0).reshape({-1}).to(slots.device());
-    p.box = t.boxes.repeat_interleave(G, 0).reshape({-1, 4}).to(slots.device());
+    p.label = tile_rows(t.labels, G).reshape({-1}).to(slots.device());
+    p.box = tile_rows(t.boxes, G).reshape({-1, 4}).to(slots.device());
     p.B = B, p.Q = Q;
     return p;
   }
