@@ -280,12 +280,13 @@ class RFDETRCriterion {
   RFDETRLosses operator()(const RFDETROutput& out, const PaddedTargets& t, bool training, const torch::Tensor& given = {}) const {
     const int64_t G = groups(training), B = static_cast<int64_t>(t.counts.size()), M = t.M;
     const auto outs = matched_outputs(out);
-    const auto l = set_batch::layout_of(grouped(outs, G), B * G, M);
+    const auto by_group = grouped(outs, G);
+    const auto l = set_batch::layout_of(by_group, B * G, M);
     torch::Tensor slots = given;
     if (!slots.defined()) {
       const auto tt = tiled(t, G);
-      const auto stacks = set_batch::stack_by_queries(grouped(outs, G));
-      slots = set_batch::to_device(set_batch::hungarian_slots_host(stacks, tt, cost_fn(tt)), out.pred_logits.device());
+      slots = set_batch::to_device(set_batch::hungarian_slots_host(set_batch::stack_by_queries(by_group), tt, cost_fn(tt)),
+                                   out.pred_logits.device());
     }
     TORCH_CHECK(slots.numel() == l.slot_numel(), "RF-DETR criterion: ", slots.numel(), " match slots for a layout of ", l.slot_numel());
     // Each output's slots [B x G, M]: the layout's stacks (outputs of one query count) one after another,
@@ -298,13 +299,14 @@ class RFDETRCriterion {
     auto nb = t.valid.sum().to(torch::kFloat32);
     if (!o_.sum_group_losses) nb = nb * static_cast<double>(G);
     const auto num_boxes = nb.clamp_min(1.0).to(out.pred_logits.device());
+    const auto counts = t.valid.sum(1);
     RFDETRLosses r;
     for (size_t o = 0; o < outs.size(); ++o) {
       const std::string suffix = o == 0 ? "" : (out.enc_outputs.pred_logits.defined() && o + 1 == outs.size()) ? "_enc" : "_" + std::to_string(o - 1);
       const auto p = fixed_pairs(per_output[o], t, G, outs[o].first.size(1));
       fixed_labels_loss(outs[o].first, outs[o].second, p, num_boxes, suffix, o == 0, r.terms);
       fixed_boxes_loss(outs[o].second, p, num_boxes, suffix, r.terms);
-      cardinality_of(outs[o].first, t.valid.sum(1), suffix, r.terms);
+      cardinality_of(outs[o].first, counts, suffix, r.terms);
     }
     total_of(r, out);
     return r;
