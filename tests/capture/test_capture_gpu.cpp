@@ -373,7 +373,7 @@ LRY_GPU_SUITE {
 #if TORCH_VERSION_MAJOR >= 2
     for (auto dt : {torch::kFloat16, torch::kFloat32}) {
       auto q = torch::randn({4, 8, 4, 16}, torch::TensorOptions().device(torch::kCUDA).dtype(dt));
-      MESSAGE("SDPA backend for [4, 8, 4, 16] " << c10::toString(dt) << ": " << at::_fused_sdp_choice(q, q, q)
+      MESSAGE("SDPA backend for [4, 8, 4, 16] " << std::string(c10::toString(dt)) << ": " << at::_fused_sdp_choice(q, q, q)
               << " (0 math, 1 flash, 2 efficient, 3 cudnn)");
     }
 #endif
@@ -447,7 +447,7 @@ LRY_GPU_SUITE {
           replay_d = (r.to(torch::kFloat64) - eager.to(torch::kFloat64)).abs().max().item<double>();
         }
         c10::cuda::device_synchronize();
-        MESSAGE(c10::toString(dt) << " " << what << ": eager again equal " << again.equal(eager) << ", side stream equal "
+        MESSAGE(std::string(c10::toString(dt)) << " " << what << ": eager again equal " << again.equal(eager) << ", side stream equal "
                                   << side_eq << ", graph replay equal " << replay_eq << " (max |d| " << replay_d << ")");
         CHECK(again.equal(eager));
         CHECK(side_eq);

@@ -244,7 +244,7 @@ class RFDETRCriterion {
     return r;
   }
 
-  // ---- The fixed-slot form (issue 44's segmented step; the family does not use it yet) -------------------
+  // ---- The fixed-slot form (issue 44's segmented step: RFDETRFamily::match_segment / loss_given) ---------
   // Each (image, group) is one image of nn/detr/set_batch.hpp: every matched output [B, G x gq, .] is viewed
   // as [B x G, gq, .] and the padded targets are tiled G times, so the matching's costs, their host solve and
   // the slots ([O, B x G, M]: each target slot's query within its group, -1 for none) need no group logic.

@@ -46,6 +46,7 @@
 // layer's cache); decode keeps the num_classes real logits (the original's top-k also runs over the extra
 // "no object" column, whose detections match no class).
 #include <libreyolo/capture/graphed_callable.hpp>
+#include <libreyolo/capture/step_graph.hpp>
 #include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/core/traits.hpp>
@@ -56,6 +57,8 @@
 #include <libreyolo/families/rfdetr/criterion.hpp>
 #include <libreyolo/families/rfdetr/network.hpp>
 #include <libreyolo/families/sizes.hpp>
+#include <libreyolo/nn/detr/denoising.hpp>
+#include <libreyolo/nn/detr/device_targets.hpp>
 #include <libreyolo/nn/detr/topk_decode.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/train/family.hpp>
@@ -160,6 +163,14 @@ inline torch::Tensor train_sample(const data::DetectDataset& ds, size_t i, std::
   return data::to_chw_tensor(img);
 }
 
+// The batch's boxes as the original's targets (on_forward): cx cy w h over the input size, clamped to [0, 1].
+inline auto normalized_cxcywh(const data::DetectBatch& b) {
+  const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
+  return [H, W](const torch::Tensor& x1, const torch::Tensor& y1, const torch::Tensor& x2, const torch::Tensor& y2) {
+    return torch::stack({(x1 / W + x2 / W) / 2, (y1 / H + y2 / H) / 2, x2 / W - x1 / W, y2 / H - y1 / H}, 1).clamp(0.0, 1.0);
+  };
+}
+
 }  // namespace families::rfdetr
 
 // The whole network's training output as the capture's flat tensor list (capture_region = network):
@@ -195,7 +206,8 @@ class RFDETRFamily : public tasks::DetectTask<RFDETRFamily> {
   static constexpr std::string_view name = "rfdetr-";
   static constexpr std::array<std::string_view, 4> sizes{"n", "s", "m", "l"};
   struct traits : family_defaults {
-    using members = member::list<member::param_groups, member::optimizer_options, member::size_overrides>;
+    using members = member::list<member::param_groups, member::optimizer_options, member::size_overrides, member::segmented_step>;
+    static constexpr bool step_capturable = true;    // in two parts (member::segmented_step)
     static constexpr bool amp_default = true;        // RFDETRConfig.amp
     static constexpr bool multi_scale_default = true;  // RFDETRConfig.multi_scale
     // The original graphs RF-DETR's whole network (its training CUDA-graph table), not backbone + encoder: the
@@ -250,27 +262,30 @@ class RFDETRFamily : public tasks::DetectTask<RFDETRFamily> {
 
   // The set loss over all groups (training) or group 0 (a network in eval mode).
   train::LossOutput loss(const families::rfdetr::RFDETROutput& out, const Batch& b) {
-    if (!criterion_)
-      criterion_ = std::make_unique<families::rfdetr::RFDETRCriterion>(
-          families::rfdetr::RFDETRCriterion::for_network(families::rfdetr::RFDETROptions{this->size_, this->num_classes()}));
-    const auto dev = out.pred_logits.device();
-    const double H = static_cast<double>(b.images.size(2)), W = static_cast<double>(b.images.size(3));
-    const auto targets = nn::detr::detr_targets_of(b.boxes, dev, [&](const torch::Tensor& c1, const torch::Tensor& r1,
-                                                                     const torch::Tensor& c2, const torch::Tensor& r2) {
-      auto x1 = c1 / W, y1 = r1 / H, x2 = c2 / W, y2 = r2 / H;
-      return torch::stack({(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1}, 1).clamp(0.0, 1.0);
-    });
-    const auto& o = criterion_->options();
-    const bool training = out.pred_logits.size(1) > 300 && o.group_detr > 1;  // 13 x 300 queries: the training forward
-    auto l = (*criterion_)(out, targets, training);
-    // The logged components: the original's get_loss_components (each family of keys summed, unweighted).
-    const auto sum_of = [&](const std::string& p) {
-      torch::Tensor s = torch::zeros({}, l.total.options());
-      for (const auto& [k, v] : l.terms)
-        if (k == p || k.rfind(p + "_", 0) == 0) s = s + v.detach().to(s.scalar_type());
-      return s;
-    };
-    return {l.total, torch::stack({sum_of("loss_ce"), sum_of("loss_bbox"), sum_of("loss_giou")})};
+    const auto targets = nn::detr::detr_targets_of(b.boxes, out.pred_logits.device(), families::rfdetr::normalized_cxcywh(b));
+    return components(criterion()(out, targets, training_output(out)));
+  }
+  // cuda_graph=step (issue 44; member::segmented_step): part A's end the batch's targets as fixed [B, M] slots
+  // made on the device and every matched output's costs (the criterion's fixed-slot form: each (image, group)
+  // one image of the matching); the host solves them; part B the loss from the solve's slots. The network runs
+  // whole in part A (no decoder to defer: Group DETR has no denoising part), so a batch's loss this way equals
+  // loss(out, b) up to the order of the box terms' sums (tests/step/test_step.cpp).
+  capture::Segment match_segment(const families::rfdetr::RFDETROutput& out, const Batch& b) {
+    using C = families::rfdetr::RFDETRCriterion;
+    const auto& c = criterion();
+    segment_targets_ = nn::detr::padded_targets_of(b.targets, nn::detr::valid_counts(b.boxes, b.targets.size(1)),
+                                                   families::rfdetr::normalized_cxcywh(b));
+    const bool training = training_output(out);
+    const auto layout = C::cost_layout(out, static_cast<int64_t>(segment_targets_.counts.size()), segment_targets_.M,
+                                       training ? c.options().group_detr : 1);
+    const bool pinned = segment_targets_.labels.is_cuda();
+    return {c.match_costs(out, segment_targets_, training),
+            [layout, pinned](const torch::Tensor& host) { return C::solve(host, layout, pinned); }};
+  }
+  train::LossOutput loss_given(const families::rfdetr::RFDETROutput& out, const Batch& /*b*/, const torch::Tensor& given) {
+    auto l = criterion()(out, segment_targets_, training_output(out), given);
+    segment_targets_ = {};
+    return components(l);
   }
   static std::vector<std::string> loss_names() { return {"ce", "bbox", "giou"}; }
 
@@ -319,7 +334,29 @@ class RFDETRFamily : public tasks::DetectTask<RFDETRFamily> {
   static std::string original_key(const std::string& ours) { return ours; }
 
  private:
+  families::rfdetr::RFDETRCriterion& criterion() {
+    if (!criterion_)
+      criterion_ = std::make_unique<families::rfdetr::RFDETRCriterion>(
+          families::rfdetr::RFDETRCriterion::for_network(families::rfdetr::RFDETROptions{this->size_, this->num_classes()}));
+    return *criterion_;
+  }
+  // The training forward's output (13 x 300 queries): every group matched; a network in eval mode gives group 0.
+  bool training_output(const families::rfdetr::RFDETROutput& out) {
+    return out.pred_logits.size(1) > 300 && criterion().options().group_detr > 1;
+  }
+  // The total and the logged components: the original's get_loss_components (each family of keys summed, unweighted).
+  static train::LossOutput components(const families::rfdetr::RFDETRLosses& l) {
+    const auto sum_of = [&](const std::string& p) {
+      torch::Tensor s = torch::zeros({}, l.total.options());
+      for (const auto& [k, v] : l.terms)
+        if (k == p || k.rfind(p + "_", 0) == 0) s = s + v.detach().to(s.scalar_type());
+      return s;
+    };
+    return {l.total, torch::stack({sum_of("loss_ce"), sum_of("loss_bbox"), sum_of("loss_giou")})};
+  }
+
   std::unique_ptr<families::rfdetr::RFDETRCriterion> criterion_;
+  nn::detr::PaddedTargets segment_targets_;  // part A's, read by part B
   double lr0_ = -1, weight_decay_ = -1;
 };
 
