@@ -416,7 +416,13 @@ LRY_GPU_SUITE {
       auto gy = torch::randn({16, 512}, o);
       auto x3 = torch::randn({4, 128, 4}, o).transpose(1, 2);  // [4, 4, 128], not contiguous (the token net's input)
       auto wl = w.clone().requires_grad_(true);
+      // The second Linear (512 -> 128): h its input, w2 its weight, g2 its output's gradient.
+      auto h = torch::randn({16, 512}, o), w2 = torch::randn({128, 512}, o), b2 = torch::randn({128}, o), g2 = torch::randn({16, 128}, o);
       const std::vector<std::pair<std::string, std::function<torch::Tensor()>>> ops{
+          {"second linear (512 -> 128, addmm with bias)", [&] { return torch::linear(h, w2, b2); }},
+          {"second linear's grad input: mm(g2, w2)", [&] { return torch::mm(g2, w2); }},
+          {"second linear's grad weight: mm(g2^T, h), K = 16", [&] { return torch::mm(g2.t(), h); }},
+          {"second linear's grad weight as autograd forms it: mm(h^T, g2)^T", [&] { return torch::mm(h.t(), g2).t(); }},
           {"linear (addmm with bias)", [&] { return torch::linear(x, w, b); }},
           {"linear, 3-d input not contiguous", [&] { return torch::linear(x3, w, b); }},
           {"grad input: mm(gy, w)", [&] { return torch::mm(gy, w); }},
