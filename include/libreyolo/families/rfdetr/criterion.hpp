@@ -235,10 +235,8 @@ class RFDETRCriterion {
       cardinality(logits, tg, suffix, r.terms);
       r.indices.push_back(std::move(idx));
     };
-    run(out.pred_logits, out.pred_boxes, "", true);
-    for (size_t i = 0; i < out.aux_outputs.size(); ++i)
-      run(out.aux_outputs[i].pred_logits, out.aux_outputs[i].pred_boxes, "_" + std::to_string(i), false);
-    if (out.enc_outputs.pred_logits.defined()) run(out.enc_outputs.pred_logits, out.enc_outputs.pred_boxes, "_enc", false);
+    const auto outs = matched_outputs(out);
+    for (size_t o = 0; o < outs.size(); ++o) run(outs[o].first, outs[o].second, suffix_of(out, o, outs.size()), o == 0);
 
     total_of(r, out);
     return r;
@@ -261,6 +259,11 @@ class RFDETRCriterion {
     for (auto& a : out.aux_outputs) v.emplace_back(a.pred_logits, a.pred_boxes);
     if (out.enc_outputs.pred_logits.defined()) v.emplace_back(out.enc_outputs.pred_logits, out.enc_outputs.pred_boxes);
     return v;
+  }
+  // The loss keys' suffix of matched_outputs' o-th of n: "" (last layer), "_<i>" (aux layer i), "_enc".
+  static std::string suffix_of(const RFDETROutput& out, size_t o, size_t n) {
+    if (o == 0) return "";
+    return out.enc_outputs.pred_logits.defined() && o + 1 == n ? "_enc" : "_" + std::to_string(o - 1);
   }
   // The matching costs of every output as set_batch::costs_with_counts lays them out (recordable: device work only).
   torch::Tensor match_costs(const RFDETROutput& out, const PaddedTargets& t, bool training) const {
@@ -302,7 +305,7 @@ class RFDETRCriterion {
     const auto counts = t.valid.sum(1);
     RFDETRLosses r;
     for (size_t o = 0; o < outs.size(); ++o) {
-      const std::string suffix = o == 0 ? "" : (out.enc_outputs.pred_logits.defined() && o + 1 == outs.size()) ? "_enc" : "_" + std::to_string(o - 1);
+      const std::string suffix = suffix_of(out, o, outs.size());
       const auto p = fixed_pairs(per_output[o], t, G, outs[o].first.size(1));
       fixed_labels_loss(outs[o].first, outs[o].second, p, num_boxes, suffix, o == 0, r.terms);
       fixed_boxes_loss(outs[o].second, p, num_boxes, suffix, r.terms);
