@@ -348,6 +348,23 @@ SegRun segmented_machinery(bool graphs) {
   return r;
 }
 
+// The DETR arms' graph run against the graph-less step path: bit for bit where that path reproduces itself (floors
+// 0), else within 50 x its own spread; the forced replay failure likewise, and reported exactly when a replay ran.
+void check_step_vs_graphless(const GpuRun& step, const GpuRun& nograph, const GpuRun& failed, double floor_l, double floor_p,
+                             int64_t replayed) {
+  if (floor_l == 0 && floor_p == 0) {  // a deterministic GPU path: bit for bit
+    CHECK(all_equal_gpu(step.losses, nograph.losses));
+    CHECK(all_equal_gpu(step.params, nograph.params));
+    CHECK(all_equal_gpu(step.ema, nograph.ema));
+    CHECK(all_equal_gpu(failed.params, nograph.params));
+  } else {
+    CHECK(max_rel(step.losses, nograph.losses) <= 50 * floor_l + 1e-6);
+    CHECK(max_rel(step.params, nograph.params) <= 50 * floor_p + 1e-6);
+    CHECK(max_rel(failed.params, nograph.params) <= 50 * floor_p + 1e-6);
+  }
+  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
+}
+
 // A DETR family's 30 steps: cuda_graph=step (the segmented step graphs), the same step path without graphs
 // (twice: the GPU's own run-to-run spread, from atomic adds in grid_sample's and the gathers' backward), a
 // replay failure, and eager (the original's exact-size denoising part, so its draws differ). The graph arm
@@ -394,17 +411,7 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
   MESSAGE(std::string(what) << ": graph-less step path run twice: loss sums max rel " << floor_l << ", parameters " << floor_p
                << "; graph vs graph-less: " << step_l << ", " << step_p << "; failed replay vs graph-less: " << fail_l << ", "
                << fail_p << "; graph vs eager: " << max_rel(step.losses, eager.losses) << ", " << max_rel(step.params, eager.params));
-  if (floor_l == 0 && floor_p == 0) {  // a deterministic GPU path: bit for bit
-    CHECK(all_equal_gpu(step.losses, nograph.losses));
-    CHECK(all_equal_gpu(step.params, nograph.params));
-    CHECK(all_equal_gpu(step.ema, nograph.ema));
-    CHECK(all_equal_gpu(failed.params, nograph.params));
-  } else {
-    CHECK(step_l <= 50 * floor_l + 1e-6);
-    CHECK(step_p <= 50 * floor_p + 1e-6);
-    CHECK(fail_p <= 50 * floor_p + 1e-6);
-  }
-  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
+  check_step_vs_graphless(step, nograph, failed, floor_l, floor_p, replayed);
   if (failed.report["fallback_reason"].is_string())
     CHECK(failed.report["fallback_reason"].template get<std::string>().find("forced step replay failure") != std::string::npos);
   for (const auto* r : {&step, &eager, &eager_b, &eager_c})
@@ -464,17 +471,7 @@ void rfdetr_arms(std::function<F()> make, std::vector<std::string> base, const c
                << "; graph vs graph-less: " << step_l << ", " << step_p << "; failed replay vs graph-less parameters: " << fail_p
                << "; eager run twice: " << eager_l << ", " << eager_p << "; graph vs eager: first step " << first_l << ", run "
                << run_l << ", parameters " << run_p);
-  if (floor_l == 0 && floor_p == 0) {
-    CHECK(all_equal_gpu(step.losses, nograph.losses));
-    CHECK(all_equal_gpu(step.params, nograph.params));
-    CHECK(all_equal_gpu(step.ema, nograph.ema));
-    CHECK(all_equal_gpu(failed.params, nograph.params));
-  } else {
-    CHECK(step_l <= 50 * floor_l + 1e-6);
-    CHECK(step_p <= 50 * floor_p + 1e-6);
-    CHECK(fail_p <= 50 * floor_p + 1e-6);
-  }
-  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
+  check_step_vs_graphless(step, nograph, failed, floor_l, floor_p, replayed);
   CHECK(first_l <= 1e-4);
   CHECK(run_l < 1e-2);
   CHECK(run_p < 1e-2);
