@@ -16,10 +16,10 @@ timeout ${BUILD_TIMEOUT:-330} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD
   -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -- test_step > $OUT/build.log 2>&1
 echo "build: rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "error:|FAILED" $OUT/build.log | head -10
 wait $diag; grep -v -i warn $OUT/diag.txt
-timeout 200 build-cuda/tests/test_step --test-suite=gpu -tc="*RF-DETR*,*segmented step graph*" -s > $OUT/step_rfdetr.txt 2>&1
+timeout 200 build-cuda/tests/test_step --test-suite=gpu -tc="*RF-DETR-n (AMP)*,*segmented step graph (part A*" -s > $OUT/step_rfdetr.txt 2>&1
 echo "step RF-DETR rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_rfdetr.txt)"
 grep -E "^TEST CASE|ERROR|MESSAGE|values|CHECK" $OUT/step_rfdetr.txt | cut -c1-500 | head -60
-timeout 240 build-cuda/tests/test_step --test-suite=gpu -tce="*RF-DETR*,*segmented step graph*" > $OUT/step_rest.txt 2>&1
+timeout 240 build-cuda/tests/test_step --test-suite=gpu -tce="*RF-DETR-n (AMP)*,*segmented step graph (part A*" > $OUT/step_rest.txt 2>&1
 echo "step other cases rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_rest.txt)"
 grep -E "^TEST CASE|ERROR" $OUT/step_rest.txt | cut -c1-300 | head -40
 echo "driver done $(date -u +%FT%TZ)"
