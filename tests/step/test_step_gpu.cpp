@@ -348,52 +348,30 @@ SegRun segmented_machinery(bool graphs) {
   return r;
 }
 
-// The DETR arms' graph run against the graph-less step path: bit for bit where that path reproduces itself (floors
-// 0), else within 50 x its own spread; the forced replay failure likewise, and reported exactly when a replay ran.
-void check_step_vs_graphless(const GpuRun& step, const GpuRun& nograph, const GpuRun& failed, double floor_l, double floor_p,
-                             int64_t replayed) {
-  if (floor_l == 0 && floor_p == 0) {  // a deterministic GPU path: bit for bit
-    CHECK(all_equal_gpu(step.losses, nograph.losses));
-    CHECK(all_equal_gpu(step.params, nograph.params));
-    CHECK(all_equal_gpu(step.ema, nograph.ema));
-    CHECK(all_equal_gpu(failed.params, nograph.params));
-  } else {
-    CHECK(max_rel(step.losses, nograph.losses) <= 50 * floor_l + 1e-6);
-    CHECK(max_rel(step.params, nograph.params) <= 50 * floor_p + 1e-6);
-    CHECK(max_rel(failed.params, nograph.params) <= 50 * floor_p + 1e-6);
-  }
-  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
-}
-
-// A DETR family's 30 steps: cuda_graph=step (the segmented step graphs), the same step path without graphs
-// (twice: the GPU's own run-to-run spread, from atomic adds in grid_sample's and the gathers' backward), a
-// replay failure, and eager (the original's exact-size denoising part, so its draws differ). The graph arm
-// must stay within the graph-less path's own spread (equal when that is 0), and against eager within twice the spread of
-// three eager runs that differ only in their denoising draws (rng_shift).
-template <class F>
-void detr_arms(std::function<F()> make, std::vector<std::string> base, const char* what, bool poisoned = true) {
-  const std::string arm_name(what);
-  CAPTURE(arm_name);
-  auto with = [&](const std::string& name, const std::vector<std::string>& extra) { return run_args(base, name, extra); };
-  const auto step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
-  const auto nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
-  const auto nograph2 = run<F>(make(), with("step_nograph2", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
-  const auto failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
-  const auto eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
-  // Two more eager runs whose denoising draws come from another part of the device random stream: eager's own
-  // spread over that stream, the yardstick of the graph run against eager (whose draws differ from every
-  // eager run's, at the fixed capacity).
-  auto shifted = [&](int calls, const std::string& name) {
-    auto f = make();
-    f.state->rng_shift = calls;
-    return run<F>(std::move(f), with(name, {"cuda_graph=false"}), false);
-  };
-  const auto eager_b = shifted(1, "eager_rng1"), eager_c = shifted(2, "eager_rng2");
-  for (const auto* r : {&step, &nograph, &failed})
-    if (r->report["fallback_reason"].is_string())
-      MESSAGE(std::string(what) << ": fell back: " << r->report["fallback_reason"].dump().substr(0, 600));
+// A DETR family's step-path runs, shared by detr_arms and rfdetr_arms: cuda_graph=step (the segmented step graphs),
+// the same step path without graphs twice (its run-to-run spread: atomic adds in grid_sample's and the gathers'
+// backward), a forced replay failure, and eager once (the caller adds its own yardstick runs). Checked here: no
+// fallback, whole steps, at least a third replayed, the multi-tensor AdamW, the inf step skipped (AMP: poisoned);
+// against the graph-less path bit for bit where that path reproduces itself (floors 0), else within 50 x its own
+// spread, the failed replay likewise and reported exactly when a replay ran.
+struct DetrStepRuns {
+  GpuRun step, nograph, nograph2, failed, eager;
+  double floor_l = 0, floor_p = 0;  // the graph-less path against itself (losses, parameters)
+};
+template <class F, class With>
+DetrStepRuns detr_step_runs(const std::function<F()>& make, const With& with, const char* what, bool poisoned) {
+  DetrStepRuns r;
+  r.step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
+  r.nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+  r.nograph2 = run<F>(make(), with("step_nograph2", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+  r.failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
+  r.eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
+  const GpuRun &step = r.step, &nograph = r.nograph, &failed = r.failed, &eager = r.eager;
+  for (const auto* x : {&step, &nograph, &failed})
+    if (x->report["fallback_reason"].is_string())
+      MESSAGE(std::string(what) << ": fell back: " << x->report["fallback_reason"].dump().substr(0, 600));
   if (poisoned)  // AMP: the inf step (part B's loss) is skipped on the device and eager alike
-    for (const auto* r : {&step, &nograph, &failed, &eager}) check_poison_skipped(*r, what);
+    for (const auto* x : {&step, &nograph, &failed, &eager}) check_poison_skipped(*x, what);
   CHECK(step.report["fallback_reason"].is_null());
   CHECK(step.report["step"]["whole_step"] == true);
   const auto replayed = step.report["replayed_steps"].template get<int64_t>();
@@ -405,15 +383,48 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
                  << g["replays"].template get<int64_t>() << " replays");
   CHECK(replayed >= kSteps / 3);
   CHECK(nograph.report["replayed_steps"] == 0);
-  const double floor_l = max_rel(nograph2.losses, nograph.losses), floor_p = max_rel(nograph2.params, nograph.params);
-  const double step_l = max_rel(step.losses, nograph.losses), step_p = max_rel(step.params, nograph.params);
-  const double fail_l = max_rel(failed.losses, nograph.losses), fail_p = max_rel(failed.params, nograph.params);
-  MESSAGE(std::string(what) << ": graph-less step path run twice: loss sums max rel " << floor_l << ", parameters " << floor_p
-               << "; graph vs graph-less: " << step_l << ", " << step_p << "; failed replay vs graph-less: " << fail_l << ", "
-               << fail_p << "; graph vs eager: " << max_rel(step.losses, eager.losses) << ", " << max_rel(step.params, eager.params));
-  check_step_vs_graphless(step, nograph, failed, floor_l, floor_p, replayed);
+  r.floor_l = max_rel(r.nograph2.losses, nograph.losses);
+  r.floor_p = max_rel(r.nograph2.params, nograph.params);
+  MESSAGE(std::string(what) << ": graph-less step path run twice: loss sums max rel " << r.floor_l << ", parameters " << r.floor_p
+               << "; graph vs graph-less: " << max_rel(step.losses, nograph.losses) << ", " << max_rel(step.params, nograph.params)
+               << "; failed replay vs graph-less: " << max_rel(failed.losses, nograph.losses) << ", "
+               << max_rel(failed.params, nograph.params));
+  if (r.floor_l == 0 && r.floor_p == 0) {  // a deterministic GPU path: bit for bit
+    CHECK(all_equal_gpu(step.losses, nograph.losses));
+    CHECK(all_equal_gpu(step.params, nograph.params));
+    CHECK(all_equal_gpu(step.ema, nograph.ema));
+    CHECK(all_equal_gpu(failed.params, nograph.params));
+  } else {
+    CHECK(max_rel(step.losses, nograph.losses) <= 50 * r.floor_l + 1e-6);
+    CHECK(max_rel(step.params, nograph.params) <= 50 * r.floor_p + 1e-6);
+    CHECK(max_rel(failed.params, nograph.params) <= 50 * r.floor_p + 1e-6);
+  }
+  CHECK(failed.report["fallback_reason"].is_string() == (replayed > 0));
   if (failed.report["fallback_reason"].is_string())
     CHECK(failed.report["fallback_reason"].template get<std::string>().find("forced step replay failure") != std::string::npos);
+  return r;
+}
+
+// A DETR family with a denoising part (detr_step_runs), against eager (the original's exact-size denoising part, so
+// its draws differ): within twice the spread of three eager runs that differ only in their denoising draws
+// (rng_shift).
+template <class F>
+void detr_arms(std::function<F()> make, std::vector<std::string> base, const char* what, bool poisoned = true) {
+  const std::string arm_name(what);
+  CAPTURE(arm_name);
+  auto with = [&](const std::string& name, const std::vector<std::string>& extra) { return run_args(base, name, extra); };
+  const auto runs = detr_step_runs<F>(make, with, what, poisoned);
+  const GpuRun &step = runs.step, &eager = runs.eager;
+  // Two more eager runs whose denoising draws come from another part of the device random stream: eager's own
+  // spread over that stream, the yardstick of the graph run against eager (whose draws differ from every
+  // eager run's, at the fixed capacity).
+  auto shifted = [&](int calls, const std::string& name) {
+    auto f = make();
+    f.state->rng_shift = calls;
+    return run<F>(std::move(f), with(name, {"cuda_graph=false"}), false);
+  };
+  const auto eager_b = shifted(1, "eager_rng1"), eager_c = shifted(2, "eager_rng2");
+  MESSAGE(std::string(what) << ": graph vs eager: " << max_rel(step.losses, eager.losses) << ", " << max_rel(step.params, eager.params));
   for (const auto* r : {&step, &eager, &eager_b, &eager_c})
     for (const auto& l : r->losses) CHECK(torch::isfinite(l).all().template item<bool>());
   // Against eager, as the conformance suite's graph check where eager is a random draw: the graph run's nearest
@@ -430,48 +441,25 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
   }
 }
 
-// RF-DETR's 30 steps (no denoising part: eager draws nothing, so the yardstick against eager is not a random
-// stream's spread). cuda_graph=step, the graph-less step path twice (its run-to-run spread: the deformable
-// attention's atomic adds), a replay failure, eager twice. The graph arm within the graph-less path's spread
-// (equal when 0); against eager, whose per-image criterion sums the box terms in another order than the
-// fixed-slot form: the first step's loss items within 1e-4 relative and the whole run within 1e-2, as the
+// RF-DETR (no denoising part: eager draws nothing, so the yardstick against eager is not a random stream's spread):
+// detr_step_runs, and eager run twice. Against eager, whose per-image criterion sums the box terms in another order
+// than the fixed-slot form: the first step's loss items within 1e-4 relative and the whole run within 1e-2, as the
 // detection cases' step vs eager.
 template <class F>
 void rfdetr_arms(std::function<F()> make, std::vector<std::string> base, const char* what) {
   const std::string arm_name(what);
   CAPTURE(arm_name);
   auto with = [&](const std::string& name, const std::vector<std::string>& extra) { return run_args(base, name, extra); };
-  const auto step = run<F>(make(), with("step", {"cuda_graph=step"}), true);
-  const auto nograph = run<F>(make(), with("step_nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
-  const auto nograph2 = run<F>(make(), with("step_nograph2", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
-  const auto failed = run<F>(make(), with("step_failed", {"cuda_graph=step"}), true, /*fail_at=*/-2);
-  const auto eager = run<F>(make(), with("eager", {"cuda_graph=false"}), false);
+  const auto runs = detr_step_runs<F>(make, with, what, /*poisoned=*/true);
+  const GpuRun &step = runs.step, &eager = runs.eager;
   const auto eager2 = run<F>(make(), with("eager2", {"cuda_graph=false"}), false);
-  for (const auto* r : {&step, &nograph, &failed})
-    if (r->report["fallback_reason"].is_string())
-      MESSAGE(std::string(what) << ": fell back: " << r->report["fallback_reason"].dump().substr(0, 600));
-  for (const auto* r : {&step, &nograph, &failed, &eager}) check_poison_skipped(*r, what);
-  CHECK(step.report["fallback_reason"].is_null());
-  CHECK(step.report["step"]["whole_step"] == true);
-  const auto replayed = step.report["replayed_steps"].template get<int64_t>();
-  MESSAGE(std::string(what) << ": " << replayed << " of " << kSteps << " steps replayed, " << step.report["step"]["graphs"].size()
-               << " step graphs; optimizer: " << std::string(step.multi ? "multi-tensor AdamW" : step.fused ? "fused" : "per-tensor"));
-  CHECK(step.multi);
-  CHECK(replayed >= kSteps / 3);
-  CHECK(nograph.report["replayed_steps"] == 0);
-  const double floor_l = max_rel(nograph2.losses, nograph.losses), floor_p = max_rel(nograph2.params, nograph.params);
-  const double step_l = max_rel(step.losses, nograph.losses), step_p = max_rel(step.params, nograph.params);
-  const double fail_p = max_rel(failed.params, nograph.params);
-  const double eager_l = max_rel(eager2.losses, eager.losses), eager_p = max_rel(eager2.params, eager.params);
   REQUIRE(!step.losses.empty());
   REQUIRE(!eager.losses.empty());
   const double first_l = max_rel({step.losses.front()}, {eager.losses.front()});
   const double run_l = max_rel(step.losses, eager.losses), run_p = max_rel(step.params, eager.params);
-  MESSAGE(std::string(what) << ": graph-less step path run twice: loss sums max rel " << floor_l << ", parameters " << floor_p
-               << "; graph vs graph-less: " << step_l << ", " << step_p << "; failed replay vs graph-less parameters: " << fail_p
-               << "; eager run twice: " << eager_l << ", " << eager_p << "; graph vs eager: first step " << first_l << ", run "
-               << run_l << ", parameters " << run_p);
-  check_step_vs_graphless(step, nograph, failed, floor_l, floor_p, replayed);
+  MESSAGE(std::string(what) << ": eager run twice: " << max_rel(eager2.losses, eager.losses) << ", "
+               << max_rel(eager2.params, eager.params) << "; graph vs eager: first step " << first_l << ", run " << run_l
+               << ", parameters " << run_p);
   CHECK(first_l <= 1e-4);
   CHECK(run_l < 1e-2);
   CHECK(run_p < 1e-2);
