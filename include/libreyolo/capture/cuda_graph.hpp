@@ -307,10 +307,29 @@ class CudaGraph {
     counter_.count(key);
 #endif
     ++eager_steps_;
-    return Out(fn(x));
+    Out out(fn(x));
+#if defined(LIBREYOLO_WITH_CUDA)
+    if (enabled_ && !graphed_ && net->is_training()) record_grad_layouts(OutputCodec<Out>::flatten(out));
+#endif
+    return out;
   }
 
 #if defined(LIBREYOLO_WITH_CUDA)
+  // Before the recording: the strides each region output's gradient arrives in from the eager code after it (a
+  // hook per output: its sizes then its strides; a gradient that is not dense and non-overlapping, an expanded one,
+  // gives its sizes only).
+  // The recording lays its gradient-output buffers out the same (GraphedCallable::grad_buffer_for).
+  void record_grad_layouts(const std::vector<torch::Tensor>& outs) {
+    auto seen = std::make_shared<std::vector<std::vector<int64_t>>>(outs.size());
+    grad_layouts_ = seen;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].requires_grad())
+        outs[i].register_hook([seen, i](const torch::Tensor& g) {
+          (*seen)[i] = g.is_non_overlapping_and_dense() ? g.strides().vec() : std::vector<int64_t>{};
+          (*seen)[i].insert((*seen)[i].begin(), g.sizes().begin(), g.sizes().end());  // sizes, then strides
+        });
+  }
+
   template <class Out, class Fn>
   std::optional<Out> graphed_forward(torch::nn::Module& whole, torch::nn::Module& region, Fn& fn, const torch::Tensor& x,
                                      const ShapeKey& key) {
@@ -355,7 +374,8 @@ class CudaGraph {
     auto flat = [fn](const torch::Tensor& in) mutable { return OutputCodec<Out>::flatten(fn(in)); };
     try {
       graphed_ = std::make_unique<GraphedCallable>(flat, std::move(params), region.buffers(), x,
-                                                   at::cuda::graph_pool_handle(), warmup_iters_);
+                                                   at::cuda::graph_pool_handle(), warmup_iters_,
+                                                   grad_layouts_ ? *grad_layouts_ : std::vector<std::vector<int64_t>>{});
     } catch (...) {
       graphed_.reset();
       drain_cuda_errors();
@@ -497,6 +517,7 @@ class CudaGraph {
 
   RandomNotice random_notice_;
   std::unique_ptr<GraphedCallable> graphed_;
+  std::shared_ptr<std::vector<std::vector<int64_t>>> grad_layouts_;  // the last eager step's (record_grad_layouts)
   std::map<StepKey, std::unique_ptr<StepGraphBase>> step_graphs_;
   std::map<StepKey, int64_t> step_seen_;
   std::optional<StepGraphBase::PoolId> step_pool_;

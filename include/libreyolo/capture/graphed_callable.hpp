@@ -140,9 +140,14 @@ class GraphedCallable {
   // Call it with the previous step's autograd graph already released. `buffers` are the captured
   // region's buffers (BatchNorm statistics): the forward graph first copies them aside, so that a failed
   // replay can put them back (restore_buffers()).
+  // grad_strides: per output, the sizes then the strides its gradient arrived in during the last eager step before
+  // the recording (sizes only or empty: unknown); the backward graph's gradient-output buffers take them where the
+  // sizes are the output's (grad_buffer_for).
   GraphedCallable(Fn fn, std::vector<torch::Tensor> params, std::vector<torch::Tensor> buffers,
-                  const torch::Tensor& sample, PoolId pool, int warmup_iters)
-      : fn_(std::move(fn)), params_(std::move(params)), buffers_(std::move(buffers)), pool_(pool) {
+                  const torch::Tensor& sample, PoolId pool, int warmup_iters,
+                  std::vector<std::vector<int64_t>> grad_strides = {})
+      : fn_(std::move(fn)), params_(std::move(params)), buffers_(std::move(buffers)), pool_(pool),
+        grad_strides_(std::move(grad_strides)) {
     capture(sample, warmup_iters);
   }
   GraphedCallable(const GraphedCallable&) = delete;
@@ -247,14 +252,26 @@ class GraphedCallable {
     std::vector<torch::Tensor> outputs, grad_outputs;
   };
   // The outputs that require grad, each with a zero gradient buffer of its shape.
-  static Differentiable differentiable(const std::vector<torch::Tensor>& outs) {
+  Differentiable differentiable(const std::vector<torch::Tensor>& outs) const {
     Differentiable d;
-    for (auto& o : outs)
-      if (o.requires_grad()) {
-        d.outputs.push_back(o);
-        d.grad_outputs.push_back(torch::zeros_like(o));
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].requires_grad()) {
+        d.outputs.push_back(outs[i]);
+        d.grad_outputs.push_back(grad_buffer_for(i, outs[i]));
       }
     return d;
+  }
+  // Output i's gradient buffer (zeros) in the layout eager code handed its gradient in (grad_strides_), else in the
+  // output's own. The layout matters for bits: the backward's reductions (a bias's gradient, a sum over tokens)
+  // walk the gradient in memory order, so a region output that is a permuted view (tokens [B, N, C] over a
+  // [B, C, N] map) whose gradient arrives contiguous sums in another order from a buffer laid out like the view
+  // (session 35, benchmarks/s35/linear_graph_diag.py: graph = eager bit for bit only with the eager layout).
+  torch::Tensor grad_buffer_for(size_t i, const torch::Tensor& o) const {
+    const auto d = static_cast<size_t>(o.dim());
+    if (i < grad_strides_.size() && grad_strides_[i].size() == 2 * d &&
+        std::equal(o.sizes().begin(), o.sizes().end(), grad_strides_[i].begin()))
+      return at::empty_strided(o.sizes(), at::IntArrayRef(grad_strides_[i]).slice(d), o.options()).zero_();
+    return torch::zeros_like(o);
   }
   void capture(const torch::Tensor& sample, int warmup_iters);
   // Records body into g (current stream, shared pool); on any failure ends the capture and rethrows.
@@ -298,6 +315,7 @@ class GraphedCallable {
   torch::Tensor static_input_;
   std::vector<torch::Tensor> static_outputs_, static_grad_outputs_;
   std::vector<torch::Tensor> grad_bufs_;  // per parameter: its persistent .grad (undefined: no gradient here)
+  std::vector<std::vector<int64_t>> grad_strides_;  // per output: eager's gradient sizes + strides (else unknown)
   std::vector<std::pair<size_t, torch::Tensor>> prior_;  // this replay's parameters and their .grad before it
   std::unique_ptr<at::cuda::CUDAGraph> fwd_, bwd_;
 };
@@ -359,7 +377,7 @@ inline void GraphedCallable::capture(const torch::Tensor& sample, int warmup_ite
 
     Differentiable d;
     for (auto& o : static_outputs_) {
-      static_grad_outputs_.push_back(o.requires_grad() ? torch::zeros_like(o) : torch::Tensor());
+      static_grad_outputs_.push_back(o.requires_grad() ? grad_buffer_for(static_grad_outputs_.size(), o) : torch::Tensor());
       if (o.requires_grad()) {
         d.outputs.push_back(o);
         d.grad_outputs.push_back(static_grad_outputs_.back());
