@@ -33,9 +33,10 @@ using StepHook = std::function<void(int step, Capture&)>;
 // `steps` steps of make_net() (seeded, so every arm starts from the same weights) on inputs[i % n]; the
 // forward goes through the capture policy's region and each step's forward + backward through run_step,
 // as in the trainer.
-template <class Capture, class Region = cap::whole_network, class MakeNet, class LossFn>
-Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
-                     StepHook<Capture> hook = {}, bool amp = true) {
+// amp: AMP fp16 (the AmpHalf policy) or float32 (the Fp32 policy: no autocast, no loss scaling).
+template <class Capture, class Region, class Prec, class MakeNet, class LossFn>
+Trajectory run_steps_in(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
+                        StepHook<Capture> hook, bool amp) {
   const torch::Device dev(torch::kCUDA, 0);
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
@@ -43,8 +44,8 @@ Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs,
   net->to(dev);
   net->train();
   auto cfg = ly::parse_args({"cuda_graph=true", amp ? "amp=true" : "amp=false", "amp_dtype=float16", "device=cuda"});
-  ly::precision::AmpHalf prec;
-  prec.setup(cfg, dev, true);
+  Prec prec;
+  prec.setup(cfg, dev, amp);
   Capture capture;
   capture.setup(cfg, dev);
   ly::train::OptimizerOptions oo;
@@ -74,6 +75,12 @@ Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs,
   for (auto& b : net->buffers()) t.buffers.push_back(b.detach().cpu());
   t.report = capture.report();
   return t;
+}
+template <class Capture, class Region = cap::whole_network, class MakeNet, class LossFn>
+Trajectory run_steps(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, int steps,
+                     StepHook<Capture> hook = {}, bool amp = true) {
+  return amp ? run_steps_in<Capture, Region, ly::precision::AmpHalf>(make_net, inputs, loss_of, steps, hook, true)
+             : run_steps_in<Capture, Region, ly::precision::Fp32>(make_net, inputs, loss_of, steps, hook, false);
 }
 
 bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
