@@ -443,8 +443,10 @@ void detr_arms(std::function<F()> make, std::vector<std::string> base, const cha
 
 // RF-DETR (no denoising part: eager draws nothing, so the yardstick against eager is not a random stream's spread):
 // detr_step_runs, and eager run twice. Against eager, whose per-image criterion sums the box terms in another order
-// than the fixed-slot form: the first step's loss items within 1e-4 relative and the whole run within 1e-2, as the
-// detection cases' step vs eager.
+// than the fixed-slot form: the first step's loss items within 1e-4 relative and the whole run's losses within 1e-2,
+// as the detection cases' step vs eager; the parameters within 1e-2 or, where eager does not reproduce itself, within
+// twice its own spread (as detr_arms). Session 36 (H100): eager run twice differed by 1.61 in parameters (max |d| over
+// max |p| of the worst tensor after 30 AMP steps) while the graph run was 1.80 from eager.
 template <class F>
 void rfdetr_arms(std::function<F()> make, std::vector<std::string> base, const char* what) {
   const std::string arm_name(what);
@@ -457,12 +459,12 @@ void rfdetr_arms(std::function<F()> make, std::vector<std::string> base, const c
   REQUIRE(!eager.losses.empty());
   const double first_l = max_rel({step.losses.front()}, {eager.losses.front()});
   const double run_l = max_rel(step.losses, eager.losses), run_p = max_rel(step.params, eager.params);
-  MESSAGE(std::string(what) << ": eager run twice: " << max_rel(eager2.losses, eager.losses) << ", "
-               << max_rel(eager2.params, eager.params) << "; graph vs eager: first step " << first_l << ", run " << run_l
-               << ", parameters " << run_p);
+  const double eager_p = max_rel(eager2.params, eager.params);
+  MESSAGE(std::string(what) << ": eager run twice: " << max_rel(eager2.losses, eager.losses) << ", " << eager_p
+               << "; graph vs eager: first step " << first_l << ", run " << run_l << ", parameters " << run_p);
   CHECK(first_l <= 1e-4);
   CHECK(run_l < 1e-2);
-  CHECK(run_p < 1e-2);
+  CHECK(run_p <= std::max(1e-2, 2 * eager_p));
   for (const auto* r : {&step, &eager})
     for (const auto& l : r->losses) CHECK(torch::isfinite(l).all().template item<bool>());
 }
