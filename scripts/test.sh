@@ -19,17 +19,18 @@ echo "build: $(( $(date +%s) - t0 )) s"
 # visible in CI's log. Under CI=true (or LRY_STRICT=1) a missing prerequisite of a check is a failure.
 # The suite runs as two processes side by side (most cases use one core at a time: a whole run in one
 # process kept the second core ~half idle, 1285 s wall for 1295 s of CPU): the conformance suite, io,
-# distributed, install (the installed consumers' builds), ec and rfdetr in one, every other area in the other; each prints
+# distributed, install (the installed consumers' builds), ec, rfdetr and rtdetr in one, every other area in the other; each prints
 # doctest's summary, then one line for both. The split balances the two (session 22's clean-clone run: 553 s
 # against 711 s of cases before ec, 89 s, moved to the first; session 26: the conformance cases' detection batch
-# of 2 took ~140 s off the first, and rfdetr, ~55 s, moved to it).
+# of 2 took ~140 s off the first, and rfdetr, ~55 s, moved to it; session 36: 457 s against 570 s of cases, so rtdetr,
+# ~56 s, moved to the first).
 bin=build/tests/libreyolo_tests
 # glibc's allocator: blocks up to 32 MB from the heap (not a fresh mmap each time) and freed memory kept up to
 # 4 GB, so the CPU forward passes of the large fixture networks stop page-faulting every activation in again
 # (measured on the 2-core VM, session 25: deimv2-x's fixture case 51.5 s -> 20.3 s, user and system time both
 # halved; the whole suite's cases 1469 -> 1256 s of CPU). It reaches the CLI runs the cases start too.
 export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296:glibc.malloc.top_pad=268435456
-first='*/tests/kit/*,*/tests/io/*,*/tests/distributed/*,*/tests/install/*,*/tests/ec/*,*/tests/rfdetr/*'
+first='*/tests/kit/*,*/tests/io/*,*/tests/distributed/*,*/tests/install/*,*/tests/ec/*,*/tests/rfdetr/*,*/tests/rtdetr/*'
 t0=$(date +%s)
 set +e
 "$bin" --test-suite-exclude='gpu*' --duration=true --source-file="$first" "$@" > build/suite_1.log 2>&1 &
