@@ -13,6 +13,7 @@
 #include "support.hpp"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -408,6 +409,99 @@ LRY_GPU_SUITE {
     [[maybe_unused]] SdpaMathOnly math;
     check_graph_matches_eager<EncoderRegion>(seeded<DFineRegionNet>(true), image_batches(3, 4, 64), maps_loss);
   }
+  // Session 36: the token net in lockstep through the library, as benchmarks/s35/linear_graph_diag.py does with torch
+  // alone (which found graph = eager under AMP while the cases above differ). Two copies of the net at the same
+  // parameters, one through CudaGraph<> (its region recorded at the third step), one through Eager; each step both
+  // compute their gradients on the same batch, then both take the eager arm's plain SGD step (so a difference cannot
+  // grow). Reported per variant: the first step whose region outputs differ (the forward), and the first step and the
+  // parameters whose gradients differ (the backward). The loss is scaled by 65536 as the GradScaler's first steps do,
+  // or not, to tell the scale's part.
+  struct LockstepResult {
+    int first_forward = -1, first_grad = -1;
+    std::string params;
+  };
+  template <class MakeNet, class LossFn>
+  LockstepResult lockstep(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, bool amp, double scale) {
+    const torch::Device dev(torch::kCUDA, 0);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+    auto ne = make_net(), ng = make_net();
+    for (auto* n : {&ne, &ng}) {
+      (*n)->to(dev);
+      (*n)->train();
+    }
+    auto cfg = ly::parse_args({"cuda_graph=true", amp ? "amp=true" : "amp=false", "amp_dtype=float16", "device=cuda"});
+    cap::Eager eager;
+    cap::CudaGraph<> graph;
+    eager.setup(cfg, dev);
+    graph.setup(cfg, dev);
+    auto pe = ne->named_parameters(), pg = ng->named_parameters();
+    LockstepResult r;
+    for (int i = 0; i < 12; ++i) {
+      const auto& x = inputs[static_cast<size_t>(i) % inputs.size()];
+      auto step = [&](auto& capture, auto& net) {
+        std::vector<torch::Tensor> outs;
+        capture.run_step(net, [&] {
+          torch::Tensor loss;
+          {
+            std::optional<ly::precision::AutocastGuard> guard;
+            if (amp) guard.emplace(at::kHalf, true);
+            auto out = capture.forward(net, x, EncoderRegion{});
+            for (const auto& o : out) outs.push_back(o.detach().clone());
+            loss = loss_of(out, i);
+          }
+          (loss * scale).backward();
+        }, /*window_start=*/true);
+        return outs;
+      };
+      const auto oe = step(eager, ne), og = step(graph, ng);
+      bool fwd_equal = oe.size() == og.size();
+      for (size_t k = 0; fwd_equal && k < oe.size(); ++k) fwd_equal = oe[k].equal(og[k]);
+      if (!fwd_equal && r.first_forward < 0) r.first_forward = i;
+      std::string differing;
+      for (size_t k = 0; k < pe.size(); ++k) {
+        const auto &ge = pe[k].value().grad(), &gg = pg[k].value().grad();
+        if (ge.defined() != gg.defined() || (ge.defined() && !ge.equal(gg)))
+          differing += (differing.empty() ? "" : " ") + pe[k].key() + "(" +
+                       (ge.defined() && gg.defined() ? std::to_string((ge - gg).abs().max().template item<double>()) : std::string("undefined")) + ")";
+      }
+      if (!differing.empty() && r.first_grad < 0) {
+        r.first_grad = i;
+        r.params = differing;
+      }
+      torch::NoGradGuard ng_guard;
+      for (size_t k = 0; k < pe.size(); ++k) {
+        auto& p = pe[k].value();
+        if (p.grad().defined()) p.sub_(p.grad() * (0.01 / scale));
+        pg[k].value().copy_(p);
+        p.mutable_grad() = torch::Tensor();
+        pg[k].value().mutable_grad() = torch::Tensor();
+      }
+    }
+    CHECK(graph.report()["replayed_steps"] == 10);  // steps 0, 1 eager; the third sighting is captured
+    return r;
+  }
+  TEST_CASE("lockstep diagnosis: the token net's region graphed vs eager at the same parameters, gradient by gradient") {
+    LRY_REQUIRE_CUDA();
+    struct Variant {
+      const char* what;
+      bool attention, amp;
+      double scale;
+    };
+    const Variant variants[] = {{"GELU FFN, AMP, loss x 65536", false, true, 65536.0},
+                                {"GELU FFN, AMP, loss x 1", false, true, 1.0},
+                                {"GELU FFN, float32", false, false, 1.0},
+                                {"attention (SDPA), AMP, loss x 65536", true, true, 65536.0},
+                                {"attention (SDPA), float32", true, false, 1.0}};
+    for (const auto& v : variants) {
+      const auto r = lockstep(seeded<TokenNet>(v.attention), image_batches(3, 4, 64), maps_loss, v.amp, v.scale);
+      MESSAGE(std::string(v.what) << ": region outputs first differ at step " << r.first_forward << ", gradients at step "
+              << r.first_grad << " (-1: never in 12 steps)" << (r.params.empty() ? std::string() : "; parameters (max |d|): " + r.params));
+      CHECK(r.first_forward == -1);
+      CHECK(r.first_grad == -1);
+    }
+  }
+
   // Session 34: does a GEMM compute other bits when recorded in a CUDA graph? (The token net's GELU FFN
   // differs graph vs eager while the convolution-only nets do not.) Each operation of a Linear's forward and
   // backward at the token net's shapes: eager on the default stream (twice), eager on a side stream, and
