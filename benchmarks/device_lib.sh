@@ -18,3 +18,22 @@ driver_deps() {
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   export LIBREYOLO_EXTRA_PREFIX=/tmp/deps/usr LIBREYOLO_TEST_PREFIX=/tmp/deps/usr
 }
+# driver_build_runners RUNNER...: only these per-area test runners (test_step, test_capture, ...) into build-cuda, at
+# OPT (-O1) under BUILD_TIMEOUT (330 s); the log in $OUT/build.log, one line with the time and the errors.
+driver_build_runners() {
+  local t0
+  t0=$(date +%s)
+  timeout "${BUILD_TIMEOUT:-330}" scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
+    -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=${OPT:--O1} -DNDEBUG" -- "$@" > "$OUT/build.log" 2>&1
+  echo "build: rc=$? in $(( $(date +%s) - t0 )) s $(date -u +%T)"; grep -E "error:|FAILED" "$OUT/build.log" | head -10
+}
+# driver_cases LABEL RUNNER LOG SECONDS DOCTEST_ARGS...: a runner's "gpu" suite with the given doctest arguments
+# (-tc=... / -tce=...: doctest splits a filter at commas, '?' stands for one), its log in $OUT/LOG; then one line with
+# the exit code and doctest's count, and the cases, errors and messages.
+driver_cases() {
+  local label=$1 runner=$2 log=$OUT/$3 secs=$4
+  shift 4
+  timeout "$secs" "build-cuda/tests/$runner" --test-suite=gpu "$@" > "$log" 2>&1
+  echo "$label rc=$? $(grep -E '^\[doctest\] test cases' "$log") $(date -u +%T)"
+  grep -E "^TEST CASE|ERROR|MESSAGE" "$log" | cut -c1-400 | head -60
+}

@@ -10,11 +10,6 @@ source benchmarks/device_lib.sh
 export OUT=/tmp/s34out
 driver_start
 driver_deps
-t0=$(date +%s)
-timeout ${BUILD_TIMEOUT:-330} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
-  -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=${OPT:--O1} -DNDEBUG" -- test_capture > $OUT/build.log 2>&1
-echo "build: rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "error:|FAILED" $OUT/build.log | head -10
-timeout 120 build-cuda/tests/test_capture --test-suite=gpu -tc="${CASES:-*GEMM*,*token net*,*AIFI*,*region alone*}" -s > $OUT/capture_s34.txt 2>&1
-echo "capture cases rc=$? $(grep -E '^\[doctest\] test cases' $OUT/capture_s34.txt)"
-grep -E "^TEST CASE|ERROR|MESSAGE" $OUT/capture_s34.txt | cut -c1-260 | head -120
+driver_build_runners test_capture
+driver_cases "capture cases" test_capture capture_s34.txt 120 -tc="${CASES:-*GEMM*,*token net*,*AIFI*,*region alone*}" -s
 echo "driver done $(date -u +%FT%TZ)"

@@ -11,15 +11,8 @@ driver_start
 driver_deps
 ( timeout 200 python3 benchmarks/s35/linear_graph_diag.py > $OUT/diag.txt 2>&1; echo "diag rc=$?" >> $OUT/diag.txt ) &
 diag=$!
-t0=$(date +%s)
-timeout ${BUILD_TIMEOUT:-330} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
-  -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -- test_step > $OUT/build.log 2>&1
-echo "build: rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "error:|FAILED" $OUT/build.log | head -10
+driver_build_runners test_step
 wait $diag; grep -v -i warn $OUT/diag.txt
-timeout 200 build-cuda/tests/test_step --test-suite=gpu -tc="*RF-DETR-n (AMP)*,*segmented step graph (part A*" -s > $OUT/step_rfdetr.txt 2>&1
-echo "step RF-DETR rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_rfdetr.txt)"
-grep -E "^TEST CASE|ERROR|MESSAGE|values|CHECK" $OUT/step_rfdetr.txt | cut -c1-500 | head -60
-timeout 240 build-cuda/tests/test_step --test-suite=gpu -tce="*RF-DETR-n (AMP)*,*segmented step graph (part A*" > $OUT/step_rest.txt 2>&1
-echo "step other cases rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_rest.txt)"
-grep -E "^TEST CASE|ERROR" $OUT/step_rest.txt | cut -c1-300 | head -40
+driver_cases "step RF-DETR" test_step step_rfdetr.txt 200 -tc="*RF-DETR-n (AMP)*,*segmented step graph (part A*" -s
+driver_cases "step other cases" test_step step_rest.txt 240 -tce="*RF-DETR-n (AMP)*,*segmented step graph (part A*"
 echo "driver done $(date -u +%FT%TZ)"

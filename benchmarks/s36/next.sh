@@ -12,15 +12,7 @@ source benchmarks/device_lib.sh
 export OUT=/tmp/s36nout
 driver_start
 driver_deps
-t0=$(date +%s)
-timeout ${BUILD_TIMEOUT:-300} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
-  -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=${OPT:--O0} -DNDEBUG" -- test_step test_capture > $OUT/build.log 2>&1
-echo "build: rc=$? in $(( $(date +%s) - t0 )) s $(date -u +%T)"; grep -E "error:|FAILED" $OUT/build.log | head -10
-# doctest splits -tc at commas: '?' stands for the comma in "float32, 30 steps".
-timeout 150 build-cuda/tests/test_capture --test-suite=gpu -tc="*lockstep diagnosis*,*float32? 30 steps*" > $OUT/capture_diag.txt 2>&1
-echo "capture diagnosis rc=$? $(grep -E '^\[doctest\] test cases' $OUT/capture_diag.txt) $(date -u +%T)"
-grep -E "^TEST CASE|ERROR|MESSAGE" $OUT/capture_diag.txt | cut -c1-400 | head -40
-timeout 200 build-cuda/tests/test_step --test-suite=gpu -tc="*RF-DETR-n (AMP)*" > $OUT/step_rfdetr.txt 2>&1
-echo "step RF-DETR rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_rfdetr.txt) $(date -u +%T)"
-grep -E "^TEST CASE|ERROR|MESSAGE" $OUT/step_rfdetr.txt | cut -c1-400 | head -30
+OPT=${OPT:--O0} BUILD_TIMEOUT=${BUILD_TIMEOUT:-300} driver_build_runners test_step test_capture
+driver_cases "capture diagnosis" test_capture capture_diag.txt 150 -tc="*lockstep diagnosis*,*float32? 30 steps*"
+driver_cases "step RF-DETR" test_step step_rfdetr.txt 200 -tc="*RF-DETR-n (AMP)*"
 echo "driver done $(date -u +%FT%TZ)"

@@ -13,17 +13,8 @@ source benchmarks/device_lib.sh
 export OUT=/tmp/s36out
 driver_start
 driver_deps
-t0=$(date +%s)
-timeout ${BUILD_TIMEOUT:-250} scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
-  -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=${OPT:--O0} -DNDEBUG" -- test_step test_capture > $OUT/build.log 2>&1
-echo "build: rc=$? in $(( $(date +%s) - t0 )) s $(date -u +%T)"; grep -E "error:|FAILED" $OUT/build.log | head -10
-timeout 160 build-cuda/tests/test_step --test-suite=gpu -tc="*RF-DETR-n (AMP)*" -s > $OUT/step_rfdetr.txt 2>&1
-echo "step RF-DETR rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_rfdetr.txt) $(date -u +%T)"
-grep -E "^TEST CASE|ERROR|MESSAGE|values|CHECK" $OUT/step_rfdetr.txt | cut -c1-500 | head -60
-timeout 90 build-cuda/tests/test_capture --test-suite=gpu -tc="*float32? 30 steps*" > $OUT/capture_fp32.txt 2>&1
-echo "capture fp32 rc=$? $(grep -E '^\[doctest\] test cases' $OUT/capture_fp32.txt) $(date -u +%T)"
-grep -E "^TEST CASE|ERROR|MESSAGE|ignored" $OUT/capture_fp32.txt | cut -c1-300 | head -30
-timeout 300 build-cuda/tests/test_step --test-suite=gpu -tc="*D-FINE-n (fp32 and AMP) and RT-DETR*" > $OUT/step_detr.txt 2>&1
-echo "step DETR rc=$? $(grep -E '^\[doctest\] test cases' $OUT/step_detr.txt) $(date -u +%T)"
-grep -E "^TEST CASE|ERROR" $OUT/step_detr.txt | cut -c1-300 | head -20
+OPT=${OPT:--O0} BUILD_TIMEOUT=${BUILD_TIMEOUT:-250} driver_build_runners test_step test_capture
+driver_cases "step RF-DETR" test_step step_rfdetr.txt 160 -tc="*RF-DETR-n (AMP)*" -s
+driver_cases "capture fp32" test_capture capture_fp32.txt 90 -tc="*float32? 30 steps*"
+driver_cases "step DETR" test_step step_detr.txt 300 -tc="*D-FINE-n (fp32 and AMP) and RT-DETR*"
 echo "driver done $(date -u +%FT%TZ)"
