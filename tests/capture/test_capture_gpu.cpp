@@ -455,9 +455,7 @@ LRY_GPU_SUITE {
         return outs;
       };
       const auto oe = step(eager, ne), og = step(graph, ng);
-      bool fwd_equal = oe.size() == og.size();
-      for (size_t k = 0; fwd_equal && k < oe.size(); ++k) fwd_equal = oe[k].equal(og[k]);
-      if (!fwd_equal && r.first_forward < 0) r.first_forward = i;
+      if (!all_equal(oe, og) && r.first_forward < 0) r.first_forward = i;
       std::string differing;
       for (size_t k = 0; k < pe.size(); ++k) {
         const auto &ge = pe[k].value().grad(), &gg = pg[k].value().grad();
