@@ -23,6 +23,8 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -274,6 +276,15 @@ class GraphedCallable {
     return torch::zeros_like(o);
   }
   void capture(const torch::Tensor& sample, int warmup_iters);
+  // The region is recorded inside the caller's forward, so under its autocast region, while eager code runs
+  // .backward() after that region has closed. Autograd hands the calling thread's dispatch state (autocast's
+  // keys among it) to the backward, so a backward started under autocast runs its formulas autocast too: a
+  // bias's gradient (a sum over tokens, on autocast's float32 list) came out float32 where eager's rounds to
+  // half (session 37's lockstep case: only the Linear and attention biases differed, only under AMP). The
+  // region's backward, warm-up and recording, therefore runs with autocast's keys excluded, as eager's does.
+  struct BackwardOutsideAutocast {
+    c10::impl::ExcludeDispatchKeyGuard guard{c10::autocast_dispatch_keyset};
+  };
   // Records body into g (current stream, shared pool); on any failure ends the capture and rethrows.
   // Autocast's cast cache is emptied before and after each recording: a cast cached before it (the warm-up's, in
   // normal memory) would be read by the graph instead of recorded, and one cached during it (in the pool) must not
@@ -362,9 +373,11 @@ inline void GraphedCallable::capture(const torch::Tensor& sample, int warmup_ite
     c10::cuda::CUDAStreamGuard on_side(side);
     for (int i = 0; i < warmup_iters; ++i) {
       auto d = differentiable(fn_(static_input_));
-      if (!d.outputs.empty())
+      if (!d.outputs.empty()) {
+        BackwardOutsideAutocast no_autocast;
         torch::autograd::grad(d.outputs, params_, d.grad_outputs, /*retain_graph=*/false, /*create_graph=*/false,
                               /*allow_unused=*/true);
+      }
     }
     side.synchronize();
 
@@ -386,6 +399,7 @@ inline void GraphedCallable::capture(const torch::Tensor& sample, int warmup_ite
     if (d.outputs.empty()) throw Error("capture: no network output requires grad; nothing to graph for backward");
     bwd_ = std::make_unique<at::cuda::CUDAGraph>();
     captured(*bwd_, [&] {
+      BackwardOutsideAutocast no_autocast;
       auto grads = torch::autograd::grad(d.outputs, params_, d.grad_outputs, /*retain_graph=*/false,
                                          /*create_graph=*/false, /*allow_unused=*/true);
       std::vector<torch::Tensor> into, add;
