@@ -415,7 +415,10 @@ LRY_GPU_SUITE {
   // compute their gradients on the same batch, then both take the eager arm's plain SGD step (so a difference cannot
   // grow). Reported per variant: the first step whose region outputs differ (the forward), and the first step and the
   // parameters whose gradients differ (the backward). The loss is scaled by 65536 as the GradScaler's first steps do,
-  // or not, to tell the scale's part.
+  // or not, to tell the scale's part. Session 37 (H100, 2a48513): the forwards were equal and, from the first replay,
+  // only the Linear and attention biases' gradients differed, only under AMP: the region's backward was recorded
+  // inside the forward's autocast region, so a bias's gradient sum ran in float32 where eager's rounds to half
+  // (GraphedCallable::BackwardOutsideAutocast). With that fix every variant is equal; the case stays as its check.
   struct LockstepResult {
     int first_forward = -1, first_grad = -1;
     std::string params;
