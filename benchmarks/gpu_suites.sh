@@ -12,6 +12,7 @@
 # counts, and ends with the totals; commit it as benchmarks/results/gpu-suites/<date>-<commit>.log.
 # AREAS="a b ..." runs only those areas' suites (a second call on the warm machine finishes what a first,
 # cut by the call limit, left: pass the same OUT log's areas split across calls; the total line is per call).
+# SKIP_AREAS="a b ..." runs every area but those (the rest after a first call's AREAS="a b ...").
 # `graphs` runs benchmarks/graph_speedup at today's defaults (NCHW, cuDNN autotuning off), fp16.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,7 @@ if has suites; then
   for dir in tests/*/; do
     area=$(basename "$dir")
     [ -n "${AREAS:-}" ] && [[ " $AREAS " != *" $area "* ]] && continue  # a subset: one call's share
+    [ -n "${SKIP_AREAS:-}" ] && [[ " $SKIP_AREAS " == *" $area "* ]] && continue  # the areas another call ran
     compgen -G "$dir*.cpp" > /dev/null || compgen -G "$dir*.inc" > /dev/null || continue
     # An area none of whose files opens a "gpu" suite (LRY_GPU_SUITE, tests/support.hpp) has no case to run:
     # one line says so, without starting the runner (a CUDA start each, ~20 of the 35 areas).
