@@ -111,16 +111,86 @@ TEST_CASE("an existing run directory is never overwritten unless exist_ok") {
   CHECK_THROWS_AS(ResNetTrainer(ly::parse_args(missing)).fit(), ly::SetupError);
 }
 
-TEST_CASE("gradient accumulation: one optimizer step per round(nbs / batch) micro-batches") {
+TEST_CASE("accumulation windows: counted within the epoch, the last one shorter, none crossing the epoch's end") {
+  using ly::train::accumulation_window;
+  auto check = [](int64_t i, int64_t nb, int64_t acc, int64_t length, bool first, bool last) {
+    const auto w = accumulation_window(i, nb, acc);
+    CAPTURE(i);
+    CAPTURE(nb);
+    CAPTURE(acc);
+    CHECK(w.length == length);
+    CHECK(w.first == first);
+    CHECK(w.last == last);
+  };
+  // 5 micro-batches, accumulate 3: windows {0, 1, 2} and {3, 4}.
+  check(0, 5, 3, 3, true, false);
+  check(1, 5, 3, 3, false, false);
+  check(2, 5, 3, 3, false, true);
+  check(3, 5, 3, 2, true, false);
+  check(4, 5, 3, 2, false, true);
+  // accumulate 4 over an epoch of 2: one window of 2.
+  check(0, 2, 4, 2, true, false);
+  check(1, 2, 4, 2, false, true);
+  // accumulate 4 over 8: two full windows.
+  check(3, 8, 4, 4, false, true);
+  check(4, 8, 4, 4, true, false);
+  // No accumulation: every micro-batch is its own window.
+  for (int64_t i = 0; i < 3; ++i) check(i, 3, 1, 1, true, true);
+}
+
+TEST_CASE("gradient accumulation: one optimizer step per round(nbs / batch) micro-batches, windows within each epoch") {
   lry_test::TempDir runs("lry_runs");
   auto args = base_args(runs.path, "acc");
   args.push_back("epochs=2");
-  args.push_back("nbs=24");  // accumulate 3 over 5 batches per epoch: steps after batches 3, 6, 9
+  args.push_back("nbs=24");  // accumulate 3 over 5 batches per epoch: steps after batches 3, 5 | 8, 10
   ResNetTrainer t(ly::parse_args(args));
   auto r = t.fit();
   CHECK(t.accumulate() == 3);
   CHECK(t.iteration() == 10);
-  CHECK(r.optimizer_steps == 3);
+  CHECK(r.optimizer_steps == 4);
+}
+
+namespace {
+// The gradients after the run's first micro-batch (before any optimizer step).
+struct FirstGrads {
+  ResNetTrainer* t = nullptr;
+  std::vector<torch::Tensor>* out = nullptr;
+  void operator()(ly::event::step_end, const ly::StepInfo& s) {
+    if (s.iteration != 1) return;
+    for (auto& p : t->network()->parameters()) out->push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  }
+};
+std::vector<torch::Tensor> first_grads(const std::filesystem::path& project, const std::string& name, const std::string& nbs) {
+  auto args = base_args(project, name);
+  args.insert(args.end(), {"epochs=1", "max_steps=1", "weight_decay=0", nbs});
+  ResNetTrainer t(ly::parse_args(args));
+  std::vector<torch::Tensor> g;
+  t.fit(FirstGrads{&t, &g});
+  return g;
+}
+}  // namespace
+
+TEST_CASE("gradient accumulation divides each micro-batch's loss by its window's length, as the original does") {
+  lry_test::TempDir runs("lry_runs");
+  // The same first micro-batch (same seed, same weights): accumulate 3 leaves g / 3 in the gradients,
+  // accumulate 2 leaves g / 2.
+  const auto g3 = first_grads(runs.path, "a3", "nbs=24"), g2 = first_grads(runs.path, "a2", "nbs=16");
+  REQUIRE(g3.size() == g2.size());
+  REQUIRE(!g3.empty());
+  size_t nonzero = 0;
+  for (size_t i = 0; i < g3.size(); ++i) {
+    REQUIRE(g3[i].defined() == g2[i].defined());
+    if (!g3[i].defined()) continue;
+    CAPTURE(i);
+    // Equal to float32 rounding of the backward's products, relative to the tensor's largest gradient (the
+    // undivided loss would leave 3g against 2g: a difference of g).
+    const double scale = (g2[i] * 2).abs().max().item<double>();
+    CHECK((g3[i] * 3 - g2[i] * 2).abs().max().item<double>() <= 1e-5 * scale);
+    nonzero += scale > 0;
+  }
+  // ResNet's zero-initialised residual BatchNorm weights leave the branches' convolutions without gradient at
+  // the first step; the stem, the shortcuts, the BatchNorm parameters and the classifier have one.
+  CHECK(nonzero >= 20);
 }
 
 TEST_CASE("weights= loads a checkpoint of the same family and rejects another family") {

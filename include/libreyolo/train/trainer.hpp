@@ -29,6 +29,7 @@
 #include <libreyolo/profile/window.hpp>
 #include <libreyolo/train/autobatch.hpp>
 #include <libreyolo/io/checkpoint.hpp>
+#include <libreyolo/train/accumulation.hpp>
 #include <libreyolo/train/events.hpp>
 #include <libreyolo/train/clip.hpp>
 #include <libreyolo/train/device_step.hpp>
@@ -167,6 +168,8 @@ class Trainer {
   bool stop_at_epoch_end();
   // Micro-batches whose gradients are accumulated but not yet stepped (0 on an optimizer-step boundary).
   int64_t pending_micro_batches() const { return ni_ - 1 - last_opt_ni_; }
+  // The micro-batches still to train before the open accumulation window's optimizer step (0 on a boundary).
+  int64_t window_remaining() const;
   template <class E, class... A>
   void raise_phase(E e, A... a);  // to the profiler and the capture policy
   void family_hook_epoch_begin(const EpochInfo& info);

@@ -90,7 +90,7 @@ bool LIBREYOLO_TRAINER::stop_after_step(FitState& st) {
     return true;
   }
   if (!st.draining)
-    log::info("stop requested inside a gradient-accumulation window: training its ", accumulate_ - pending_micro_batches(),
+    log::info("stop requested inside a gradient-accumulation window: training its ", window_remaining(),
               " remaining micro-batch(es) first, so the checkpoint is at an optimizer step and resume=true continues "
               "exactly (a second Ctrl-C quits at once)");
   st.draining = true;
@@ -143,19 +143,13 @@ void LIBREYOLO_TRAINER::end_epoch(EpochInfo& info, const EpochRun& run, FitState
 }
 
 // The stop protocol at an epoch's end: a stop requested during validation or the epoch's last batch ends
-// here, where the checkpoint was just saved, rather than after the first batch of the next epoch (or
-// finishes an open accumulation window first).
+// here, where the checkpoint was just saved, rather than after the first batch of the next epoch. No
+// accumulation window is open here: windows end with their epoch (train/accumulation.hpp).
 LIBREYOLO_TRAINER_TEMPLATE
 void LIBREYOLO_TRAINER::stop_after_epoch(FitState& st) {
   if (st.stop || st.draining || epoch_ + 1 >= cfg_.epochs || !stop_at_epoch_end()) return;
-  if (pending_micro_batches() == 0) {
-    st.stop = true;
-    log::info("stopped at the end of epoch ", epoch_ + 1, "; resume=true continues with epoch ", epoch_ + 2);
-  } else {
-    st.draining = true;
-    log::info("stop requested: the accumulation window open at the end of epoch ", epoch_ + 1, " is finished first (",
-              accumulate_ - pending_micro_batches(), " micro-batch(es)), so resume=true continues exactly");
-  }
+  st.stop = true;
+  log::info("stopped at the end of epoch ", epoch_ + 1, "; resume=true continues with epoch ", epoch_ + 2);
 }
 
 // The end of fit: the profile report written, the run's result and its closing lines.

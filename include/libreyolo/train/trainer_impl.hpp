@@ -188,9 +188,8 @@ void LIBREYOLO_TRAINER::build() {
   lo.rank = 0, lo.world = 1;  // validation runs on rank 0 over the whole split
   lo.batch = cfg_.batch * 2;
   val_loader_ = std::make_unique<Loader>(family_.val_set(), lo);
-  // With a nominal batch (nbs > 0) the weight decay is scaled to it (Ultralytics' convention); without
-  // one, as in the original, it is used as given.
-  double wd = cfg_.nbs > 0 ? cfg_.weight_decay * cfg_.batch * accumulate_ / cfg_.nbs : cfg_.weight_decay;
+  // The weight decay as given, with or without a nominal batch (the original never scales it to nbs).
+  const double wd = cfg_.weight_decay;
   // The family's parameter groups (e.g. a backbone at a fraction of the LR) and optimizer options.
   opt_ = train::family_optimizer(family_, *net_, cfg_, wd);
   train::ScheduleOptions so;
@@ -485,6 +484,16 @@ void LIBREYOLO_TRAINER::add_loss(const torch::Tensor& items) {
 }
 
 LIBREYOLO_TRAINER_TEMPLATE
+int64_t LIBREYOLO_TRAINER::window_remaining() const {
+  const int64_t pending = pending_micro_batches();
+  if (pending == 0) return 0;
+  // The window holding the last trained micro-batch (batch_in_epoch_ - 1).
+  const auto w = train::accumulation_window(batch_in_epoch_ - 1, static_cast<int64_t>(train_loader_->num_batches()),
+                                            accumulate_);
+  return std::max<int64_t>(0, w.length - pending);
+}
+
+LIBREYOLO_TRAINER_TEMPLATE
 bool LIBREYOLO_TRAINER::train_one_batch() {
   using profile::Phase;
   auto phase_begin = [&](Phase p) { raise_phase(event::phase_begin{}, p); };
@@ -516,7 +525,11 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   }
   // Rank 0's BatchNorm statistics, as DDP does at each forward (SyncBatchNorm keeps them equal already).
   if (dist_ && !sync_bn_) dist_->broadcast_buffers(*net_);
-  const bool boundary = ni_ - last_opt_ni_ >= accumulate_;
+  // This micro-batch's accumulation window (train/accumulation.hpp: windows counted within the epoch, the
+  // loss divided by the window's length, the optimizer after its last micro-batch).
+  const auto window = train::accumulation_window(batch_in_epoch_, static_cast<int64_t>(train_loader_->num_batches()),
+                                                 accumulate_);
+  const bool boundary = window.last;
   const bool window_start = ni_ - last_opt_ni_ == 1;  // the gradients are zero at this micro-batch's start
   train::LossOutput lo;
   // Forward and backward of this micro-batch; a capture policy may run it again eager after a failed
@@ -532,7 +545,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
     phase_end(Phase::forward);
     phase_begin(Phase::backward);
     if (reducer_ && boundary) reducer_->arm();  // this backward's gradients are averaged as they arrive
-    precision_.scale(lo.total).backward();
+    precision_.scale(window.length > 1 ? lo.total / static_cast<double>(window.length) : lo.total).backward();
     if (reducer_ && boundary) reducer_->finish();  // before unscale/clip: the same gradients on every rank
     if (boundary && accumulate_ == 1) clip_gradients();
     phase_end(Phase::backward);
