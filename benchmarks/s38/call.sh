@@ -9,7 +9,7 @@
 #   4. Issue 40's accuracy: RF-DETR-n, ours and the original side by side on the earlier families' protocol
 #      (STYLE=shapes: `data synth --task detect --images 400 --imgsz 640 --classes 8 --seed 0`, from scratch,
 #      10 epochs, batch 4, no_aug_epochs=2, each library's defaults otherwise).
-#   5. If the calls last: issue 38's largest sizes (gs_tables.sh's rows).
+#   5. If the calls last: issue 38's largest sizes (the rows of s37's gs_tables.sh, which this replaced; removed).
 #   cp -a . /tmp/s38 && cd /tmp/s38 && (COMMIT=... setsid bash benchmarks/s38/call.sh > /tmp/s38_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s38_driver.log DRIVER_OUT=/tmp/s38out WAIT=<s> PERIOD=15 bash /tmp/s38/benchmarks/s31/poll.sh
 set -uo pipefail
