@@ -494,6 +494,48 @@ LRY_GPU_SUITE {
     compare_arms<Poisoned<ly::ResNetFamily>>([] { return Poisoned<ly::ResNetFamily>("18"); }, base, "resnet18", kSteps / 2);
   }
 
+  TEST_CASE("cuda_graph=step under gradient accumulation, ResNet-18 (accumulate 3 at batch 10): AMP steps equal the graph-less step path bit for bit") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_acc");
+    // 48 images at batch 10: micro-batches of 10, 10, 10, 10, 8 an epoch; nbs 30: windows {1-3} {4-5}. Step graphs:
+    // [10] accumulating, [10] a window's last, [8] a window's last. 8 epochs: 40 micro-batches, 16 optimizer steps,
+    // one window poisoned (inf: skipped).
+    const std::vector<std::string> base{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
+                                        "batch=10", "nbs=30", "workers=0", "device=cuda", "amp=true", "amp_dtype=float16",
+                                        "deterministic=true", "warmup_epochs=1", "lr0=0.02", "clip_grad_norm=5",
+                                        "ema=true", "project=" + runs.path.string(), "seed=4", "val=false", "epochs=8"};
+    using P = Poisoned<ly::ResNetFamily>;
+    const auto step = run<P>(P("18"), run_args(base, "step", {"cuda_graph=step", "cuda_graph_warmup=1"}), true);
+    const auto nograph = run<P>(P("18"), run_args(base, "nograph", {"cuda_graph=step", "cuda_graph_warmup=1000000"}), true);
+    const auto eager = run<P>(P("18"), run_args(base, "eager", {"cuda_graph=false"}), false);
+    if (step.report["fallback_reason"].is_string())
+      MESSAGE("fell back: " << step.report["fallback_reason"].dump().substr(0, 400));
+    CHECK(step.report["fallback_reason"].is_null());
+    CHECK(step.report["step"]["whole_step"] == true);
+    const auto replayed = step.report["replayed_steps"].get<int64_t>();
+    MESSAGE("accumulation: " << replayed << " of " << step.losses.size() << " micro-batches replayed, "
+                             << step.report["step"]["graphs"].size() << " step graphs");
+    CHECK(replayed >= 30);
+    bool accumulating = false, last = false;
+    for (const auto& g : step.report["step"]["graphs"]) {
+      const auto shapes = g["shapes"].get<std::string>();
+      MESSAGE("step graph " << shapes << ": " << g["vram_mib"].get<double>() << " MiB, " << g["replays"].get<int64_t>() << " replays");
+      (shapes.find("(accumulating)") != std::string::npos ? accumulating : last) = true;
+    }
+    CHECK(accumulating);
+    CHECK(last);
+    REQUIRE(step.losses.size() == 40);
+    CHECK(all_equal_gpu(step.losses, nograph.losses));
+    CHECK(all_equal_gpu(step.params, nograph.params));
+    CHECK(all_equal_gpu(step.buffers, nograph.buffers));
+    CHECK(all_equal_gpu(step.ema, nograph.ema));
+    CHECK(step.scales == nograph.scales);
+    const double param_rel = max_rel(step.params, eager.params);
+    MESSAGE("accumulation: cuda_graph=step vs eager, parameters max rel " << param_rel);
+    CHECK(param_rel < 1e-2);
+    CHECK(step.scales == eager.scales);
+  }
+
   TEST_CASE("cuda_graph=step, YOLOv9-t: 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_y9");

@@ -12,9 +12,9 @@
 // them in one shared memory pool, recorded on the threshold-th sighting of the key (that step runs
 // eager on a side stream first) and replayed from then on. A family whose loss is not fixed-shape
 // never gets this scope (capture::resolve narrows it to scope::network at compile time, one notice);
-// gradient accumulation, the one run-time condition (step_cannot_run), keeps the network-only capture
-// with one notice; a failed capture or replay turns the policy eager as above (a replay that failed
-// before its first node ran is re-run eager).
+// under gradient accumulation a window's accumulating micro-batches and its last one are two graphs per
+// shape (train/accumulation.hpp, train/device_step.hpp); a failed capture or replay turns the policy eager
+// as above (a replay that failed before its first node ran is re-run eager).
 #include <libreyolo/capture/eager.hpp>
 #include <libreyolo/capture/graphed_callable.hpp>
 #include <libreyolo/capture/shape_counter.hpp>
@@ -61,12 +61,6 @@ class CudaGraph {
     if (!device.is_cuda()) return "device " + device.str() + " is not a CUDA device";
     return {};
   }
-  // Scope step: why the whole step cannot be recorded in this run (gradient accumulation), or empty.
-  static std::string step_cannot_run(const TrainConfig& cfg) {
-    if (const int acc = cfg.accumulate(); acc > 1)
-      return "gradient accumulation (" + std::to_string(acc) + " batches per optimizer step) is not captured whole";
-    return {};
-  }
 
   // cfg.cuda_graph_warmup, when given explicitly, overrides Threshold. The scope is the type's (a
   // cuda_graph key asking another one is told what runs by capture::resolve's notice).
@@ -86,15 +80,14 @@ class CudaGraph {
     step_requested_ = whole_step ? cfg.cuda_graph != GraphMode::off : cfg.cuda_graph == GraphMode::step;
     if constexpr (whole_step) {
       if (!step_requested_) return;
-      if (const auto why = step_cannot_run(cfg); !why.empty()) {
-        log::notice_once("capture.step.cannot_run", "cuda_graph=step: " + why + "; capturing the network only, as "
-                                                    "cuda_graph=true");
-        return;
-      }
       step_mode_ = true;
       if (enabled_)
         log::info("cuda_graph=step: the whole training step is captured per batch shape (at most ", max_step_graphs_,
-                  " graphs, after ", counter_.threshold(), " sightings of a shape)");
+                  " graphs, after ", counter_.threshold(), " sightings of a shape)",
+                  cfg.accumulate() > 1 ? "; with gradient accumulation (" + std::to_string(cfg.accumulate()) +
+                                             " batches per optimizer step) an accumulating micro-batch and a window's "
+                                             "last one are two graphs per shape"
+                                       : std::string());
     }
   }
 
@@ -163,12 +156,13 @@ class CudaGraph {
   // Eager (reset_grads(), body(b)) until b's key is seen the threshold-th time; that step runs eager on a
   // side stream and the graph is recorded; later steps with the key replay it. The returned items are
   // valid until the next step.
+  // accumulating: a micro-batch of an accumulation window before its last (its own graph per shape).
   template <class Batch, class Body, class Reset>
-  torch::Tensor run_whole_step(Batch& b, Body&& body, Reset&& reset_grads) {
+  torch::Tensor run_whole_step(Batch& b, Body&& body, Reset&& reset_grads, bool accumulating = false) {
     auto eager = [&] { return body(b); };
 #if defined(LIBREYOLO_WITH_CUDA)
     return run_keyed<StepGraph<Batch>>(
-        b, eager, [&](StepGraph<Batch>& g, bool fault) { g.replay(fault); },
+        b, accumulating, eager, [&](StepGraph<Batch>& g, bool fault) { g.replay(fault); },
         [&](const StepKey& key) { return capture_whole_step(b, body, reset_grads, key); }, reset_grads);
 #else
     reset_grads();
@@ -180,11 +174,11 @@ class CudaGraph {
   // The same for a segmented step (capture/step_graph.hpp: part_a(batch) -> Segment, part_b(batch, given) ->
   // items; the DETR line's matching between them): eager run_segments, then SegmentedStepGraph per key.
   template <class Batch, class PartA, class PartB, class Reset>
-  torch::Tensor run_segmented_step(Batch& b, PartA&& a, PartB&& part_b, Reset&& reset_grads) {
+  torch::Tensor run_segmented_step(Batch& b, PartA&& a, PartB&& part_b, Reset&& reset_grads, bool accumulating = false) {
     auto eager = [&] { return run_segments(b, a, part_b); };
 #if defined(LIBREYOLO_WITH_CUDA)
     return run_keyed<SegmentedStepGraph<Batch>>(
-        b, eager, [&](SegmentedStepGraph<Batch>& g, bool fault) { g.replay_segments(fault); },
+        b, accumulating, eager, [&](SegmentedStepGraph<Batch>& g, bool fault) { g.replay_segments(fault); },
         [&](const StepKey& key) { return capture_segmented_step(b, a, part_b, reset_grads, key); }, reset_grads);
 #else
     reset_grads();
@@ -412,9 +406,9 @@ class CudaGraph {
   // step is kept when the graph had started, else re-run eager), recorded on the key's threshold-th sighting
   // while the cache has room, else eager.
   template <class G, class Batch, class Eager, class Replay, class Capture, class Reset>
-  torch::Tensor run_keyed(Batch& b, Eager& eager, Replay&& replay, Capture&& capture, Reset& reset_grads) {
+  torch::Tensor run_keyed(Batch& b, bool accumulating, Eager& eager, Replay&& replay, Capture&& capture, Reset& reset_grads) {
     if (step_mode_ && enabled_) {
-      const StepKey key = StepKey::of(b);
+      const StepKey key = StepKey::of(b, accumulating);
       if (auto it = step_graphs_.find(key); it != step_graphs_.end()) {
         auto* g = static_cast<G*>(it->second.get());
         try {

@@ -39,22 +39,28 @@ inline int64_t bucket_rows(int64_t n) {
   return b;
 }
 
-// A step graph's key: the key of every tensor the batch carries (images, padded targets / labels).
+// A step graph's key: the key of every tensor the batch carries (images, padded targets / labels), and
+// whether the step accumulates (a micro-batch of a gradient-accumulation window before its last: no optimizer;
+// train/device_step.hpp records the two kinds as different graphs).
 struct StepKey {
   std::vector<ShapeKey> parts;
+  bool accumulating = false;
   template <class Batch>
-  static StepKey of(Batch& b) {
+  static StepKey of(Batch& b, bool accumulating = false) {
     StepKey k;
     b.for_each_tensor([&](torch::Tensor& t) { k.parts.push_back(ShapeKey::of(t)); });
+    k.accumulating = accumulating;
     return k;
   }
-  // "[8, 3, 640, 640] [8, 16, 5]"
+  // "[8, 3, 640, 640] [8, 16, 5]", then " (accumulating)" for an accumulating step's key
   std::string shape_string() const {
     std::string s;
     for (size_t i = 0; i < parts.size(); ++i) s += (i ? " " : "") + parts[i].shape_string();
-    return s;
+    return accumulating ? s + " (accumulating)" : s;
   }
-  friend bool operator<(const StepKey& a, const StepKey& b) { return a.parts < b.parts; }
+  friend bool operator<(const StepKey& a, const StepKey& b) {
+    return a.parts < b.parts || (!(b.parts < a.parts) && a.accumulating < b.accumulating);
+  }
   friend bool operator==(const StepKey& a, const StepKey& b) { return !(a < b) && !(b < a); }
 };
 

@@ -11,6 +11,7 @@
 // family's step padding, ModelEMA::begin_device_update() (when it keeps an EMA).
 #include <libreyolo/capture/step_graph.hpp>
 #include <libreyolo/core/memory_format.hpp>
+#include <libreyolo/train/accumulation.hpp>
 #include <libreyolo/train/clip.hpp>
 #include <libreyolo/train/ema.hpp>
 #include <libreyolo/train/family.hpp>
@@ -23,16 +24,35 @@
 
 namespace libreyolo::train {
 
+// Gradient accumulation (train/accumulation.hpp): `acc` enabled, each micro-batch's loss is multiplied by the
+// accumulator's device factor (1 / the window's length); an accumulating micro-batch (`optimizer_step` false) ends after its backward
+// with the gradients stashed in the accumulator, the window's last one adds them back before the optimizer.
+// Each kind is its own graph (StepKey::accumulating).
+struct Accumulation {
+  GradAccumulator* acc = nullptr;  // null or not enabled: one optimizer step per batch
+  bool optimizer_step = true;      // false: an accumulating micro-batch
+  bool on() const { return acc && acc->enabled(); }
+};
+
 // net: the family's network holder; ema: null without an EMA; clip: the gradient-norm bound (0: none);
 // channels_last: the input goes in channels-last. Returns the step's loss items (a recorded graph's
 // output: valid until the next replay).
 template <class F, class Net, class Prec, class Capture, class Batch>
 torch::Tensor device_step(F& family, Net& net, Prec& precision, Optimizer& opt, ModelEMA* ema, Capture& capture,
-                          Batch& b, double clip, bool channels_last) {
+                          Batch& b, double clip, bool channels_last, Accumulation accumulation = {}) {
   auto* scaler = precision.device_scaler();
   // From the loss on: backward, unscale + clip, the optimizer, the scaler and the EMA on device state.
   auto finish = [&](const LossOutput& lo) -> torch::Tensor {
-    precision.scale(lo.total).backward();
+    if (accumulation.on()) {
+      precision.scale(lo.total * accumulation.acc->factor()).backward();
+      if (!accumulation.optimizer_step) {
+        accumulation.acc->stash();
+        return lo.items;
+      }
+      accumulation.acc->restore();
+    } else {
+      precision.scale(lo.total).backward();
+    }
     const torch::Tensor found = scaler ? scaler->device_unscale_(opt.params()) : torch::Tensor();
     if (clip > 0) clip_grad_norm(opt.params(), clip);
     opt.device_step(found);
@@ -62,7 +82,7 @@ torch::Tensor device_step(F& family, Net& net, Prec& precision, Optimizer& opt, 
       out.reset();
       return items;
     };
-    return capture.run_segmented_step(b, part_a, part_b, reset_grads);
+    return capture.run_segmented_step(b, part_a, part_b, reset_grads, !accumulation.optimizer_step);
   } else {
     auto body = [&](const Batch& sb) -> torch::Tensor {
       LossOutput lo;
@@ -72,7 +92,7 @@ torch::Tensor device_step(F& family, Net& net, Prec& precision, Optimizer& opt, 
       }
       return finish(lo);
     };
-    return capture.run_whole_step(b, body, reset_grads);
+    return capture.run_whole_step(b, body, reset_grads, !accumulation.optimizer_step);
   }
 }
 

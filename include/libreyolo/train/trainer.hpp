@@ -157,7 +157,7 @@ class Trainer {
   void restore(const train::Checkpoint& ck, bool full);
   void clip_gradients();
   // cuda_graph=step: the whole step on device state through the capture policy; the step's loss items.
-  torch::Tensor train_whole_step(Batch& b);
+  torch::Tensor train_whole_step(Batch& b, bool optimizer_step = true);
   void make_ema();
   nlohmann::json run_summary() const;
   nlohmann::json epoch_row(int epoch, const torch::Tensor& mean_loss, const train::ValResult* v, double secs) const;
@@ -233,6 +233,7 @@ class Trainer {
   bool is_setup_ = false;
   bool channels_last_ = false;  // cfg.channels_last on a CUDA device
   bool device_state_ = false;   // cuda_graph=step: the optimizer runs on its device state
+  train::GradAccumulator grad_acc_;  // cuda_graph=step with accumulation: the window's gradient sums
 };
 
 // The blessed compositions (ensmallen style), one process, no profiler, the family's default precision:

@@ -442,12 +442,15 @@ void LIBREYOLO_TRAINER::clip_gradients() {
 // optimizer's lr / step tensors, the scaler's found_inf, the EMA's decay tensor), so the capture policy
 // can record it as one graph per batch shape. On a CPU, or before a shape is recorded, it runs eager and
 // computes exactly what the eager loop does.
+// optimizer_step false: a micro-batch of a gradient-accumulation window before its last (its gradients are
+// stashed, nothing steps).
 LIBREYOLO_TRAINER_TEMPLATE
-torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
+torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b, bool optimizer_step) {
   // A capture policy without whole-step graphs (Eager, a resolved fallback) never calls this; the guard keeps
   // the member compilable when the whole class is instantiated explicitly (families/instantiate.hpp).
   if constexpr (!Capture::whole_step) {
     (void)b;
+    (void)optimizer_step;
     throw Error("train_whole_step: this trainer's capture policy has no whole-step graphs");
   } else {
     if (!device_state_) {
@@ -456,8 +459,9 @@ torch::Tensor LIBREYOLO_TRAINER::train_whole_step(Batch& b) {
     }
     if constexpr (member::declares<F, member::step_padding>)
       if (capture_.step_graphs_enabled()) b = F::pad_for_step_graph(b);  // a power-of-two box count
-    if (ema_) ema_->begin_device_update();
-    return train::device_step(family_, net_, precision_, *opt_, ema_.get(), capture_, b, cfg_.clip_grad_norm, channels_last_);
+    if (ema_ && optimizer_step) ema_->begin_device_update();
+    return train::device_step(family_, net_, precision_, *opt_, ema_.get(), capture_, b, cfg_.clip_grad_norm, channels_last_,
+                              train::Accumulation{accumulate_ > 1 ? &grad_acc_ : nullptr, optimizer_step});
   }
 }
 
@@ -506,14 +510,24 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   phase_begin(Phase::to_device);
   Batch b = F::to_device(*host, device_);
   phase_end(Phase::to_device);
+  // This micro-batch's accumulation window (train/accumulation.hpp: windows counted within the epoch, the
+  // loss multiplied by 1 / the window's length, the optimizer after its last micro-batch).
+  const auto window = train::accumulation_window(batch_in_epoch_, static_cast<int64_t>(train_loader_->num_batches()),
+                                                 accumulate_);
   // cuda_graph=step: forward to EMA in one call of the capture policy (a graph replay once recorded).
   if constexpr (Capture::whole_step) {
     if (capture_.step_mode()) {
+      if (accumulate_ > 1) {
+        if (!grad_acc_.enabled()) grad_acc_.enable(opt_->params(), device_);
+        grad_acc_.set_window(window.length);  // outside the recorded step: a replay reads it
+      }
       phase_begin(Phase::forward);
-      const torch::Tensor items = train_whole_step(b);
+      const torch::Tensor items = train_whole_step(b, window.last);
       phase_end(Phase::forward);
-      ++opt_steps_;
-      last_opt_ni_ = ni_;
+      if (window.last) {
+        ++opt_steps_;
+        last_opt_ni_ = ni_;
+      }
       ++ni_;
       ++batch_in_epoch_;
       sched_->apply(*opt_, opt_steps_);  // writes the optimizer's device lr tensors
@@ -525,10 +539,6 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
   }
   // Rank 0's BatchNorm statistics, as DDP does at each forward (SyncBatchNorm keeps them equal already).
   if (dist_ && !sync_bn_) dist_->broadcast_buffers(*net_);
-  // This micro-batch's accumulation window (train/accumulation.hpp: windows counted within the epoch, the
-  // loss divided by the window's length, the optimizer after its last micro-batch).
-  const auto window = train::accumulation_window(batch_in_epoch_, static_cast<int64_t>(train_loader_->num_batches()),
-                                                 accumulate_);
   const bool boundary = window.last;
   const bool window_start = ni_ - last_opt_ni_ == 1;  // the gradients are zero at this micro-batch's start
   train::LossOutput lo;
@@ -545,7 +555,7 @@ bool LIBREYOLO_TRAINER::train_one_batch() {
     phase_end(Phase::forward);
     phase_begin(Phase::backward);
     if (reducer_ && boundary) reducer_->arm();  // this backward's gradients are averaged as they arrive
-    precision_.scale(window.length > 1 ? lo.total / static_cast<double>(window.length) : lo.total).backward();
+    precision_.scale(window.length > 1 ? lo.total * train::loss_factor(window.length) : lo.total).backward();
     if (reducer_ && boundary) reducer_->finish();  // before unscale/clip: the same gradients on every rank
     if (boundary && accumulate_ == 1) clip_gradients();
     phase_end(Phase::backward);
