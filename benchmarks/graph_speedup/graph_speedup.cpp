@@ -62,6 +62,11 @@ struct Args {
   std::string grads_loss = "probe";
   int channels_last = -1, cudnn_benchmark = -1;
   bool cudnn_deterministic = false, nhwc = false;
+  // --accumulate N (> 1): one timed step is a window of N micro-batches of the same batch, each loss times 1/N,
+  // the optimizer once after the last (the trainer's gradient accumulation, train/accumulation.hpp); the step arm
+  // runs the trainer's two step kinds (accumulating, stepping). The times and kernel busy printed are per
+  // micro-batch (the window's / N); "window_ms_min" is the whole window's.
+  int accumulate = 1;
 };
 
 Args parse(int argc, char** argv) {
@@ -84,7 +89,9 @@ Args parse(int argc, char** argv) {
       .add("--device", &a.device)
       .add("--detail", &a.detail)
       .add("--grads-loss", &a.grads_loss)
+      .add("--accumulate", &a.accumulate)
       .parse(argc, argv);
+  if (a.accumulate < 1) throw std::invalid_argument("--accumulate " + std::to_string(a.accumulate) + ": allowed 1 or more");
   if (a.arm != "eager" && a.arm != "graph" && a.arm != "step" && a.arm != "grads")
     throw std::invalid_argument("--arm " + a.arm + ": allowed eager, graph, step, grads");
   if (a.grads_loss != "probe" && a.grads_loss != "family")
@@ -149,15 +156,19 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
   const torch::Tensor input = nhwc ? ly::as_channels_last(x) : x;
   // Phases for --detail: forward = the network and the family's loss (assigner included), backward, optimizer
   // (the step arm's whole-step graph is one phase).
+  const int n_acc = a.accumulate;
   std::function<void(ly::profile::StepPhases&)> step = [&](ly::profile::StepPhases& ph) {
-    torch::Tensor loss;
-    {
-      [[maybe_unused]] auto g = prec.autocast();
-      ph.mark(ly::profile::Phase::forward);
-      loss = loss_of(capture.forward(net, input, Region{}));
+    for (int k = 0; k < n_acc; ++k) {
+      torch::Tensor loss;
+      {
+        [[maybe_unused]] auto g = prec.autocast();
+        ph.mark(ly::profile::Phase::forward);
+        loss = loss_of(capture.forward(net, input, Region{}));
+        if (n_acc > 1) loss = loss * ly::train::loss_factor(n_acc);
+      }
+      ph.mark(ly::profile::Phase::backward);
+      prec.scale(loss).backward();
     }
-    ph.mark(ly::profile::Phase::backward);
-    prec.scale(loss).backward();
     ph.mark(ly::profile::Phase::optimizer);
     if (clip > 0) {
       prec.unscale_(opt);
@@ -177,7 +188,14 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
   ly::profile::StepPhases none;
   for (int i = 0; i < a.warmup; ++i) step(none);
   ly::compat::cuda_synchronize(dev);
-  const auto t = ly::profile::time_steps(step, a.steps, dev, static_cast<int>(x.size(0)));
+  auto t = ly::profile::time_steps(step, a.steps, dev, static_cast<int>(x.size(0)) * n_acc);
+  const double window_ms_min = t.min_ms;
+  if (n_acc > 1) {  // per micro-batch
+    t.min_ms /= n_acc;
+    t.median_ms /= n_acc;
+    t.busy.gpu_busy_ms_per_step /= n_acc;
+    t.busy.kernels_per_step /= n_acc;
+  }
   nlohmann::json out = {{"arm", a.arm},
           {"model", a.model},
           {"precision", a.precision},
@@ -187,6 +205,8 @@ nlohmann::json run_arm(const Args& a, ly::TrainConfig cfg, Net net, LossFn loss_
           {"cudnn_heuristic", std::getenv(ly::cudnn_heuristic_env) ? "b" : "instant"},
           {"batch", x.size(0)},
           {"imgsz", x.size(2)},
+          {"accumulate", n_acc},
+          {"window_ms_min", window_ms_min},
           {"step_ms_min", t.min_ms},
           {"step_ms_median", t.median_ms},
           {"gpu_busy_ms", t.busy.gpu_busy_ms_per_step},
@@ -331,9 +351,17 @@ nlohmann::json run_family(const Args& a, P p, torch::Device dev) {
       if constexpr (ly::member::declares<P, ly::member::step_padding>)
         if (capture.step_graphs_enabled()) *batch = P::pad_for_step_graph(*batch);
       const bool nhwc = a.channels_last == 1;
-      // The trainer's step body itself (train/device_step.hpp), without an EMA.
-      step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc, clip](ly::profile::StepPhases&) mutable {
-        ly::train::device_step(*family, net, prec, opt, nullptr, capture, *batch, clip, nhwc);
+      // The trainer's step body itself (train/device_step.hpp), without an EMA; under --accumulate N its two
+      // kinds, N - 1 accumulating micro-batches and the stepping one, through the trainer's GradAccumulator.
+      auto acc = std::make_shared<ly::train::GradAccumulator>();
+      if (a.accumulate > 1) {
+        acc->enable(opt.params(), opt.params().front().device());
+        acc->set_window(a.accumulate);
+      }
+      step = [&capture, &prec, &opt, net = net_ref, family, batch, nhwc, clip, acc, n = a.accumulate](ly::profile::StepPhases&) mutable {
+        for (int k = 0; k < n; ++k)
+          ly::train::device_step(*family, net, prec, opt, nullptr, capture, *batch, clip, nhwc,
+                                 ly::train::Accumulation{acc.get(), k + 1 == n});
       };
     }
   };

@@ -2,7 +2,7 @@
 # Runs every arm of the CUDA-graph benchmark in its own process and prints the table.
 #   [MODELS="resnet18 yolo9t"] [PRECISIONS="fp16 fp32"] [ARMS="eager graph step"] benchmarks/graph_speedup/run.sh BUILD_DIR [OUT_JSONL]
 # MODELS: registered model names (graph_speedup --model), each optionally NAME:BATCH or NAME:BATCH:IMGSZ
-# (e.g. rtdetr-r18:4, fomos:16:96).
+# (e.g. rtdetr-r18:4, fomos:16:96). EXTRA: more graph_speedup arguments for every arm (e.g. "--accumulate 4").
 set -euo pipefail
 build=${1:?usage: run.sh BUILD_DIR [OUT_JSONL]}
 out=${2:-graph_speedup.jsonl}
@@ -14,7 +14,7 @@ for entry in ${MODELS:-resnet18 yolo9t}; do
   [ -n "$b" ] && batch+=(--batch "$b"); [ -n "$sz" ] && batch+=(--imgsz "$sz")
   for precision in ${PRECISIONS:-fp16 fp32}; do
     for arm in ${ARMS:-eager graph step}; do
-      "$bin" --arm "$arm" --model "$model" "${batch[@]}" --precision "$precision" --state "$state_dir/$entry.state" | tee -a "$out" || echo "graph_speedup: $entry $precision $arm failed" >&2
+      "$bin" --arm "$arm" --model "$model" "${batch[@]}" --precision "$precision" --state "$state_dir/$entry.state" ${EXTRA:-} | tee -a "$out" || echo "graph_speedup: $entry $precision $arm failed" >&2
     done
   done
 done

@@ -538,7 +538,8 @@ static_assert(!cap::step_capturable<NoStepResNet>());
 static_assert(cap::step_capturable<ly::YoloxFamily>());  // SimOTA on padded targets
 static_assert(cap::step_capturable<ly::FomoFamily>());   // the weighted cross-entropy on the fixed grid
 static_assert(cap::step_capturable<ly::RtmdetFamily>());  // the soft-label assigner on padded targets
-static_assert(!cap::step_capturable<ly::Yolov7Family>());  // detection losses not declared fixed-shape
+static_assert(cap::step_capturable<ly::Yolov7Family>());  // SimOTA on padded targets, as YOLOX's
+static_assert(!cap::step_capturable<ly::YoloNasFamily>());  // a detection loss not declared fixed-shape
 static_assert(cap::step_capturable<ly::RTDETRFamily>());  // in two parts (member::segmented_step)
 static_assert(cap::step_capturable<ly::RFDETRFamily>());   // in two parts: the criterion's fixed-slot form
 
@@ -547,12 +548,12 @@ using StepPolicy = cap::CudaGraph<cap::scope::step>;
 static_assert(StepPolicy::whole_step && !cap::CudaGraph<>::whole_step && !cap::Eager::whole_step);
 static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, StepPolicy>, StepPolicy>);
 static_assert(std::is_same_v<cap::resolve_t<NoStepResNet, StepPolicy>, cap::CudaGraph<>>);
-static_assert(std::is_same_v<cap::resolve_t<ly::Yolov7Family, StepPolicy>, cap::CudaGraph<>>);
+static_assert(std::is_same_v<cap::resolve_t<ly::YoloNasFamily, StepPolicy>, cap::CudaGraph<>>);
 static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, StepPolicy, cap::Mode::distributed>, cap::Eager>);
 static_assert(std::is_same_v<cap::resolve_t<ly::ResNetFamily, cap::CudaGraph<cap::scope::step, 5>>::network_only,
                              cap::CudaGraph<cap::scope::network, 5>>);
 // The blessed aliases: StepTrainer is GraphTrainer itself where the step cannot be captured.
-static_assert(std::is_same_v<ly::StepTrainer<ly::Yolov7Family>, ly::GraphTrainer<ly::Yolov7Family>>);
+static_assert(std::is_same_v<ly::StepTrainer<ly::YoloNasFamily>, ly::GraphTrainer<ly::YoloNasFamily>>);
 static_assert(std::is_same_v<ly::StepTrainer<ly::Yolo9Family>::Capture, StepPolicy>);
 static_assert(std::is_same_v<ly::EagerTrainer<ly::Yolo9Family>::Capture, cap::Eager>);
 
@@ -571,8 +572,8 @@ TEST_CASE("cuda_graph=step with a family whose loss is not fixed-shape: the netw
   CHECK(log.count("cuda_graph=step: the nostep_resnet loss is not declared fixed-shape") == 1);
   CHECK(log.count("capturing the network only, as cuda_graph=true") == 1);
   // A registered family without the declaration.
-  cap::resolve<ly::Yolov7Family, StepPolicy>::notice(step_cfg);
-  CHECK(log.count("cuda_graph=step: the yolo7 loss is not declared fixed-shape") == 1);
+  cap::resolve<ly::YoloNasFamily, StepPolicy>::notice(step_cfg);
+  CHECK(log.count("cuda_graph=step: the yolonas loss is not declared fixed-shape") == 1);
   // A step-capturable family composed with the network scope by hand: told once what runs.
   cap::resolve<ly::ResNetFamily, cap::CudaGraph<>>::notice(step_cfg);
   cap::resolve<ly::ResNetFamily, cap::CudaGraph<>>::notice(step_cfg);
@@ -737,6 +738,16 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: RTMDet-t on a small 
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
   auto e = train_run<cap::Eager>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "eager", "false"));
   auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "step", "step"));
+  CHECK(e.steps == 5);
+  check_same(e, s);
+  CHECK(s.report["step"]["whole_step"] == true);
+}
+
+TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv7-b on a small detection set") {
+  lry_test::TempDir runs("lry_step_cpu_y7");
+  const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
+  auto e = train_run<cap::Eager>(ly::Yolov7Family("b"), detect_run_args("yolo7b", yaml, runs, "eager", "false"));
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::Yolov7Family("b"), detect_run_args("yolo7b", yaml, runs, "step", "step"));
   CHECK(e.steps == 5);
   check_same(e, s);
   CHECK(s.report["step"]["whole_step"] == true);

@@ -552,6 +552,14 @@ LRY_GPU_SUITE {
     compare_arms<Poisoned<ly::RtmdetFamily>>([] { return Poisoned<ly::RtmdetFamily>("t"); }, base, "rtmdett", 1);  // box-count buckets vary per batch
   }
 
+  TEST_CASE("cuda_graph=step, YOLOv7-b: 30 AMP steps equal the graph-less step path bit for bit; spread vs eager stated") {
+    LRY_REQUIRE_CUDA();
+    lry_test::TempDir runs("lry_step_gpu_y7");
+    const auto yaml = lry_test::small_detect_set(runs.path, 16, 3);
+    const auto base = detect_base("yolo7b", yaml, runs);
+    compare_arms<Poisoned<ly::Yolov7Family>>([] { return Poisoned<ly::Yolov7Family>("b"); }, base, "yolo7b", 1);  // box-count buckets vary per batch
+  }
+
   // Session 10's H200 run of this case fell back at the first recording (the IoU loss's prod backward
   // read a value back to the host; families/yolox/loss.hpp prod2 since).
   TEST_CASE("cuda_graph=step, YOLOX-t: 30 AMP steps across the L1 switch equal the graph-less step path bit for bit; graphs dropped and recorded again") {

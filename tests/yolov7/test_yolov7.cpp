@@ -163,7 +163,7 @@ TEST_CASE("yolov7 SimOTA loss equals the original's: values, positives and gradi
       maps.push_back((c.scale * torch::sin(0.13 * j + c.offset) + c.bias).to(torch::kFloat32).view({2, 24, s[0], s[1]}).set_requires_grad(true));
     }
     auto r = loss(maps, t);
-    CHECK(r.num_fg == c.num_fg);
+    CHECK(r.num_fg.item<double>() == static_cast<double>(c.num_fg));
     CHECK(r.items[0].item<double>() == doctest::Approx(c.iou).epsilon(1e-5));
     CHECK(r.items[1].item<double>() == doctest::Approx(c.obj).epsilon(1e-5));
     CHECK(r.items[2].item<double>() == doctest::Approx(c.cls).epsilon(1e-5));
@@ -179,7 +179,7 @@ TEST_CASE("yolov7 SimOTA loss equals the original's: values, positives and gradi
   // No gt: only the objectness term, pushing every anchor down; finite.
   std::vector<torch::Tensor> zero{torch::zeros({2, 24, 8, 8}), torch::zeros({2, 24, 4, 4}), torch::zeros({2, 24, 2, 2})};
   auto none = loss(zero, torch::full({2, 1, 5}, -1.0));
-  CHECK(none.num_fg == 0);
+  CHECK(none.num_fg.item<double>() == 0.0);
   CHECK(none.items[0].item<double>() == 0.0);
   CHECK(none.items[2].item<double>() == 0.0);
   CHECK(none.items[1].item<double>() == doctest::Approx(2 * 3 * 84 * std::log(2.0)).epsilon(1e-5));

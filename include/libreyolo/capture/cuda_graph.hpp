@@ -158,7 +158,7 @@ class CudaGraph {
   // valid until the next step.
   // accumulating: a micro-batch of an accumulation window before its last (its own graph per shape).
   template <class Batch, class Body, class Reset>
-  torch::Tensor run_whole_step(Batch& b, Body&& body, Reset&& reset_grads, bool accumulating = false) {
+  torch::Tensor run_whole_step(Batch& b, Body&& body, Reset&& reset_grads, [[maybe_unused]] bool accumulating = false) {
     auto eager = [&] { return body(b); };
 #if defined(LIBREYOLO_WITH_CUDA)
     return run_keyed<StepGraph<Batch>>(
@@ -174,7 +174,7 @@ class CudaGraph {
   // The same for a segmented step (capture/step_graph.hpp: part_a(batch) -> Segment, part_b(batch, given) ->
   // items; the DETR line's matching between them): eager run_segments, then SegmentedStepGraph per key.
   template <class Batch, class PartA, class PartB, class Reset>
-  torch::Tensor run_segmented_step(Batch& b, PartA&& a, PartB&& part_b, Reset&& reset_grads, bool accumulating = false) {
+  torch::Tensor run_segmented_step(Batch& b, PartA&& a, PartB&& part_b, Reset&& reset_grads, [[maybe_unused]] bool accumulating = false) {
     auto eager = [&] { return run_segments(b, a, part_b); };
 #if defined(LIBREYOLO_WITH_CUDA)
     return run_keyed<SegmentedStepGraph<Batch>>(

@@ -11,7 +11,7 @@
 // YOLO9TrainTransform): the 2S mosaic resized to S with no random affine (degrees 10 / shear 2 are set
 // in its config but that pipeline never applies them), mixup after every mosaic (probability 1), YOLOX's
 // additive HSV jitter (5, 30, 30) on every image, horizontal flips. AMP on. The whole network is the
-// capture region.
+// capture region; cuda_graph=step records the whole step (its loss is fixed-shape, loss.hpp).
 //
 // Decode (the original's postprocess/yolo7.py): boxes (2σ - 0.5 + grid)·s and (2σ)²·anchor, score =
 // σ(objectness)·σ(class), the best class per anchor, class-aware NMS; validation at conf 0.001, IoU 0.65,
@@ -45,6 +45,9 @@ class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
     static constexpr bool amp_default = true;
     static constexpr CaptureRegion capture_region = CaptureRegion::network;
     static constexpr std::array<Task, 1> captured_tasks{Task::detect};
+    // Its loss (loss.hpp: SimOTA on padded targets, masks, the priors built once per map size) has fixed
+    // shapes and reads nothing back: cuda_graph=step records the whole step.
+    static constexpr bool step_capturable = true;
     static constexpr std::array<std::string_view, 12> overrides{
         "warmup_epochs=3", "ema_decay=0.9999", "eval_interval=10", "affine=false", "degrees=10", "shear=2",
         "mixup=1",         "hsv_mode=add",     "hsv_h=5",          "hsv_s=30",     "hsv_v=30",   "hsv_prob=1"};

@@ -71,6 +71,61 @@ inline torch::Tensor paired_iou(const torch::Tensor& p, const torch::Tensor& t) 
   return area_i / (area_p + area_g - area_i + 1e-16);
 }
 
+// The terms YOLOX's head and YOLOv7's SimOTA loss share (families/yolov7/loss.hpp), over the batch, each
+// divided by max(number of foreground anchors, 1): iou sum(1 - IoU²) over the foreground (unweighted), obj
+// BCE on every anchor against the foreground mask, cls BCE against one-hot(gt class) · the match's IoU over
+// the foreground. SimOTA (assign/simota.hpp) runs on the detached boxes and logits.
+struct SimOtaTerms {
+  torch::Tensor iou, obj, cls;  // scalars
+  torch::Tensor fg;             // [B, A] bool
+  torch::Tensor t_box;          // [B, A, 4] the matched gt (cxcywh pixels; gt 0 of the image where background)
+  torch::Tensor num_fg;         // scalar float, foreground anchors in the batch
+  torch::Tensor denom;          // max(num_fg, 1)
+};
+
+// boxes [B, A, 4] cxcywh pixels (differentiable), obj [B, A, 1] and cls [B, A, nc] logits; grid [A, 2] cells
+// (x, y) and stride [A] of every anchor; targets [B, M, 5] rows (class, x1, y1, x2, y2) in input pixels,
+// padding rows with class -1.
+inline SimOtaTerms simota_terms(const assign::SimOta& assigner, const torch::Tensor& boxes, const torch::Tensor& obj,
+                                const torch::Tensor& cls, const torch::Tensor& grid, const torch::Tensor& stride,
+                                const torch::Tensor& targets) {
+  const int64_t B = boxes.size(0), A = boxes.size(1), nc = cls.size(-1);
+  auto t = targets.to(boxes.device(), torch::kFloat32);
+  const int64_t M = t.size(1);
+  auto labels = t.select(-1, 0);
+  auto xyxy = t.narrow(-1, 1, 4);
+  auto gt = torch::cat({(xyxy.narrow(-1, 0, 2) + xyxy.narrow(-1, 2, 2)) / 2, xyxy.narrow(-1, 2, 2) - xyxy.narrow(-1, 0, 2)}, -1);
+  auto valid = (labels >= 0).to(torch::kFloat32);
+
+  auto m = assigner(boxes.detach(), cls.detach(), obj.detach(), grid, stride, gt, labels, valid);
+  SimOtaTerms r;
+  r.fg = m.fg_mask > 0;  // [B, A]
+  r.num_fg = m.num_fg;
+  r.denom = m.num_fg.clamp_min(1.0);
+
+  // The matched gt of every anchor (gt 0 of the image where background; masked out below).
+  torch::Tensor t_cls;
+  if (M > 0) {
+    auto flat = (m.gt_index + torch::arange(B, m.gt_index.options()).unsqueeze(1) * M).view({-1});
+    r.t_box = gt.reshape({-1, 4}).index_select(0, flat).view({B, A, 4});
+    t_cls = labels.clamp_min(0).to(torch::kInt64).reshape({-1}).index_select(0, flat).view({B, A, 1});
+  } else {
+    r.t_box = torch::ones({B, A, 4}, boxes.options());
+    t_cls = torch::zeros({B, A, 1}, boxes.options().dtype(torch::kInt64));
+  }
+  auto zero = torch::zeros({}, boxes.options());
+
+  auto iou_terms = 1.0 - paired_iou(boxes, r.t_box).pow(2);
+  r.iou = torch::where(r.fg, iou_terms, zero).sum() / r.denom;
+
+  r.obj = torch::binary_cross_entropy_with_logits(obj.squeeze(-1), m.fg_mask, {}, {}, at::Reduction::None).sum() / r.denom;
+
+  auto cls_target = torch::zeros({B, A, nc}, boxes.options()).scatter_(-1, t_cls, 1.0) * m.iou.unsqueeze(-1);
+  auto cls_terms = torch::binary_cross_entropy_with_logits(cls, cls_target, {}, {}, at::Reduction::None).sum(-1);
+  r.cls = torch::where(r.fg, cls_terms, zero).sum() / r.denom;
+  return r;
+}
+
 class YoloxLoss {
  public:
   YoloxLoss(std::vector<int64_t> strides, int64_t nc) : strides_(std::move(strides)), nc_(nc), assigner_(nc) {}
@@ -84,57 +139,27 @@ class YoloxLoss {
     std::vector<torch::Tensor> f32;
     for (const auto& f : feats) f32.push_back(f.to(torch::kFloat32));
     auto rows = flatten_levels(f32);  // [B, A, 5 + nc]
-    const int64_t B = rows.size(0), A = rows.size(1);
+    const int64_t A = rows.size(1);
     auto [grid, stride] = grid_cache(f32);
     auto raw_box = rows.narrow(-1, 0, 4);
     auto obj = rows.narrow(-1, 4, 1);
     auto cls = rows.narrow(-1, 5, nc_);
     auto boxes = decode_boxes(rows, grid, stride);  // [B, A, 4] cxcywh, differentiable
 
-    auto t = targets.to(rows.device(), torch::kFloat32);
-    const int64_t M = t.size(1);
-    auto labels = t.select(-1, 0);
-    auto xyxy = t.narrow(-1, 1, 4);
-    auto gt = torch::cat({(xyxy.narrow(-1, 0, 2) + xyxy.narrow(-1, 2, 2)) / 2, xyxy.narrow(-1, 2, 2) - xyxy.narrow(-1, 0, 2)}, -1);
-    auto valid = (labels >= 0).to(torch::kFloat32);
-
-    auto m = assigner_(boxes.detach(), cls.detach(), obj.detach(), grid, stride, gt, labels, valid);
-    auto fg = m.fg_mask > 0;                                      // [B, A]
-    auto num_fg = m.num_fg.clamp_min(1.0);
-
-    // The matched gt of every anchor (gt 0 of the image where background; masked out below).
-    torch::Tensor t_box, t_cls;
-    if (M > 0) {
-      auto flat = (m.gt_index + torch::arange(B, m.gt_index.options()).unsqueeze(1) * M).view({-1});
-      t_box = gt.reshape({-1, 4}).index_select(0, flat).view({B, A, 4});
-      t_cls = labels.clamp_min(0).to(torch::kInt64).reshape({-1}).index_select(0, flat).view({B, A, 1});
-    } else {
-      t_box = torch::ones({B, A, 4}, rows.options());
-      t_cls = torch::zeros({B, A, 1}, rows.options().dtype(torch::kInt64));
-    }
+    auto st = simota_terms(assigner_, boxes, obj, cls, grid, stride, targets);
     auto zero = torch::zeros({}, rows.options());
-
-    auto iou_terms = 1.0 - paired_iou(boxes, t_box).pow(2);
-    auto loss_iou = torch::where(fg, iou_terms, zero).sum() / num_fg;
-
-    auto loss_obj = torch::binary_cross_entropy_with_logits(obj.squeeze(-1), m.fg_mask, {}, {}, at::Reduction::None).sum() /
-                    num_fg;
-
-    auto cls_target = torch::zeros({B, A, nc_}, rows.options()).scatter_(-1, t_cls, 1.0) * m.iou.unsqueeze(-1);
-    auto cls_terms = torch::binary_cross_entropy_with_logits(cls, cls_target, {}, {}, at::Reduction::None).sum(-1);
-    auto loss_cls = torch::where(fg, cls_terms, zero).sum() / num_fg;
 
     torch::Tensor loss_l1 = zero;
     if (use_l1) {
       auto s = stride.view({1, A, 1});
-      auto l1_target = torch::cat({t_box.narrow(-1, 0, 2) / s - grid.unsqueeze(0), (t_box.narrow(-1, 2, 2) / s + 1e-8).log()}, -1);
+      auto l1_target = torch::cat({st.t_box.narrow(-1, 0, 2) / s - grid.unsqueeze(0), (st.t_box.narrow(-1, 2, 2) / s + 1e-8).log()}, -1);
       auto l1_terms = (raw_box - l1_target).abs().sum(-1);
-      loss_l1 = torch::where(fg, l1_terms, zero).sum() / num_fg;
+      loss_l1 = torch::where(st.fg, l1_terms, zero).sum() / st.denom;
     }
 
     constexpr double reg_weight = 5.0;
-    auto items = torch::stack({reg_weight * loss_iou, loss_obj, loss_cls, loss_l1});
-    return {items.sum(), items.detach(), m.num_fg};
+    auto items = torch::stack({reg_weight * st.iou, st.obj, st.cls, loss_l1});
+    return {items.sum(), items.detach(), st.num_fg};
   }
 
   const std::vector<int64_t>& strides() const { return strides_; }
