@@ -13,7 +13,8 @@
 #   5. RF-DETR-n trained end to end with cuda_graph=step on the earlier families' protocol (shapes set, seed 0,
 #      10 epochs, batch 4, no_aug_epochs=2): the trainer's step graphs under accumulation and multi-scale, beside
 #      session 38's eager 0.2651 at 6fdaf30 (H100).
-#   6. If the calls last: issue 38's YOLOX-l beside the original's (benchmarks/s38/next.sh's first stage).
+#   6. Issue 40: where RF-DETR-n's and -s's eager steps spend their time (--detail).
+#   7. If the calls last: issue 38's YOLOX-l beside the original's (benchmarks/s38/next.sh's first stage).
 #   cp -a . /tmp/s39 && cd /tmp/s39 && (COMMIT=... setsid bash benchmarks/s39/call.sh > /tmp/s39_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s39_driver.log DRIVER_OUT=/tmp/s39out WAIT=<s> PERIOD=15 bash /tmp/s39/benchmarks/s31/poll.sh
 set -uo pipefail
@@ -40,13 +41,6 @@ gs() {
 }
 gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16" "rfdetr-l:4 fp16"
 gs 38 "yolo7b:8:640 fp16"
-# Issue 40: why RF-DETR-n's eager step (96 ms in session 38) is slower than -s's (82 ms) with fewer kernels: where
-# each eager step's time goes (--detail 15: the largest entries per list).
-for m in rfdetr-n rfdetr-s; do
-  timeout 120 build-cuda/benchmarks/graph_speedup/graph_speedup --arm eager --model $m --batch 4 --imgsz 640 --precision fp16 \
-    --detail 15 --state /tmp/detail_$m.state > $OUT/detail_eager_$m.json 2> $OUT/detail_eager_$m.err
-  echo "detail eager $m rc=$? $(date -u +%T)"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in ('step_ms_min','step_ms_median','gpu_busy_ms','kernels_per_step')})" $OUT/detail_eager_$m.json
-done
 EXTRA="--accumulate 4 --warmup 5 --steps 8" gs 40acc4 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16" "rfdetr-l:4 fp16"
 SKIP_AREAS="step" bash benchmarks/gpu_suites.sh suites
 cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
@@ -59,5 +53,12 @@ rc=$?; t1=$(date +%s.%N)
 echo "rfdetr-n cuda_graph=step rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(date -u +%T)"
 grep -E "^libreyolo train|^epoch|metrics|cuda_graph|captur" $OUT/ours_rfdetr-n_step.log | cut -c1-300 | tail -30
 pack
+# Issue 40: why RF-DETR-n's eager step (96 ms in session 38) is slower than -s's (82 ms) with fewer kernels: where
+# each eager step's time goes (--detail 15: the largest entries per list).
+for m in rfdetr-n rfdetr-s; do
+  timeout 120 build-cuda/benchmarks/graph_speedup/graph_speedup --arm eager --model $m --batch 4 --imgsz 640 --precision fp16 \
+    --detail 15 --state /tmp/detail_$m.state > $OUT/detail_eager_$m.json 2> $OUT/detail_eager_$m.err
+  echo "detail eager $m rc=$? $(date -u +%T)"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in ('step_ms_min','step_ms_median','gpu_busy_ms','kernels_per_step')})" $OUT/detail_eager_$m.json
+done
 STYLE=shapes SKIP_BUILD=1 SEEDS=0 ARM_TIMEOUT=420 bash benchmarks/fidelity/side_by_side.sh yoloxl
 echo "driver done $(date -u +%FT%TZ)"
