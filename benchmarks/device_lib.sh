@@ -37,3 +37,16 @@ driver_cases() {
   echo "$label rc=$? $(grep -E '^\[doctest\] test cases' "$log") $(date -u +%T)"
   grep -E "^TEST CASE|ERROR|MESSAGE" "$log" | cut -c1-400 | head -60
 }
+# gs TAG "MODEL:BATCH[:IMGSZ] PRECISION" ...: graph_speedup's three arms of each entry (each its own process, under
+# GS_TIMEOUT, 300 s), the rows in $OUT/gs_TAG_MODEL_PRECISION.{jsonl,txt}, one line each with the table's row.
+# EXTRA: more graph_speedup arguments for every arm (run.sh).
+gs() {
+  local tag=$1 e
+  shift
+  for e in "$@"; do
+    set -- $e
+    MODELS="$1" PRECISIONS="$2" ARMS="eager graph step" timeout "${GS_TIMEOUT:-300}" benchmarks/graph_speedup/run.sh build-cuda \
+      "$OUT/gs_${tag}_${1%%:*}_$2.jsonl" > "$OUT/gs_${tag}_${1%%:*}_$2.txt" 2>&1
+    echo "graph_speedup $tag $1 $2 rc=$? $(date -u +%T)"; grep -A1 "^model" "$OUT/gs_${tag}_${1%%:*}_$2.txt" | tail -1
+  done
+}

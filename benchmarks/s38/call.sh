@@ -22,17 +22,8 @@ t0=$(date +%s)
 timeout 450 scripts/build-cuda.sh build-cuda -DLIBREYOLO_BUILD_TESTS=OFF -DLIBREYOLO_BUILD_BENCHMARKS=ON \
   -DLIBREYOLO_BUILD_EXAMPLES=OFF "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -- graph_speedup libreyolo_cli > $OUT/build.log 2>&1
 echo "build: rc=$? in $(( $(date +%s) - t0 )) s (-O1) $(date -u +%T)"; grep -E "error:|FAILED" $OUT/build.log | head -10
-# gs TAG "MODEL:BATCH[:IMGSZ] PRECISION" ...: all three arms of each entry, one table per entry.
-gs() {
-  local tag=$1 e
-  shift
-  for e in "$@"; do
-    set -- $e
-    MODELS="$1" PRECISIONS="$2" ARMS="eager graph step" timeout 240 benchmarks/graph_speedup/run.sh build-cuda \
-      $OUT/gs_${tag}_${1%%:*}_$2.jsonl > $OUT/gs_${tag}_${1%%:*}_$2.txt 2>&1
-    echo "graph_speedup $tag $1 $2 rc=$? $(date -u +%T)"; grep -A1 "^model" $OUT/gs_${tag}_${1%%:*}_$2.txt | tail -1
-  done
-}
+# gs (device_lib.sh) at the 240 s this call ran it under.
+export GS_TIMEOUT=240
 gs 44 "dfinen:4:640 fp32" "dfinen:4:640 fp16" "rtdetr-r18:4:640 fp16" "deimn:4:640 fp32"
 gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16"
 for m in rfdetr-n rfdetr-s; do

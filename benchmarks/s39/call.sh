@@ -28,17 +28,6 @@ cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
 grep -E "TEST CASE|ERROR|MESSAGE" /tmp/gpu_areas/gpu_step.txt | cut -c1-300 | head -40
 echo "step suite done $(date -u +%T)"
 . benchmarks/fidelity/common.sh   # $L, pack, synth_set, $CLI
-# gs TAG "MODEL:BATCH[:IMGSZ] PRECISION" ...: the three arms of each entry (EXTRA: more graph_speedup arguments).
-gs() {
-  local tag=$1 e
-  shift
-  for e in "$@"; do
-    set -- $e
-    MODELS="$1" PRECISIONS="$2" ARMS="eager graph step" timeout 300 benchmarks/graph_speedup/run.sh build-cuda \
-      $OUT/gs_${tag}_${1%%:*}_$2.jsonl > $OUT/gs_${tag}_${1%%:*}_$2.txt 2>&1
-    echo "graph_speedup $tag $1 $2 rc=$? $(date -u +%T)"; grep -A1 "^model" $OUT/gs_${tag}_${1%%:*}_$2.txt | tail -1
-  done
-}
 gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16" "rfdetr-l:4 fp16"
 gs 38 "yolo7b:8:640 fp16"
 EXTRA="--accumulate 4 --warmup 5 --steps 8" gs 40acc4 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16" "rfdetr-l:4 fp16"

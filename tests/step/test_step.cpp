@@ -638,17 +638,28 @@ void check_same(const Run& e, const Run& s) {
 }
 }  // namespace
 
+namespace {
+// A 2-epoch CPU ResNet-18 run on the tiny classification set (39 images at batch 8: 5 micro-batches an epoch),
+// clipping, EMA and warm-up on; `nbs` sets the accumulation, `extra` more keys.
+std::vector<std::string> resnet_run_args(const lry_test::TempDir& runs, const std::string& optimizer, const std::string& name,
+                                         const std::string& graph, const std::string& nbs,
+                                         const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
+                             "batch=8", "nbs=" + nbs, "workers=0", "device=cpu", "warmup_epochs=1",
+                             "warmup_lr_start=0.001", "lr0=0.02", "optimizer=" + optimizer,
+                             "clip_grad_norm=0.5", "ema=true", "ema_tau=3", "project=" + runs.path.string(),
+                             "name=" + name, "seed=4", "val=false", "epochs=2", "cuda_graph=" + graph};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+}  // namespace
+
 TEST_CASE("cuda_graph=step on the CPU (the step path, no graph) equals eager exactly: ResNet-18, SGD / AdamW, clip, EMA, warm-up") {
   lry_test::TempDir runs("lry_step_cpu");
   for (const char* optimizer : {"SGD", "AdamW"}) {
     CAPTURE(optimizer);
     auto args = [&](const std::string& name, const std::string& graph) {
-      return std::vector<std::string>{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
-                                      "batch=8", "nbs=8", "workers=0", "device=cpu", "warmup_epochs=1",
-                                      "warmup_lr_start=0.001", "lr0=0.02", "optimizer=" + std::string(optimizer),
-                                      "clip_grad_norm=0.5", "ema=true", "ema_tau=3", "project=" + runs.path.string(),
-                                      "name=" + name, "seed=4", "val=false", "epochs=2", "max_steps=10",
-                                      "cuda_graph=" + graph};
+      return resnet_run_args(runs, optimizer, name, graph, "8", {"max_steps=10"});
     };
     auto e = train_run<cap::Eager>(ly::ResNetFamily("18"), args(std::string("eager_") + optimizer, "false"));
     LogCapture log;
@@ -666,13 +677,9 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly under gradient accumu
   lry_test::TempDir runs("lry_step_cpu_acc");
   for (const char* optimizer : {"SGD", "AdamW"}) {
     CAPTURE(optimizer);
-    // 39 images at batch 8: 5 micro-batches an epoch; nbs 24: accumulate 3, windows {1-3} {4-5} in each epoch.
+    // 5 micro-batches an epoch; nbs 24: accumulate 3, windows {1-3} {4-5} in each epoch.
     auto args = [&](const std::string& name, const std::string& graph) {
-      return std::vector<std::string>{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
-                                      "batch=8", "nbs=24", "workers=0", "device=cpu", "warmup_epochs=1",
-                                      "warmup_lr_start=0.001", "lr0=0.02", "optimizer=" + std::string(optimizer),
-                                      "clip_grad_norm=0.5", "ema=true", "ema_tau=3", "project=" + runs.path.string(),
-                                      "name=" + name, "seed=4", "val=false", "epochs=2", "cuda_graph=" + graph};
+      return resnet_run_args(runs, optimizer, name, graph, "24");
     };
     auto e = train_run<cap::Eager>(ly::ResNetFamily("18"), args(std::string("eager_") + optimizer, "false"));
     auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::ResNetFamily("18"), args(std::string("step_") + optimizer, "step"));
