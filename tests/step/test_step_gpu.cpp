@@ -497,9 +497,11 @@ LRY_GPU_SUITE {
   TEST_CASE("cuda_graph=step under gradient accumulation, ResNet-18 (accumulate 3 at batch 10): AMP steps equal the graph-less step path bit for bit") {
     LRY_REQUIRE_CUDA();
     lry_test::TempDir runs("lry_step_gpu_acc");
-    // 48 images at batch 10: micro-batches of 10, 10, 10, 10, 8 an epoch; nbs 30: windows {1-3} {4-5}. Step graphs:
-    // [10] accumulating, [10] a window's last, [8] a window's last. 8 epochs: 40 micro-batches, 16 optimizer steps,
-    // one window poisoned (inf: skipped).
+    // The tiny set's 39 training images at batch 10: micro-batches of 10, 10, 10, 9 an epoch; nbs 30: windows
+    // {1-3} {4}. Step graphs: [10] accumulating, [10] a window's last, [9] a window's last, each recorded at its
+    // first sighting (cuda_graph_warmup=1). 8 epochs: 32 micro-batches (29 replays), 16 optimizer steps, one
+    // window poisoned (inf: skipped). (Session 39's H100 run of this case found 32 and 29 where an earlier comment
+    // assumed 48 images; its equality checks did not run then.)
     const std::vector<std::string> base{"model=resnet18", "data=" + lry_test::tiny_classify_set().string(), "imgsz=32",
                                         "batch=10", "nbs=30", "workers=0", "device=cuda", "amp=true", "amp_dtype=float16",
                                         "deterministic=true", "warmup_epochs=1", "lr0=0.02", "clip_grad_norm=5",
@@ -515,7 +517,7 @@ LRY_GPU_SUITE {
     const auto replayed = step.report["replayed_steps"].get<int64_t>();
     MESSAGE("accumulation: " << replayed << " of " << step.losses.size() << " micro-batches replayed, "
                              << step.report["step"]["graphs"].size() << " step graphs");
-    CHECK(replayed >= 30);
+    CHECK(replayed == 29);
     bool accumulating = false, last = false;
     for (const auto& g : step.report["step"]["graphs"]) {
       const auto shapes = g["shapes"].get<std::string>();
@@ -524,7 +526,7 @@ LRY_GPU_SUITE {
     }
     CHECK(accumulating);
     CHECK(last);
-    REQUIRE(step.losses.size() == 40);
+    REQUIRE(step.losses.size() == 32);
     CHECK(all_equal_gpu(step.losses, nograph.losses));
     CHECK(all_equal_gpu(step.params, nograph.params));
     CHECK(all_equal_gpu(step.buffers, nograph.buffers));
