@@ -6,6 +6,7 @@
 // lack too); a family whose loss is not fixed-shape runs the graph arm's loop there (network only).
 //   graph_speedup --arm eager|graph|step --model NAME --precision fp16|fp32 --state FILE [--batch B --imgsz S --classes C]
 //                 [--detail N]  (where the time goes: GPU ms, kernels and CPU operators per phase, the N largest)
+//                 [--accumulate N]  (gradient accumulation: a timed step is a window of N micro-batches; per micro-batch output)
 // NAME is any registered model (yolo9t, resnet18, ...). The batch is real: the family's task writes its
 // synthetic set, the family's dataset loads and collates it (augmentation off), and the network is built
 // for C classes (default: 80 for detectors and point detectors, 1000 for classifiers, 150 for semantic
