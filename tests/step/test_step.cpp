@@ -704,22 +704,29 @@ std::vector<std::string> detect_run_args(const std::string& model, const std::fi
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
+
+// A detection family's eager run and its cuda_graph=step run (the step path; no graph on a CPU) over
+// detect_run_args with `extra` keys (runs named eager<suffix> / step<suffix>): `steps` optimizer steps, equal to
+// the bit, the whole step requested. Returns the step run for the case's own checks.
+template <class Make>
+Run check_step_path(Make make, const std::string& model, const std::filesystem::path& yaml, const lry_test::TempDir& runs,
+                    int64_t steps, const std::vector<std::string>& extra = {}, const std::string& suffix = "") {
+  auto e = train_run<cap::Eager>(make(), detect_run_args(model, yaml, runs, "eager" + suffix, "false", extra));
+  auto s = train_run<cap::CudaGraph<cap::scope::step>>(make(), detect_run_args(model, yaml, runs, "step" + suffix, "step", extra));
+  CHECK(e.steps == steps);
+  check_same(e, s);
+  CHECK(s.report["step"]["whole_step"] == true);
+  return s;
+}
 }  // namespace
 
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv9-t on a small detection set") {
   lry_test::TempDir runs("lry_step_cpu_y9");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
-  auto e = train_run<cap::Eager>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "eager", "false"));
-  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "step", "step"));
-  CHECK(e.steps == 5);
-  check_same(e, s);
+  auto make = [] { return ly::Yolo9Family("t"); };
+  check_step_path(make, "yolo9t", yaml, runs, 5);
   // Accumulating 2 of the 3 batches an epoch (nbs 8): windows {1-2} {3}, 4 optimizer steps in 2 epochs.
-  const std::vector<std::string> acc{"nbs=8"};
-  auto ea = train_run<cap::Eager>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "eager_acc", "false", acc));
-  auto sa = train_run<cap::CudaGraph<cap::scope::step>>(ly::Yolo9Family("t"), detect_run_args("yolo9t", yaml, runs, "step_acc", "step", acc));
-  CHECK(ea.steps == 4);
-  check_same(ea, sa);
-  CHECK(sa.report["step"]["whole_step"] == true);
+  check_step_path(make, "yolo9t", yaml, runs, 4, {"nbs=8"}, "_acc");
 }
 
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss turning on mid-run") {
@@ -727,11 +734,7 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
   // Epoch 1 (steps 4 and 5) is the last no_aug epoch: the L1 loss is on there.
   const std::vector<std::string> l1{"no_aug_epochs=1"};
-  auto e = train_run<cap::Eager>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "eager", "false", l1));
-  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::YoloxFamily("t"), detect_run_args("yoloxt", yaml, runs, "step", "step", l1));
-  CHECK(e.steps == 5);
-  check_same(e, s);
-  CHECK(s.report["step"]["whole_step"] == true);
+  const auto s = check_step_path([] { return ly::YoloxFamily("t"); }, "yoloxt", yaml, runs, 5, l1);
   CHECK(s.report["invalidations"] == 1);  // the L1 switch told the policy
   REQUIRE(s.losses.size() == 5);
   for (size_t i = 0; i < s.losses.size(); ++i) {
@@ -743,21 +746,13 @@ TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOX-t, the L1 loss
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: RTMDet-t on a small detection set") {
   lry_test::TempDir runs("lry_step_cpu_rtm");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
-  auto e = train_run<cap::Eager>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "eager", "false"));
-  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::RtmdetFamily("t"), detect_run_args("rtmdett", yaml, runs, "step", "step"));
-  CHECK(e.steps == 5);
-  check_same(e, s);
-  CHECK(s.report["step"]["whole_step"] == true);
+  check_step_path([] { return ly::RtmdetFamily("t"); }, "rtmdett", yaml, runs, 5);
 }
 
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: YOLOv7-b on a small detection set") {
   lry_test::TempDir runs("lry_step_cpu_y7");
   const auto yaml = lry_test::small_detect_set(runs.path, 12, 5);
-  auto e = train_run<cap::Eager>(ly::Yolov7Family("b"), detect_run_args("yolo7b", yaml, runs, "eager", "false"));
-  auto s = train_run<cap::CudaGraph<cap::scope::step>>(ly::Yolov7Family("b"), detect_run_args("yolo7b", yaml, runs, "step", "step"));
-  CHECK(e.steps == 5);
-  check_same(e, s);
-  CHECK(s.report["step"]["whole_step"] == true);
+  check_step_path([] { return ly::Yolov7Family("b"); }, "yolo7b", yaml, runs, 5);
 }
 
 TEST_CASE("cuda_graph=step on the CPU equals eager exactly: FOMO-s (point task, float32, EMA on for the check)") {
