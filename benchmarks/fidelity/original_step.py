@@ -41,9 +41,8 @@ def main():
             steps = int(v)
         else:
             kwargs[k] = original_train.parse_value(v)
-    sys.path.insert(0, src)
     import torch  # noqa: E402
-    import libreyolo  # noqa: E402
+    libreyolo = original_train.import_original(src)
     from libreyolo.training.trainer import BaseTrainer  # noqa: E402
 
     result = {}

@@ -75,6 +75,19 @@ def scratch_rtdetr():
         cfg["backbone_pretrained"] = False
 
 
+def import_original(src):
+    """The original's package from SRC, or a stop naming what SRC must hold (session 40: a snapshot's repository
+    root at .orig/libreyolo made `import libreyolo` an empty namespace package, and both scripts failed late)."""
+    init = os.path.join(src, "libreyolo", "__init__.py")
+    if not os.path.isfile(init):
+        sys.exit(f"SRC={src}: no {init}; SRC must hold the original's package folder (libreyolo/ of a snapshot), "
+                 "not its repository root: benchmarks/fidelity/prepare_orig.sh MIRROR [COMMIT] makes .orig so")
+    sys.path.insert(0, src)
+    import libreyolo  # noqa: E402
+
+    return libreyolo
+
+
 def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
@@ -83,8 +96,7 @@ def main():
     for kv in sys.argv[5:]:
         k, _, v = kv.partition("=")
         kwargs[k] = parse_value(v)
-    sys.path.insert(0, src)
-    import libreyolo  # noqa: E402
+    libreyolo = import_original(src)
 
     # pretrained_backbone=false: this driver's key, not the original's.
     if str(kwargs.pop("pretrained_backbone", True)).lower() == "false":
