@@ -53,8 +53,13 @@ void check(const std::string& model, const std::string& size, int64_t n_params, 
   }
   fx::fill(f, *net);
   net->eval();
+  // Our side in float64: the fixture holds the original's float32 outputs, whose own rounding through RF-DETR's
+  // decoder reaches 7.4e-5 of the tensor's mean (rfdetr-m); in float32 ours added its own, which depends on the
+  // thread count's summation order (session 40, this VM: rfdetr-s 1.17e-4 on one thread, 4.8e-5 on two), so the
+  // 1e-4 check passed or failed by machine. In float64 the comparison measures the port, the same everywhere.
+  net->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
-  const auto x = f.input();
+  const auto x = f.input().to(torch::kFloat64);
   REQUIRE(x.size(2) == net->resolution());
   REQUIRE(fx::compare(f, "input", x, 1e-6).ok);
 
