@@ -12,6 +12,14 @@ driver_build() {
   LIBREYOLO_GPU_OPT=${LIBREYOLO_GPU_OPT:--O1} BUILD_TIMEOUT=${BUILD_TIMEOUT:-480} bash benchmarks/gpu_suites.sh build
   echo "build stage done $(date -u +%T)"
 }
+# driver_suites [AREAS=...|SKIP_AREAS=...]: benchmarks/gpu_suites.sh's suites stage for those areas (SUITE_TIMEOUT, 600 s, per
+# area), each area's log copied into $OUT, then the failed cases' errors and messages of the areas that ran.
+driver_suites() {
+  env SUITE_TIMEOUT="${SUITE_TIMEOUT:-600}" "$@" bash benchmarks/gpu_suites.sh suites
+  cp /tmp/gpu_areas/*.txt "$OUT/" 2>/dev/null
+  grep -h -B2 -A3 "ERROR" /tmp/gpu_areas/*.txt 2>/dev/null | cut -c1-300 | head -40
+  echo "suites ($*) done $(date -u +%T)"
+}
 # driver_deps: the carried .deps debs unpacked under /tmp/deps, on the library path and the CMake prefixes.
 driver_deps() {
   mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done

@@ -12,6 +12,7 @@
 #      memory each further step graph takes under multi-scale, and how many steps replay, beside session 39's 4-graph
 #      run (0.2562, 73.4 s, 137 of 800 replayed).
 #   6. Issue 40's accuracy, a second seed: RF-DETR-n, ours and the original side by side (shapes set, seed 1).
+# (As run at 8309b6f the two suite stages were spelled out; driver_suites, device_lib.sh, replaced them after.)
 #   cp -a . /tmp/s40 && cd /tmp/s40 && (COMMIT=... setsid bash benchmarks/s40/call.sh > /tmp/s40_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s40_driver.log DRIVER_OUT=/tmp/s40out WAIT=<s> PERIOD=15 bash /tmp/s40/benchmarks/s31/poll.sh
 set -uo pipefail
@@ -20,10 +21,7 @@ source benchmarks/device_lib.sh
 export OUT=/tmp/s40out
 driver_start
 driver_build
-SUITE_TIMEOUT=600 AREAS="step" bash benchmarks/gpu_suites.sh suites
-cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
-grep -E "TEST CASE|ERROR|MESSAGE" /tmp/gpu_areas/gpu_step.txt | cut -c1-300 | head -40
-echo "step suite done $(date -u +%T)"
+driver_suites AREAS=step
 . benchmarks/fidelity/common.sh   # $L, pack, synth_set, $CLI
 export GS_TIMEOUT=240
 gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16"
@@ -34,10 +32,7 @@ for m in rfdetr-n rfdetr-s; do
   echo "original_step $m rc=$? $(date -u +%T)"; grep '^{"model"' $L/ostep_$m.log | tee -a $OUT/orig_speed.jsonl || tail -5 $L/ostep_$m.log
 done
 pack
-SKIP_AREAS="step" bash benchmarks/gpu_suites.sh suites
-cp /tmp/gpu_areas/*.txt $OUT/ 2>/dev/null
-grep -E "TEST CASE|ERROR|MESSAGE" /tmp/gpu_areas/gpu_kit.txt | grep -i -A2 "lingbot\|ERROR" | cut -c1-300 | head -30
-echo "suites done $(date -u +%T)"
+driver_suites SKIP_AREAS=step
 t0=$(date +%s.%N)
 timeout 240 $CLI train model=rfdetr-n data=/tmp/shapes_0/data.yaml epochs=10 batch=4 imgsz=640 workers=8 no_aug_epochs=2 \
   seed=0 eval_interval=10 cuda_graph=step cuda_graph_max_graphs=24 project=/tmp/ours name=rfdetr-n_step24 exist_ok=true \
