@@ -72,3 +72,14 @@ lane_arm() {
     bash benchmarks/fidelity/side_by_side.sh $1 > $L/lanes/${4}_${1}${6:-}_$2_$3.txt 2>&1
   echo "arm done $4 $1${6:-} $2 $3 $(date -u +%T)"
 }
+# orig_step DATA_YAML MODEL...: the original's own eager training step of each model at b4 640 (original_step.py, .orig;
+# multi_scale=false, so one fixed 640 batch from its own loader), logs under $L, the JSON rows into $OUT/orig_speed.jsonl.
+orig_step() {
+  local data=$1 m
+  shift
+  for m in "$@"; do
+    PYTHONUNBUFFERED=1 timeout 180 python3 benchmarks/fidelity/original_step.py .orig $m "$data" /tmp/ostep/$m \
+      batch=4 imgsz=640 workers=4 epochs=10 no_aug_epochs=2 eval_interval=0 multi_scale=false > $L/ostep_$m.log 2>&1
+    echo "original_step $m rc=$? $(date -u +%T)"; grep '^{"model"' $L/ostep_$m.log | tee -a $OUT/orig_speed.jsonl || tail -5 $L/ostep_$m.log
+  done
+}

@@ -12,7 +12,8 @@
 #      memory each further step graph takes under multi-scale, and how many steps replay, beside session 39's 4-graph
 #      run (0.2562, 73.4 s, 137 of 800 replayed).
 #   6. Issue 40's accuracy, a second seed: RF-DETR-n, ours and the original side by side (shapes set, seed 1).
-# (As run at 8309b6f the two suite stages were spelled out; driver_suites, device_lib.sh, replaced them after.)
+# (As run at 8309b6f the two suite stages and the original_step loop were spelled out; driver_suites,
+# device_lib.sh, and orig_step, fidelity/common.sh, replaced them after.)
 #   cp -a . /tmp/s40 && cd /tmp/s40 && (COMMIT=... setsid bash benchmarks/s40/call.sh > /tmp/s40_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s40_driver.log DRIVER_OUT=/tmp/s40out WAIT=<s> PERIOD=15 bash /tmp/s40/benchmarks/s31/poll.sh
 set -uo pipefail
@@ -26,11 +27,7 @@ driver_suites AREAS=step
 export GS_TIMEOUT=240
 gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16"
 STYLE=shapes synth_set /tmp/shapes_0 0
-for m in rfdetr-n rfdetr-s; do
-  PYTHONUNBUFFERED=1 timeout 180 python3 benchmarks/fidelity/original_step.py .orig $m /tmp/shapes_0/data.yaml /tmp/ostep/$m \
-    batch=4 imgsz=640 workers=4 epochs=10 no_aug_epochs=2 eval_interval=0 multi_scale=false > $L/ostep_$m.log 2>&1
-  echo "original_step $m rc=$? $(date -u +%T)"; grep '^{"model"' $L/ostep_$m.log | tee -a $OUT/orig_speed.jsonl || tail -5 $L/ostep_$m.log
-done
+orig_step /tmp/shapes_0/data.yaml rfdetr-n rfdetr-s
 pack
 driver_suites SKIP_AREAS=step
 t0=$(date +%s.%N)

@@ -38,11 +38,7 @@ done
 pack
 export GS_TIMEOUT=240
 gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16"
-for m in rfdetr-n rfdetr-s; do
-  PYTHONUNBUFFERED=1 timeout 180 python3 benchmarks/fidelity/original_step.py .orig $m /tmp/shapes_0/data.yaml /tmp/ostep/$m \
-    batch=4 imgsz=640 workers=4 epochs=10 no_aug_epochs=2 eval_interval=0 multi_scale=false > $L/ostep_$m.log 2>&1
-  echo "original_step $m rc=$? $(date -u +%T)"; grep '^{"model"' $L/ostep_$m.log | tee -a $OUT/orig_speed.jsonl || tail -5 $L/ostep_$m.log
-done
+orig_step /tmp/shapes_0/data.yaml rfdetr-n rfdetr-s
 pack
 driver_suites SKIP_AREAS="step capture"
 STYLE=shapes SKIP_BUILD=1 SEEDS=1 ARM_TIMEOUT=420 bash benchmarks/fidelity/side_by_side.sh rfdetr-n
