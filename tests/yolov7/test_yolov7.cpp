@@ -17,6 +17,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -197,7 +198,7 @@ TEST_CASE("yolov7-b overfits one synthetic image: the loss falls") {
   b.targets = torch::tensor({0.f, 8.f, 8.f, 40.f, 36.f, 1.f, 30.f, 20.f, 60.f, 56.f}).view({1, 2, 5});
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0));
   std::vector<double> losses;
-  for (int step = 0; step < 40; ++step) {
+  for (int step = 0; step < 80; ++step) {
     opt.zero_grad();
     auto r = fam.loss(net->forward(libreyolo::Yolov7Family::input(b)), b);
     REQUIRE(std::isfinite(r.total.item<double>()));
@@ -205,8 +206,13 @@ TEST_CASE("yolov7-b overfits one synthetic image: the loss falls") {
     opt.step();
     losses.push_back(r.total.item<double>());
   }
-  MESSAGE("yolov7-b one-image loss " << losses.front() << " -> " << losses.back());
-  CHECK(losses.back() < 0.5 * losses.front());
+  // SimOTA's assignment jumps from step to step (4.5 -> 6.4 and back within a few steps), so one final value is a
+  // noisy measure: at 40 steps it was 5.57 with one OpenMP thread and 4.27 with two (session 40, against a bound of
+  // 5.31). The mean of the last 10 of 80 steps: about 3.9 and 3.7 from 10.6.
+  const double tail = std::accumulate(losses.end() - 10, losses.end(), 0.0) / 10;
+  MESSAGE("yolov7-b one-image loss " << losses.front() << " -> mean of the last 10 of " << losses.size() << " steps "
+                                     << tail);
+  CHECK(tail < 0.5 * losses.front());
 }
 
 TEST_CASE("yolov7 optimizer groups: the implicit tensors go with the biases, without weight decay, as in the original") {
