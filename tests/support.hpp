@@ -2,6 +2,7 @@
 // Shared helpers for the test suite: scratch directories and CUDA gating.
 #include <libreyolo/core/compat.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -31,6 +32,16 @@ struct TempDir {
 };
 
 inline bool have_cuda() { return libreyolo::compat::cuda_available(); }
+
+// The GPU graph cases' yardstick where eager is not bit-reproducible: over three eager runs, their largest pairwise
+// distance (spread) and the graph run's distance to its nearest eager run (near), under `dist`.
+struct Yardstick {
+  double spread, near;
+};
+template <class T, class Dist>
+Yardstick yardstick(const T& g, const T& e1, const T& e2, const T& e3, Dist dist) {
+  return {std::max({dist(e1, e2), dist(e1, e3), dist(e2, e3)}), std::min({dist(g, e1), dist(g, e2), dist(g, e3)})};
+}
 
 // The message of the E that `f` throws, or "<nothing thrown>" (tests assert on parts of the message).
 template <class E, class F>

@@ -12,7 +12,6 @@
 #include "kit/region_family.hpp"
 #include "support.hpp"
 
-#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -121,13 +120,10 @@ void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor
     // third eager run, the largest pairwise distance as the spread, and the graph run within twice that of its
     // nearest eager run.
     auto e3 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
-    const double spread = std::max({max_abs_diff(e1.losses, e2.losses), max_abs_diff(e1.losses, e3.losses),
-                                    max_abs_diff(e2.losses, e3.losses)});
-    const double near = std::min({max_abs_diff(g.losses, e1.losses), max_abs_diff(g.losses, e2.losses),
-                                  max_abs_diff(g.losses, e3.losses)});
-    MESSAGE("eager is not bit-reproducible here (loss spread over three eager runs " << spread
-            << "); the graph run's nearest eager run is " << near << " away");
-    CHECK(near <= 2 * spread + 1e-6);
+    const auto y = lry_test::yardstick(g.losses, e1.losses, e2.losses, e3.losses, max_abs_diff);
+    MESSAGE("eager is not bit-reproducible here (loss spread over three eager runs " << y.spread
+            << "); the graph run's nearest eager run is " << y.near << " away");
+    CHECK(y.near <= 2 * y.spread + 1e-6);
   }
 }
 
