@@ -462,7 +462,13 @@ class CudaGraph {
   torch::Tensor capture_keyed(Batch& b, Eager&& eager, Make&& make, Reset& reset_grads, const StepKey& key) {
     const c10::DeviceIndex dev = step_device(b);
     auto ambient = c10::cuda::getCurrentCUDAStream(dev);
-    auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev);
+    // One side stream for every step graph of the run: the caching allocator reuses a freed block of the shared
+    // pool only for allocations on the stream it was made on, so captures on a new pool stream each could not
+    // reuse one another's freed memory (session 40, RF-DETR-n under multi-scale: every further step graph
+    // reserved 2.2-4.0 GB, about a whole eager step, and the 19th capture ran out of the H100's 80 GB).
+    if (!capture_stream_ || capture_stream_->device_index() != dev)
+      capture_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev);
+    auto side = *capture_stream_;
     at::cuda::CUDAEvent to_side;
     to_side.record(ambient);
     to_side.block(side);
@@ -515,6 +521,7 @@ class CudaGraph {
   std::map<StepKey, std::unique_ptr<StepGraphBase>> step_graphs_;
   std::map<StepKey, int64_t> step_seen_;
   std::optional<StepGraphBase::PoolId> step_pool_;
+  std::optional<c10::cuda::CUDAStream> capture_stream_;  // every step graph's recording stream (capture_keyed)
   torch::Tensor g_items_shape_;  // zeros shaped like a step's loss items (a failed replay that ran)
   std::optional<ShapeKey> capture_key_;
   std::vector<torch::Tensor> eager_params_;
