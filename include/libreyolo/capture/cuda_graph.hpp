@@ -427,11 +427,17 @@ class CudaGraph {
           if (ran) return torch::zeros_like(g_items_shape_);
         }
       } else if (++step_seen_[key] == counter_.threshold()) {
-        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) return capture(key);
-        log::notice_once("capture.step.cache_full",
-                         "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
-                         "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
-                         " and any further new ones train eager");
+        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) {
+          const std::string short_of = short_of_memory(step_device(b));
+          if (short_of.empty()) return capture(key);
+          log::notice_once("capture.step.memory", "cuda_graph=step: " + short_of + "; batch shapes " + key.shape_string() +
+                                                       " train eager for the rest of the run, as do other new ones while the device lacks the room");
+        } else {
+          log::notice_once("capture.step.cache_full",
+                           "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
+                           "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
+                           " and any further new ones train eager");
+        }
       }
     }
     reset_grads();
@@ -508,6 +514,21 @@ class CudaGraph {
               trainer_mib(g->vram_bytes), " MiB of device memory)");
     step_graphs_.emplace(key, std::move(g));
     return items;
+  }
+  // Before recording one more step graph: empty when the device keeps room for it, else why not. A graph is
+  // assumed to need as much as the largest one recorded so far (the first is always tried), with 1 GiB kept for
+  // the CUDA context and the eager steps' stray allocations; memory the allocator already holds counts as used
+  // (a capture cannot return cached blocks to the device). Without this a capture that ran out of memory turned
+  // the whole run eager (session 40: RF-DETR-n's 19th graph on an 80 GB H100).
+  std::string short_of_memory(c10::DeviceIndex dev) const {
+    int64_t largest = 0, held = 0;
+    for (const auto& [k, g] : step_graphs_) largest = std::max(largest, g->vram_bytes), held += g->vram_bytes;
+    if (largest == 0) return {};
+    const int64_t left = compat::cuda_total_memory(dev) - compat::cuda_reserved(dev) - (int64_t{1} << 30);
+    if (left >= largest + largest / 4) return {};
+    return std::to_string(step_graphs_.size()) + " step graphs hold " + trainer_mib(held) + " MiB and " +
+           trainer_mib(std::max<int64_t>(left, 0)) + " MiB of the device are left (1 GiB kept), less than 1.25x the " +
+           "largest graph (" + trainer_mib(largest) + " MiB)";
   }
   static std::string trainer_mib(int64_t bytes) {
     char buf[32];
