@@ -427,11 +427,17 @@ class CudaGraph {
           if (ran) return torch::zeros_like(g_items_shape_);
         }
       } else if (++step_seen_[key] == counter_.threshold()) {
-        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) return capture(key);
-        log::notice_once("capture.step.cache_full",
-                         "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
-                         "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
-                         " and any further new ones train eager");
+        if (static_cast<int>(step_graphs_.size()) < max_step_graphs_) {
+          const std::string short_of = short_of_memory(step_device(b));
+          if (short_of.empty()) return capture(key);
+          log::notice_once("capture.step.memory", "cuda_graph=step: " + short_of + "; batch shapes " + key.shape_string() +
+                                                       " train eager for the rest of the run, as do other new ones while the device lacks the room");
+        } else {
+          log::notice_once("capture.step.cache_full",
+                           "cuda_graph=step: " + std::to_string(max_step_graphs_) + " step graphs are cached "
+                           "(cuda_graph_max_graphs); batch shapes " + key.shape_string() +
+                           " and any further new ones train eager");
+        }
       }
     }
     reset_grads();
@@ -462,7 +468,13 @@ class CudaGraph {
   torch::Tensor capture_keyed(Batch& b, Eager&& eager, Make&& make, Reset& reset_grads, const StepKey& key) {
     const c10::DeviceIndex dev = step_device(b);
     auto ambient = c10::cuda::getCurrentCUDAStream(dev);
-    auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev);
+    // One side stream for every step graph of the run: the caching allocator reuses a freed block of the shared
+    // pool only for allocations on the stream it was made on, so captures on a new pool stream each could not
+    // reuse one another's freed memory (session 40, RF-DETR-n under multi-scale: every further step graph
+    // reserved 2.2-4.0 GB, about a whole eager step, and the 19th capture ran out of the H100's 80 GB).
+    if (!capture_stream_ || capture_stream_->device_index() != dev)
+      capture_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev);
+    auto side = *capture_stream_;
     at::cuda::CUDAEvent to_side;
     to_side.record(ambient);
     to_side.block(side);
@@ -503,6 +515,21 @@ class CudaGraph {
     step_graphs_.emplace(key, std::move(g));
     return items;
   }
+  // Before recording one more step graph: empty when the device keeps room for it, else why not. A graph is
+  // assumed to need as much as the largest one recorded so far (the first is always tried), with 1 GiB kept for
+  // the CUDA context and the eager steps' stray allocations; memory the allocator already holds counts as used
+  // (a capture cannot return cached blocks to the device). Without this a capture that ran out of memory turned
+  // the whole run eager (session 40: RF-DETR-n's 19th graph on an 80 GB H100).
+  std::string short_of_memory(c10::DeviceIndex dev) const {
+    int64_t largest = 0, held = 0;
+    for (const auto& [k, g] : step_graphs_) largest = std::max(largest, g->vram_bytes), held += g->vram_bytes;
+    if (largest == 0) return {};
+    const int64_t left = compat::cuda_total_memory(dev) - compat::cuda_reserved(dev) - (int64_t{1} << 30);
+    if (left >= largest + largest / 4) return {};
+    return std::to_string(step_graphs_.size()) + " step graphs hold " + trainer_mib(held) + " MiB and " +
+           trainer_mib(std::max<int64_t>(left, 0)) + " MiB of the device are left (1 GiB kept), less than 1.25x the " +
+           "largest graph (" + trainer_mib(largest) + " MiB)";
+  }
   static std::string trainer_mib(int64_t bytes) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1 << 20));
@@ -515,6 +542,7 @@ class CudaGraph {
   std::map<StepKey, std::unique_ptr<StepGraphBase>> step_graphs_;
   std::map<StepKey, int64_t> step_seen_;
   std::optional<StepGraphBase::PoolId> step_pool_;
+  std::optional<c10::cuda::CUDAStream> capture_stream_;  // every step graph's recording stream (capture_keyed)
   torch::Tensor g_items_shape_;  // zeros shaped like a step's loss items (a failed replay that ran)
   std::optional<ShapeKey> capture_key_;
   std::vector<torch::Tensor> eager_params_;
