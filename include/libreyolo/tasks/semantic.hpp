@@ -28,6 +28,7 @@
 #include <libreyolo/data/semantic.hpp>
 #include <libreyolo/data/synth.hpp>
 #include <libreyolo/eval/semantic.hpp>
+#include <libreyolo/nn/resize.hpp>
 #include <libreyolo/tasks/detect.hpp>
 #include <libreyolo/tasks/task.hpp>
 
@@ -153,14 +154,10 @@ class SemanticTask : public TaskBase<Derived, SemanticInfo, data::SemanticDatase
   // contract for its semantic families).
   static torch::Tensor input(const Batch& b) { return b.images.to(torch::kFloat32).div(255.0); }
 
-  // Logits resized (bilinear, half-pixel) to the masks' size.
+  // Logits resized (bilinear, half-pixel: the original's F.interpolate) to the masks' size, as two matrix
+  // products (nn/resize.hpp: the built-in op's CUDA backward accumulates with atomics, in no fixed order).
   static torch::Tensor to_mask_size(const torch::Tensor& logits, int64_t h, int64_t w) {
-    if (logits.size(2) == h && logits.size(3) == w) return logits;
-    namespace F = torch::nn::functional;
-    return F::interpolate(logits, F::InterpolateFuncOptions()
-                                      .size(std::vector<int64_t>{h, w})
-                                      .mode(torch::kBilinear)
-                                      .align_corners(false));
+    return nn::bilinear_resize(logits, h, w);
   }
   // The original's loss: cross-entropy over the labelled pixels (ignore 255) of logits upsampled to the
   // masks; 0 (still connected to the graph) when every pixel is ignored. No host sync: sum / max(n, 1).
