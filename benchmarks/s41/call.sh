@@ -6,6 +6,7 @@
 #   1. benchmarks/gpu_suites.sh's build at -O1.
 #   2. The step and capture areas' GPU suites: the branch's capture changes; the capture area's three-eager
 #      yardstick (ddc5fa9, never run on a GPU).
+#   (Session 41 order: 4, 5, 3, 6.)
 #   3. RF-DETR-n trained on the shapes set, seed 0 (its recipe: 11 multi-scale sizes, accumulate 4), three arms in
 #      one call: eager, cuda_graph=step with the default 4 graphs, and cuda_graph_max_graphs=24. Session 40 (before
 #      the branch): each further graph reserved 2.2-4.0 GB and the 19th ran out of the H100's memory. The question:
@@ -25,7 +26,15 @@ driver_build
 driver_suites AREAS="step capture"
 . benchmarks/fidelity/common.sh   # $L, pack, synth_set, $CLI
 STYLE=shapes synth_set /tmp/shapes_0 0
-for arm in "eager cuda_graph=false" "step4 cuda_graph=step" "step24 cuda_graph=step cuda_graph_max_graphs=24"; do
+# Issue 40 in one call: ours eager and graphed beside the original's own step, same GPU.
+export GS_TIMEOUT=240
+gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16"
+orig_step /tmp/shapes_0/data.yaml rfdetr-n rfdetr-s
+pack
+driver_suites SKIP_AREAS="step capture"
+pack
+# Session 41 dropped the default-4-graphs arm (device budget): eager against 24 step graphs on one stream.
+for arm in "eager cuda_graph=false" "step24 cuda_graph=step cuda_graph_max_graphs=24"; do
   set -- $arm
   name=$1; shift
   t0=$(date +%s.%N)
@@ -34,12 +43,8 @@ for arm in "eager cuda_graph=false" "step4 cuda_graph=step" "step24 cuda_graph=s
   rc=$?; t1=$(date +%s.%N)
   echo "rfdetr-n $name rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,1))") $(date -u +%T)"
   grep -E "captured|cache|memory|replayed|done:|WARNING" $OUT/ours_rfdetr-n_$name.log | cut -c1-220 | tail -30
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader
 done
 pack
-export GS_TIMEOUT=240
-gs 40 "rfdetr-n:4:640 fp16" "rfdetr-s:4:640 fp16"
-orig_step /tmp/shapes_0/data.yaml rfdetr-n rfdetr-s
-pack
-driver_suites SKIP_AREAS="step capture"
 STYLE=shapes SKIP_BUILD=1 SEEDS=1 ARM_TIMEOUT=420 bash benchmarks/fidelity/side_by_side.sh rfdetr-n
 echo "driver done $(date -u +%FT%TZ)"
