@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The next session's device driver, written in session 41 (carry .deps and .orig; make .orig with
+# benchmarks/fidelity/prepare_orig.sh). Poll it across calls on the warm machine (benchmarks/s31/poll.sh). In order:
+#   1. Issue 41 item 1, while the build runs on the CPU: conv_algos.py over the original's YOLOv9-t training step
+#      (b8, 640, fp16 autocast, channels-last) in four processes: cuDNN's instant heuristic (our default), heuristic
+#      mode B, autotuning twice. Per layer and op (forward, backward-data, backward-filter; fp16 and fp32/TF32): the
+#      kernels, the error against fp64 over the output rounding's, a systematic bias, underflow, bit-reproducibility;
+#      and whether autotuning's choice changes between processes. Session 20 found mode B and autotuning 1.5x faster
+#      and 0.02-0.05 mAP50-95 lower, reproducibly for mode B: this says which layers' algorithms differ and how.
+#   2. benchmarks/gpu_suites.sh's build at -O1, then every area's GPU suite (only where GPU paths changed after
+#      734d17d; drop this stage otherwise).
+#   cp -a . /tmp/s42 && cd /tmp/s42 && (COMMIT=... setsid bash benchmarks/s42/call.sh > /tmp/s42_driver.log 2>&1 < /dev/null &)
+#   LOG=/tmp/s42_driver.log DRIVER_OUT=/tmp/s42out WAIT=<s> PERIOD=15 bash /tmp/s42/benchmarks/s31/poll.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source benchmarks/device_lib.sh
+export OUT=/tmp/s42out
+driver_start
+(driver_build > "$OUT/build_stage.log" 2>&1) &
+bpid=$!
+python3 benchmarks/s42/tiny_set.py /tmp/tiny images=20 imgsz=640 > "$OUT/tiny.log" 2>&1 || tail -3 "$OUT/tiny.log"
+for run in instant b bench bench2; do
+  mode=${run%2}
+  envb=(); [ "$mode" = b ] && envb=(TORCH_CUDNN_USE_HEURISTIC_MODE_B=1)
+  PYTHONUNBUFFERED=1 timeout 300 env "${envb[@]}" python3 benchmarks/s42/conv_algos.py measure .orig yolo9t /tmp/tiny/data.yaml \
+    "$OUT/conv_$run.jsonl" "$mode" batch=8 imgsz=640 workers=2 > "$OUT/conv_$run.log" 2>&1
+  echo "conv_algos $run rc=$? $(grep '^{' "$OUT/conv_$run.log" | tail -1 | cut -c1-200) $(date -u +%T)"
+  grep -E "Error|error" "$OUT/conv_$run.log" | tail -3
+done
+python3 benchmarks/s42/conv_algos.py report "$OUT" > "$OUT/conv_report.md" 2>&1
+sed -n 1,40p "$OUT/conv_report.md"
+wait $bpid
+tail -3 "$OUT/build_stage.log"
+driver_suites
+echo "driver done $(date -u +%FT%TZ)"
