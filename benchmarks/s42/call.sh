@@ -3,7 +3,8 @@
 # benchmarks/fidelity/prepare_orig.sh). Poll it across calls on the warm machine (benchmarks/s31/poll.sh). In order:
 #   1. Issue 41 item 1, while the build runs on the CPU: conv_algos.py over the original's YOLOv9-t training step
 #      (b8, 640, fp16 autocast, channels-last) in four processes: cuDNN's instant heuristic (our default), heuristic
-#      mode B, autotuning twice. Per layer and op (forward, backward-data, backward-filter; fp16 and fp32/TF32): the
+#      mode B, autotuning twice, autotuning among deterministic engines. Per layer and op (forward, backward-data,
+#      backward-filter; fp16 and fp32/TF32): the
 #      kernels, the error against fp64 over the output rounding's, a systematic bias, underflow, bit-reproducibility;
 #      and whether autotuning's choice changes between processes. Session 20 found mode B and autotuning 1.5x faster
 #      and 0.02-0.05 mAP50-95 lower, reproducibly for mode B: this says which layers' algorithms differ and how.
@@ -23,7 +24,7 @@ driver_start
 (driver_build > "$OUT/build_stage.log" 2>&1) &
 bpid=$!
 python3 benchmarks/s42/tiny_set.py /tmp/tiny images=20 imgsz=640 > "$OUT/tiny.log" 2>&1 || tail -3 "$OUT/tiny.log"
-for run in instant b bench bench2; do
+for run in instant b bench bench2 benchdet; do
   mode=${run%2}
   envb=(); [ "$mode" = b ] && envb=(TORCH_CUDNN_USE_HEURISTIC_MODE_B=1)
   PYTHONUNBUFFERED=1 timeout 300 env "${envb[@]}" python3 benchmarks/s42/conv_algos.py measure .orig yolo9t /tmp/tiny/data.yaml \
