@@ -2,7 +2,7 @@
 # The next session's device driver, written in session 41 (carry .deps and .orig; make .orig with
 # benchmarks/fidelity/prepare_orig.sh). Poll it across calls on the warm machine (benchmarks/s31/poll.sh). In order:
 #   1. Issue 41 item 1, while the build runs on the CPU: conv_algos.py over the original's YOLOv9-t training step
-#      (b8, 640, fp16 autocast, channels-last) in four processes: cuDNN's instant heuristic (our default), heuristic
+#      (b8, 640, fp16 autocast, channels-last) in five processes: cuDNN's instant heuristic (our default), heuristic
 #      mode B, autotuning twice, autotuning among deterministic engines. Per layer and op (forward, backward-data,
 #      backward-filter; fp16 and fp32/TF32): the
 #      kernels, the error against fp64 over the output rounding's, a systematic bias, underflow, bit-reproducibility;
