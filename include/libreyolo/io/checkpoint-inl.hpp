@@ -185,7 +185,11 @@ LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix
   for (const auto& item : m.named_buffers(/*recurse=*/true)) put(item.key(), item.value());
 }
 
-LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
+namespace detail {
+// get_module_state's body; new_classes: a class-count difference loads what matches (the names left out are
+// returned) instead of throwing.
+inline std::vector<std::string> load_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m,
+                                                  bool new_classes) {
   torch::NoGradGuard no_grad;
   const std::string where = ck.source.empty() ? std::string("checkpoint") : "checkpoint " + ck.source.string();
   // Shape mismatches are collected to tell why: when the first tensor (the stem) matches and every
@@ -218,6 +222,18 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
   auto buffers = m.named_buffers(true);
   for (auto& item : params) get(item.key(), item.value());
   for (auto& item : buffers) get(item.key(), item.value());
+  if (mismatches && new_classes && !stem_differs && one_dim) {
+    std::vector<std::string> fresh;
+    auto copy_matching = [&](const std::string& name, torch::Tensor& dst) {
+      if (!dst.defined()) return;
+      const torch::Tensor& src = ck.tensors.at(detail::join_key(prefix, name));
+      if (src.sizes() == dst.sizes()) dst.copy_(src);
+      else fresh.push_back(name);
+    };
+    for (auto& item : params) copy_matching(item.key(), item.value());
+    for (auto& item : buffers) copy_matching(item.key(), item.value());
+    return fresh;
+  }
   if (mismatches) {
     const auto fam = ck.meta.is_object() && ck.meta.contains("family") && ck.meta.at("family").is_object()
                          ? ck.meta.at("family") : nlohmann::json::object();
@@ -241,6 +257,17 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
   };
   for (auto& item : params) copy(item.key(), item.value());
   for (auto& item : buffers) copy(item.key(), item.value());
+  return {};
+}
+}  // namespace detail
+
+LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
+  detail::load_module_state(ck, prefix, m, /*new_classes=*/false);
+}
+
+LIBREYOLO_INLINE std::vector<std::string> get_module_state_new_classes(const Checkpoint& ck, const std::string& prefix,
+                                                                       torch::nn::Module& m) {
+  return detail::load_module_state(ck, prefix, m, /*new_classes=*/true);
 }
 
 }  // namespace libreyolo::train
