@@ -10,7 +10,9 @@
 #      and 0.02-0.05 mAP50-95 lower, reproducibly for mode B: this says which layers' algorithms differ and how.
 #   2. benchmarks/gpu_suites.sh's build at -O1, then every area's GPU suite. Meant for main with branch
 #      `detr-decoder-fidelity` merged (session 41: DEIMv2 embeds the initial reference boxes once; the D-FINE line's
-#      denoising keeps crossed negative boxes' sizes; CPU-verified, never run on a GPU): the suites verify it there.
+#      denoising keeps crossed negative boxes' sizes; DEIMv2 atto..pico's shared box head averaged d^3 by the EMA, the
+#      step graphs' device form included; a DEIMv2-s/m clone's ViT; CPU-verified, never run on a GPU): the suites
+#      verify it there.
 #   3. ACC=1 (optional, about 4 minutes): ours DEIMv2-atto, DEIMv2-s and EC-s, issue 39's protocol (shapes set, seed
 #      0), the three at once, against the original's numbers of sessions 21-25 (DEIMv2-atto 0.166 mean of three
 #      seeds, DEIMv2-s 0.468 by its own validator, EC-s 0.323): the fixes' first accuracy reading.
