@@ -247,6 +247,12 @@ TEST_CASE("issue 36 item 5: a shape mismatch names the checkpoint file and says 
   m = lry_test::message_of<ly::CheckpointError>([&] { ly::train::get_module_state_new_classes(back, "model.", other_size); });
   CHECK(m.find("the model size differs") != std::string::npos);
   CHECK(torch::equal(other_size.stem->weight, stem_before));  // a refused load changes nothing
+  // One-dimensional differences by unequal amounts are not a class count (head rows 3 -> 5, its bias 3 -> 4).
+  auto uneven = back;
+  uneven.tensors["model.head.bias"] = torch::zeros({4});
+  TinyNet five(8, 5);
+  m = lry_test::message_of<ly::CheckpointError>([&] { ly::train::get_module_state_new_classes(uneven, "model.", five); });
+  CHECK(m.find("the model size differs") != std::string::npos);
   CHECK(m.find("'n'") != std::string::npos);
   // The original's .pt: its tensors' errors name the .pt (on main they said just "checkpoint").
   const fs::path pt = td / "orig.pt";
