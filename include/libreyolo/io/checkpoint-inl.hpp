@@ -186,6 +186,13 @@ LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix
 }
 
 namespace detail {
+LIBREYOLO_INLINE std::optional<int64_t> family_classes(const Checkpoint& ck) {
+  if (!ck.meta.is_object() || !ck.meta.contains("family") || !ck.meta.at("family").is_object()) return std::nullopt;
+  const auto& fam = ck.meta.at("family");
+  if (!fam.contains("nc") || !fam.at("nc").is_number_integer()) return std::nullopt;
+  return fam.at("nc").get<int64_t>();
+}
+
 // get_module_state's body; new_classes: a class-count difference loads what matches (the names left out are
 // returned) instead of throwing.
 inline std::vector<std::string> load_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m,
@@ -230,26 +237,15 @@ inline std::vector<std::string> load_module_state(const Checkpoint& ck, const st
   auto buffers = m.named_buffers(true);
   for (auto& item : params) get(item.key(), item.value());
   for (auto& item : buffers) get(item.key(), item.value());
-  if (mismatches && new_classes && !stem_differs && one_dim && one_delta) {
-    std::vector<std::string> fresh;
-    auto copy_matching = [&](const std::string& name, torch::Tensor& dst) {
-      if (!dst.defined()) return;
-      const torch::Tensor& src = ck.tensors.at(detail::join_key(prefix, name));
-      if (src.sizes() == dst.sizes()) dst.copy_(src);
-      else fresh.push_back(name);
-    };
-    for (auto& item : params) copy_matching(item.key(), item.value());
-    for (auto& item : buffers) copy_matching(item.key(), item.value());
-    return fresh;
-  }
-  if (mismatches) {
+  const bool class_count_only = !stem_differs && one_dim && one_delta;
+  if (mismatches && !(new_classes && class_count_only)) {
     const auto fam = ck.meta.is_object() && ck.meta.contains("family") && ck.meta.at("family").is_object()
                          ? ck.meta.at("family") : nlohmann::json::object();
     std::string why;
-    if (!stem_differs && one_dim && one_delta) {
+    if (class_count_only) {
+      const auto nc = family_classes(ck);
       why = "the class count differs: the checkpoint's head was built for ";
-      why += fam.contains("nc") && fam.at("nc").is_number_integer() ? std::to_string(fam.at("nc").get<int64_t>()) + " classes"
-                                                                      : std::string("another number of classes");
+      why += nc ? std::to_string(*nc) + " classes" : std::string("another number of classes");
       why += ", the model for another (weights= of a model trained on a dataset with other classes?)";
     } else {
       why = "the model size differs: the checkpoint is of another width or depth";
@@ -260,12 +256,17 @@ inline std::vector<std::string> load_module_state(const Checkpoint& ck, const st
                           (mismatches > 1 ? " (and " + std::to_string(mismatches - 1) + " more tensors of other shapes)" : std::string()) +
                           ": " + why);
   }
+  // Every tensor of equal shape is copied; the others (only a class count's, and only when allowed) are named.
+  std::vector<std::string> fresh;
   auto copy = [&](const std::string& name, torch::Tensor& dst) {
-    if (dst.defined()) dst.copy_(ck.tensors.at(detail::join_key(prefix, name)));
+    if (!dst.defined()) return;
+    const torch::Tensor& src = ck.tensors.at(detail::join_key(prefix, name));
+    if (src.sizes() == dst.sizes()) dst.copy_(src);
+    else fresh.push_back(name);
   };
   for (auto& item : params) copy(item.key(), item.value());
   for (auto& item : buffers) copy(item.key(), item.value());
-  return {};
+  return fresh;
 }
 }  // namespace detail
 

@@ -257,10 +257,8 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
     if (ema_) make_ema();  // the average starts from the loaded weights
     log::info("weights: loaded ", has_ema ? "EMA" : "model", " weights from ", cfg_.weights);
     if (!fresh.empty()) {
-      const auto fam_meta = ck.meta.contains("family") && ck.meta.at("family").is_object() ? ck.meta.at("family") : nlohmann::json::object();
-      const std::string was = fam_meta.contains("nc") && fam_meta.at("nc").is_number_integer()
-                                  ? std::to_string(fam_meta.at("nc").get<int64_t>()) + " classes"
-                                  : std::string("another class count");
+      const auto nc = train::detail::family_classes(ck);
+      const std::string was = nc ? std::to_string(*nc) + " classes" : std::string("another class count");
       std::string names;
       for (size_t i = 0; i < fresh.size() && i < 4; ++i) names += (i ? ", " : "") + fresh[i];
       if (fresh.size() > 4) names += ", ...";
