@@ -32,7 +32,7 @@ namespace topk = lry_test::detr_topk;
 namespace {
 
 void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t n_params, int64_t n_trainable,
-           const std::string& fixture = "") {
+           const std::string& fixture = "", double pos_gain = 1.0) {
   const std::string model = fixture.empty() ? "deimv2-" + size : fixture;
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
@@ -47,6 +47,10 @@ void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t 
   const bool shared = heads["dec_bbox_head.0.layers.0.weight"].is_same(heads["dec_bbox_head.2.layers.0.weight"]);
   CHECK(shared == (size == "atto" || size == "femto" || size == "pico"));
   fx::fill(f, *net);
+  if (pos_gain != 1.0) {
+    torch::NoGradGuard ng;
+    net->named_parameters()["decoder.query_pos_head.layers.0.weight"].mul_(pos_gain);
+  }
   topk::check_detr_outputs(f, net, model, num_queries);
 }
 
@@ -65,6 +69,18 @@ LRY_DEIMV2_FIXTURE_CASE("pico", 640, 200, 1539539, 1539537)
 LRY_DEIMV2_FIXTURE_CASE("n", 640, 300, 3600421, 3600419)
 LRY_DEIMV2_FIXTURE_CASE("s", 640, 300, 9779838, 9779836)
 LRY_DEIMV2_FIXTURE_CASE("m", 640, 300, 18357750, 18357748)
+
+// The decoder's query position embedding: the original embeds the initial reference boxes once, before its
+// layer loop, and every layer reuses it (models/deimv2/engine/deim/deim_decoder.py:215-216), where D-FINE and
+// DEIM re-embed each layer's refined boxes. Under the plain fill the embedding MLP is nearly constant in its
+// input, so the shared fixtures cannot tell the two apart (re-embedding moved atto's logits by 5e-7 of their
+// mean); tests/fixtures/libreyolo/deimv2-atto-posgain is atto with that MLP's first weight x 10^4 after the
+// fill (scripts/fixtures/make_fixture.py --pos-gain), where re-embedding moves them by 4e-3.
+TEST_CASE("deimv2-atto: the decoder embeds the initial reference boxes once, as the original (query_pos_head x 10^4)" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("atto", 320, 100, 508985, 508983, "deimv2-atto-posgain", 1e4);
+}
 
 // deimv2-l / -x: the shared fixtures' names, shapes and counts (they have no outputs); our DINOv3 QKV's
 // bias_mask is the checkpoints' value (ones, the K third zero). Their outputs: against
