@@ -136,6 +136,23 @@ TEST_CASE("deimv2: a deep copy (the EMA's) keeps the shared box head shared, and
   CHECK(copy->decoder->decoder->up.is_same(copy->decoder->up));
 }
 
+TEST_CASE("deimv2-s: a clone's ViT backbone is the clone of the original's (its forward equals the original's)") {
+  // s and m hold their ViT inside a wrapper ("dinov3._model"); a handle to it cached at construction kept, in
+  // a clone, the freshly initialised ViT that reset() built rather than the copied one.
+  torch::manual_seed(5);
+  DEIMv2 net(DEIMv2Options{"s", 3, 0});
+  net->eval();
+  auto copy = std::dynamic_pointer_cast<libreyolo::families::deimv2::DEIMv2Impl>(net->clone());
+  REQUIRE(copy);
+  copy->eval();
+  torch::NoGradGuard ng;
+  const auto x = torch::rand({1, 3, 64, 64});
+  const auto a = net->vit_backbone->forward(x), b = copy->vit_backbone->forward(x);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i], b[i]));
+  CHECK_FALSE(copy->named_parameters()["backbone.dinov3._model.cls_token"].is_same(net->named_parameters()["backbone.dinov3._model.cls_token"]));
+}
+
 TEST_CASE("deimv2: training mode returns the features, the decoder runs with targets (denoising) and gives every output") {
   DEIMv2 net(DEIMv2Options{"atto", 3, 0});
   net->train();
