@@ -7,7 +7,8 @@ autotuning).
     python3 conv_algos.py report OUT_DIR                     (reads OUT_DIR/*.jsonl, prints the tables)
 
 MODE: instant (PyTorch's default), b (heuristic mode B: run the process with TORCH_CUDNN_USE_HEURISTIC_MODE_B=1),
-bench (cudnn.benchmark on). Keys: batch= imgsz= (the original's train() keys), device=cpu for a dry run of the
+bench (cudnn.benchmark on), benchdet (autotuning among the deterministic engines: benchmark and deterministic on;
+session 20 timed it as fast as autotuning). Keys: batch= imgsz= (the original's train() keys), device=cpu for a dry run of the
 plumbing (no cuDNN, no kernel names).
 
 How: the original's trainer (SRC, c41461e) is set up as its train() would (original_train.build_original, the
@@ -107,14 +108,16 @@ def measure(src, model, data, out_path, mode, kv):
 
     kwargs = {k: original_train.parse_value(v) for k, v in (x.partition("=")[::2] for x in kv)}
     cpu = kwargs.get("device") == "cpu"
+    if mode not in ("instant", "b", "bench", "benchdet"):
+        sys.exit(f"MODE={mode}: allowed instant, b, bench, benchdet")
     if mode == "b" and os.environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B") != "1":
         sys.exit("mode b: run with TORCH_CUDNN_USE_HEURISTIC_MODE_B=1 in the environment")
     rows = []
 
     def run(trainer):
         trainer.setup()
-        torch.backends.cudnn.benchmark = mode == "bench"
-        torch.backends.cudnn.deterministic = False
+        torch.backends.cudnn.benchmark = mode in ("bench", "benchdet")
+        torch.backends.cudnn.deterministic = mode == "benchdet"
         dev = trainer.device
         batch = next(iter(trainer.train_loader))
         imgs, targets = batch[0].to(dev), batch[1].to(dev)

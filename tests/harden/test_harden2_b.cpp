@@ -237,6 +237,22 @@ TEST_CASE("issue 36 item 5: a shape mismatch names the checkpoint file and says 
   m = lry_test::message_of<ly::CheckpointError>([&] { ly::train::get_module_state(back, "model.", other_size); });
   CHECK(m.find(path.string()) != std::string::npos);
   CHECK(m.find("the model size differs") != std::string::npos);
+  // For a new training run (weights=): another class count loads the stem and leaves the head as initialised.
+  const auto head_before = other_classes.head->weight.clone();
+  const auto fresh = ly::train::get_module_state_new_classes(back, "model.", other_classes);
+  CHECK(fresh == std::vector<std::string>{"head.weight", "head.bias"});
+  CHECK(torch::equal(other_classes.stem->weight, trained.stem->weight));
+  CHECK(torch::equal(other_classes.head->weight, head_before));
+  const auto stem_before = other_size.stem->weight.clone();
+  m = lry_test::message_of<ly::CheckpointError>([&] { ly::train::get_module_state_new_classes(back, "model.", other_size); });
+  CHECK(m.find("the model size differs") != std::string::npos);
+  CHECK(torch::equal(other_size.stem->weight, stem_before));  // a refused load changes nothing
+  // One-dimensional differences by unequal amounts are not a class count (head rows 3 -> 5, its bias 3 -> 4).
+  auto uneven = back;
+  uneven.tensors["model.head.bias"] = torch::zeros({4});
+  TinyNet five(8, 5);
+  m = lry_test::message_of<ly::CheckpointError>([&] { ly::train::get_module_state_new_classes(uneven, "model.", five); });
+  CHECK(m.find("the model size differs") != std::string::npos);
   CHECK(m.find("'n'") != std::string::npos);
   // The original's .pt: its tensors' errors name the .pt (on main they said just "checkpoint").
   const fs::path pt = td / "orig.pt";

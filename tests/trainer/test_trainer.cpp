@@ -225,6 +225,54 @@ TEST_CASE("weights= loads a checkpoint of the same family and rejects another fa
   }
 }
 
+TEST_CASE("weights= of another class count: the class-dependent tensors keep their initialisation, the rest load (the original's _rebuild_for_new_classes)") {
+  lry_test::TempDir runs("lry_runs");
+  auto args = base_args(runs.path, "src");
+  args.push_back("epochs=1");
+  auto r = ResNetTrainer(ly::parse_args(args)).fit();
+  auto src = ly::train::load_checkpoint(r.run_dir / "weights" / "last.ckpt");
+  // The same network trained on a data set of 2 more classes: its fc rows differ, everything else is shared.
+  auto wider = src;
+  const int64_t nc = src.tensors.at("ema.fc.weight").size(0);
+  for (const char* k : {"model.fc.weight", "model.fc.bias", "ema.fc.weight", "ema.fc.bias"}) {
+    const auto& t = src.tensors.at(k);
+    wider.tensors[k] = torch::cat({t, t.narrow(0, 0, 2) + 1}, 0);
+  }
+  wider.meta["family"]["nc"] = nc + 2;
+  ly::train::save_checkpoint(wider, runs.path / "wider.ckpt");
+
+  auto ft = base_args(runs.path, "ft");
+  ft.push_back("epochs=1");
+  ft.push_back("weights=" + (runs.path / "wider.ckpt").string());
+  ResNetTrainer t(ly::parse_args(ft));
+  t.setup();
+  auto p = t.network()->named_parameters();
+  CHECK(torch::equal(p["conv1.weight"], wider.tensors.at("ema.conv1.weight")));
+  CHECK(torch::equal(p["layer4.1.bn2.weight"], wider.tensors.at("ema.layer4.1.bn2.weight")));
+  CHECK(torch::equal(t.network()->named_buffers()["bn1.running_var"], wider.tensors.at("ema.bn1.running_var")));
+  REQUIRE(p["fc.weight"].size(0) == nc);
+  // The head is this network's own initialisation: not any rows of the checkpoint's.
+  CHECK_FALSE(torch::equal(p["fc.weight"], wider.tensors.at("ema.fc.weight").narrow(0, 0, nc)));
+  ResNetTrainer fresh(ly::parse_args(base_args(runs.path, "fresh")));
+  fresh.setup();
+  CHECK(torch::equal(p["fc.weight"], fresh.network()->named_parameters()["fc.weight"]));  // same seed, same init
+  CHECK(t.fit().epochs_done == 1);
+
+  // Another width is still refused: not a class-count difference.
+  auto other = src;
+  other.tensors["ema.conv1.weight"] = torch::zeros({32, 3, 7, 7});
+  other.tensors["model.conv1.weight"] = torch::zeros({32, 3, 7, 7});
+  ly::train::save_checkpoint(other, runs.path / "other.ckpt");
+  auto bad = base_args(runs.path, "bad");
+  bad.push_back("weights=" + (runs.path / "other.ckpt").string());
+  try {
+    ResNetTrainer(ly::parse_args(bad)).setup();
+    FAIL("expected a CheckpointError");
+  } catch (const ly::CheckpointError& e) {
+    CHECK(std::string(e.what()).find("the model size differs") != std::string::npos);
+  }
+}
+
 TEST_CASE("a trainer's cuDNN flags are the process's while it lives and are put back when it goes") {
   lry_test::TempDir runs("lry_runs");
   auto& ctx = at::globalContext();

@@ -185,15 +185,20 @@ LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix
   for (const auto& item : m.named_buffers(/*recurse=*/true)) put(item.key(), item.value());
 }
 
-LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
+namespace detail {
+// get_module_state's body; new_classes: a class-count difference loads what matches (the names left out are
+// returned) instead of throwing.
+inline std::vector<std::string> load_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m,
+                                                  bool new_classes) {
   torch::NoGradGuard no_grad;
   const std::string where = ck.source.empty() ? std::string("checkpoint") : "checkpoint " + ck.source.string();
   // Shape mismatches are collected to tell why: when the first tensor (the stem) matches and every
-  // mismatch is in one dimension only, the head differs: another class count; otherwise the widths
-  // differ: another model size.
+  // mismatch is in one dimension only, by one same amount, the head differs: another class count; otherwise
+  // the widths differ: another model size.
   std::string first_mismatch;
   size_t mismatches = 0, seen = 0;
-  bool stem_differs = false, one_dim = true;
+  bool stem_differs = false, one_dim = true, one_delta = true;
+  int64_t class_delta = 0;
   auto get = [&](const std::string& name, torch::Tensor& dst) {
     if (!dst.defined()) return;
     const std::string key = detail::join_key(prefix, name);
@@ -208,7 +213,14 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
       ++mismatches;
       stem_differs = stem_differs || seen == 0;
       int differing = src.dim() == dst.dim() ? 0 : 2;
-      for (int64_t d = 0; differing < 2 && d < src.dim(); ++d) differing += src.size(d) != dst.size(d);
+      for (int64_t d = 0; differing < 2 && d < src.dim(); ++d)
+        if (src.size(d) != dst.size(d)) {
+          ++differing;
+          // A class count moves every class-dependent size by the same amount (nc rows, nc + 1 embeddings).
+          const int64_t delta = src.size(d) - dst.size(d);
+          one_delta = one_delta && (class_delta == 0 || class_delta == delta);
+          class_delta = delta;
+        }
       one_dim = one_dim && differing == 1;
     }
     ++seen;
@@ -218,11 +230,23 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
   auto buffers = m.named_buffers(true);
   for (auto& item : params) get(item.key(), item.value());
   for (auto& item : buffers) get(item.key(), item.value());
+  if (mismatches && new_classes && !stem_differs && one_dim && one_delta) {
+    std::vector<std::string> fresh;
+    auto copy_matching = [&](const std::string& name, torch::Tensor& dst) {
+      if (!dst.defined()) return;
+      const torch::Tensor& src = ck.tensors.at(detail::join_key(prefix, name));
+      if (src.sizes() == dst.sizes()) dst.copy_(src);
+      else fresh.push_back(name);
+    };
+    for (auto& item : params) copy_matching(item.key(), item.value());
+    for (auto& item : buffers) copy_matching(item.key(), item.value());
+    return fresh;
+  }
   if (mismatches) {
     const auto fam = ck.meta.is_object() && ck.meta.contains("family") && ck.meta.at("family").is_object()
                          ? ck.meta.at("family") : nlohmann::json::object();
     std::string why;
-    if (!stem_differs && one_dim) {
+    if (!stem_differs && one_dim && one_delta) {
       why = "the class count differs: the checkpoint's head was built for ";
       why += fam.contains("nc") && fam.at("nc").is_number_integer() ? std::to_string(fam.at("nc").get<int64_t>()) + " classes"
                                                                       : std::string("another number of classes");
@@ -241,6 +265,17 @@ LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& 
   };
   for (auto& item : params) copy(item.key(), item.value());
   for (auto& item : buffers) copy(item.key(), item.value());
+  return {};
+}
+}  // namespace detail
+
+LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m) {
+  detail::load_module_state(ck, prefix, m, /*new_classes=*/false);
+}
+
+LIBREYOLO_INLINE std::vector<std::string> get_module_state_new_classes(const Checkpoint& ck, const std::string& prefix,
+                                                                       torch::nn::Module& m) {
+  return detail::load_module_state(ck, prefix, m, /*new_classes=*/true);
 }
 
 }  // namespace libreyolo::train

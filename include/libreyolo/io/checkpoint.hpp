@@ -88,6 +88,15 @@ LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix
 // Copies "<prefix>.<name>" entries into the module's existing tensors (device and dtype kept).
 LIBREYOLO_INLINE void get_module_state(const Checkpoint& ck, const std::string& prefix, torch::nn::Module& m);
 
+// As get_module_state, for a training run that starts from other weights (`weights=`): where the only
+// difference is the class count (the stem equal, every other-shaped tensor differing in one dimension), the
+// tensors of equal shape are copied and the class-dependent ones keep the module's own initialisation, as the
+// original's _rebuild_for_new_classes (models/base/model.py: rebuild at the new count, copy what matches).
+// Returns the names left at their initialisation (empty when every tensor matched); any other difference
+// throws as get_module_state does, and a failed load leaves the module unchanged.
+LIBREYOLO_INLINE std::vector<std::string> get_module_state_new_classes(const Checkpoint& ck, const std::string& prefix,
+                                                                       torch::nn::Module& m);
+
 }  // namespace libreyolo::train
 
 #if LIBREYOLO_HEADER_ONLY

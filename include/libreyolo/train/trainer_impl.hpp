@@ -251,9 +251,23 @@ void LIBREYOLO_TRAINER::restore(const train::Checkpoint& ck, bool full) {
                           std::string(F::name) + "'; give weights= a checkpoint of the same family");
   bool has_ema = ck.tensors.count("ema.__present__") > 0;
   if (!full) {
-    train::get_module_state(ck, has_ema ? "ema." : "model.", *net_);
+    // Another class count (a checkpoint of another data set): what matches is loaded and the class-dependent
+    // tensors keep this network's initialisation, as the original's _rebuild_for_new_classes does.
+    const auto fresh = train::get_module_state_new_classes(ck, has_ema ? "ema." : "model.", *net_);
     if (ema_) make_ema();  // the average starts from the loaded weights
     log::info("weights: loaded ", has_ema ? "EMA" : "model", " weights from ", cfg_.weights);
+    if (!fresh.empty()) {
+      const auto fam_meta = ck.meta.contains("family") && ck.meta.at("family").is_object() ? ck.meta.at("family") : nlohmann::json::object();
+      const std::string was = fam_meta.contains("nc") && fam_meta.at("nc").is_number_integer()
+                                  ? std::to_string(fam_meta.at("nc").get<int64_t>()) + " classes"
+                                  : std::string("another class count");
+      std::string names;
+      for (size_t i = 0; i < fresh.size() && i < 4; ++i) names += (i ? ", " : "") + fresh[i];
+      if (fresh.size() > 4) names += ", ...";
+      log::info("weights: the checkpoint was trained for ", was, ", this run for ", family_.num_classes(), " classes: its ",
+                fresh.size(), " class-dependent tensors (", names, ") start from this network's initialisation, the rest "
+                "from the checkpoint (the original's _rebuild_for_new_classes)");
+    }
     return;
   }
   if (!ck.meta.contains("state") || !ck.meta.at("state").is_object())
