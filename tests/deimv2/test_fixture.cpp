@@ -32,7 +32,7 @@ namespace topk = lry_test::detr_topk;
 namespace {
 
 void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t n_params, int64_t n_trainable,
-           const std::string& fixture = "") {
+           const std::string& fixture = "", double pos_gain = 1.0) {
   const std::string model = fixture.empty() ? "deimv2-" + size : fixture;
   LRY_OPEN_FIXTURE(f, model);
   CAPTURE(model);
@@ -47,6 +47,10 @@ void check(const std::string& size, int64_t imgsz, int64_t num_queries, int64_t 
   const bool shared = heads["dec_bbox_head.0.layers.0.weight"].is_same(heads["dec_bbox_head.2.layers.0.weight"]);
   CHECK(shared == (size == "atto" || size == "femto" || size == "pico"));
   fx::fill(f, *net);
+  if (pos_gain != 1.0) {
+    torch::NoGradGuard ng;
+    net->named_parameters()["decoder.query_pos_head.layers.0.weight"].mul_(pos_gain);
+  }
   topk::check_detr_outputs(f, net, model, num_queries);
 }
 
@@ -65,6 +69,18 @@ LRY_DEIMV2_FIXTURE_CASE("pico", 640, 200, 1539539, 1539537)
 LRY_DEIMV2_FIXTURE_CASE("n", 640, 300, 3600421, 3600419)
 LRY_DEIMV2_FIXTURE_CASE("s", 640, 300, 9779838, 9779836)
 LRY_DEIMV2_FIXTURE_CASE("m", 640, 300, 18357750, 18357748)
+
+// The decoder's query position embedding: the original embeds the initial reference boxes once, before its
+// layer loop, and every layer reuses it (models/deimv2/engine/deim/deim_decoder.py:215-216), where D-FINE and
+// DEIM re-embed each layer's refined boxes. Under the plain fill the embedding MLP is nearly constant in its
+// input, so the shared fixtures cannot tell the two apart (re-embedding moved atto's logits by 5e-7 of their
+// mean); tests/fixtures/libreyolo/deimv2-atto-posgain is atto with that MLP's first weight x 10^4 after the
+// fill (scripts/fixtures/make_fixture.py --pos-gain), where re-embedding moves them by 4e-3.
+TEST_CASE("deimv2-atto: the decoder embeds the initial reference boxes once, as the original (query_pos_head x 10^4)" *
+          lry_test::needs({lry_test::Need::fixtures})) {
+  LRY_NEED(lry_test::Need::fixtures);
+  check("atto", 320, 100, 508985, 508983, "deimv2-atto-posgain", 1e4);
+}
 
 // deimv2-l / -x: the shared fixtures' names, shapes and counts (they have no outputs); our DINOv3 QKV's
 // bias_mask is the checkpoints' value (ones, the K third zero). Their outputs: against
@@ -118,6 +134,23 @@ TEST_CASE("deimv2: a deep copy (the EMA's) keeps the shared box head shared, and
   CHECK(p["dec_bbox_head.0.layers.2.bias"].is_same(p["dec_bbox_head.1.layers.2.bias"]));
   CHECK_FALSE(p["dec_bbox_head.0.layers.2.bias"].is_same(net->decoder->named_parameters()["dec_bbox_head.0.layers.2.bias"]));
   CHECK(copy->decoder->decoder->up.is_same(copy->decoder->up));
+}
+
+TEST_CASE("deimv2-s: a clone's ViT backbone is the clone of the original's (its forward equals the original's)") {
+  // s and m hold their ViT inside a wrapper ("dinov3._model"); a handle to it cached at construction kept, in
+  // a clone, the freshly initialised ViT that reset() built rather than the copied one.
+  torch::manual_seed(5);
+  DEIMv2 net(DEIMv2Options{"s", 3, 0});
+  net->eval();
+  auto copy = std::dynamic_pointer_cast<libreyolo::families::deimv2::DEIMv2Impl>(net->clone());
+  REQUIRE(copy);
+  copy->eval();
+  torch::NoGradGuard ng;
+  const auto x = torch::rand({1, 3, 64, 64});
+  const auto a = net->vit_backbone->forward(x), b = copy->vit_backbone->forward(x);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i], b[i]));
+  CHECK_FALSE(copy->named_parameters()["backbone.dinov3._model.cls_token"].is_same(net->named_parameters()["backbone.dinov3._model.cls_token"]));
 }
 
 TEST_CASE("deimv2: training mode returns the features, the decoder runs with targets (denoising) and gives every output") {

@@ -5,6 +5,7 @@
 #include <libreyolo/nn/detr/criterion.hpp>
 #include <libreyolo/nn/detr/decoder.hpp>
 #include <libreyolo/nn/detr/denoising.hpp>
+#include <libreyolo/nn/detr/dfine_decoder.hpp>
 #include <libreyolo/nn/detr/device_targets.hpp>
 
 #include <doctest/doctest.h>
@@ -143,6 +144,44 @@ TEST_CASE("denoising: the group count follows the batch's largest ground-truth c
   }
   CHECK_FALSE(detr::contrastive_denoising_group(make({0, 0}), 3, 300, embed).has_value());
   CHECK_FALSE(detr::contrastive_denoising_group(make({2}), 3, 300, embed, 0).has_value());
+}
+
+TEST_CASE("denoising: a negative copy whose corners crossed keeps its size in the D-FINE line, collapses to a point in RT-DETR's") {
+  // One box (0.5, 0.5, 0.4, 0.4): 100 groups of a positive and a negative copy. A negative copy moves each
+  // corner by 1-2 half-sizes, so x1 + and x2 - (1 in 4 draws per axis) cross: width < 0. The D-FINE line's
+  // originals make it positive before the inverse sigmoid (dfine/denoising.py:95, deim/denoising.py:94);
+  // RT-DETR's (rtdetr/denoising.py:117-118) do not, and the inverse sigmoid clamps it to 0.
+  torch::nn::Embedding embed(torch::nn::EmbeddingOptions(4, 8).padding_idx(3));
+  const std::vector<detr::DetrTarget> t{target({1}, {0.5f, 0.5f, 0.4f, 0.4f})};
+  const auto padded = detr::pad_targets(t, torch::kCPU);
+  torch::manual_seed(11);
+  auto kept = detr::contrastive_denoising_group(padded, 3, 300, embed, 100, 0.5, 1.0, 0, /*abs_boxes=*/true);
+  torch::manual_seed(11);
+  auto plain = detr::contrastive_denoising_group(padded, 3, 300, embed, 100, 0.5, 1.0, 0, /*abs_boxes=*/false);
+  REQUIRE(kept.has_value());
+  REQUIRE(plain.has_value());
+  const auto a = torch::sigmoid(kept->query_bbox[0]).to(torch::kFloat64);  // [200, 4] cxcywh
+  const auto b = torch::sigmoid(plain->query_bbox[0]).to(torch::kFloat64);
+  const auto collapsed = (b.narrow(1, 2, 2) < 1e-4);                         // the plain form's crossed sides
+  const int64_t n = collapsed.sum().item<int64_t>();
+  CAPTURE(n);
+  CHECK(n > 10);  // about 1 in 4 of 100 negative copies per axis
+  CHECK(n < 100);
+  // Same draws: the centres are equal everywhere, the sizes wherever nothing crossed.
+  CHECK(torch::allclose(a.narrow(1, 0, 2), b.narrow(1, 0, 2), 0, 1e-6));
+  const auto sizes_a = a.narrow(1, 2, 2), sizes_b = b.narrow(1, 2, 2);
+  CHECK(torch::allclose(sizes_a.masked_select(~collapsed), sizes_b.masked_select(~collapsed), 0, 1e-6));
+  // Where the plain form collapsed, the D-FINE line's keeps |x2 - x1| of the crossed corners: x1 = 0.3 + 0.2 p1,
+  // x2 = 0.7 - 0.2 p2 with p in [1, 2), so 0.2 (p1 + p2 - 2), in (0, 0.4): above the collapsed 1e-5.
+  const auto crossed = sizes_a.masked_select(collapsed);
+  CHECK(crossed.min().item<double>() > 1e-4);
+  CHECK(crossed.max().item<double>() < 0.4);
+  // Positive copies (even queries: G = 1) never cross: their corners move by under one half-size.
+  REQUIRE(kept->meta.num_denoising == 200);
+  CHECK(collapsed.index_select(0, torch::arange(0, 200, 2)).sum().item<int64_t>() == 0);
+  // Which families: every D-FINE-line decoder (D-FINE, DEIM, DEIMv2, RT-DETRv4, EC) and none of RT-DETR's.
+  CHECK(detr::DFineDecoderOptions{}.abs_noised_boxes);
+  CHECK_FALSE(detr::DetrDecoderOptions{}.abs_noised_boxes);
 }
 
 TEST_CASE("denoising attention mask: groups see only themselves, matching queries see no denoising query") {

@@ -265,6 +265,15 @@ struct TinyImpl : torch::nn::Module {
   }
 };
 TORCH_MODULE(Tiny);
+// One Linear registered under three names (as DEIMv2 atto..pico's box head under dec_bbox_head.0/1/2), one not.
+struct SharedImpl : torch::nn::Module {
+  torch::nn::Linear head{2, 1}, own{2, 1};
+  SharedImpl() {
+    for (const char* n : {"head0", "head1", "head2"}) register_module(n, head);
+    register_module("own", own);
+  }
+};
+TORCH_MODULE(Shared);
 }  // namespace
 
 TEST_CASE("ModelEMA: copies at construction, decay ramp, update of a weight and a BN running_mean") {
@@ -300,6 +309,31 @@ TEST_CASE("ModelEMA: copies at construction, decay ramp, update of a weight and 
   }
   ModelEMA standard(Tiny().ptr(), *Tiny());
   CHECK(standard.current_decay() == 0.0);
+}
+
+TEST_CASE("ModelEMA: a tensor under k names is averaged k times per update (decay d^k), as the original's state-dict walk") {
+  // training/ema.py ModelEMA.update walks ema.state_dict(), which lists a shared module under each name.
+  for (int foreach : {0, 1})
+    for (bool device_form : {false, true}) {
+      CAPTURE(foreach);
+      CAPTURE(device_form);
+      Shared model, copy;
+      torch::NoGradGuard ng;
+      model->head->weight.fill_(1.0), model->own->weight.fill_(1.0);
+      ModelEMA ema(copy.ptr(), *model, /*decay=*/0.5, /*tau=*/1.0, foreach);
+      model->head->weight.fill_(3.0), model->own->weight.fill_(3.0);
+      if (device_form) {
+        ema.begin_device_update();
+        ema.device_update(*model);
+      } else {
+        ema.update(*model);
+      }
+      const double d = 0.5 * (1 - std::exp(-1.0));
+      CHECK(copy->own->weight[0][0].item<double>() == doctest::Approx(d * 1 + (1 - d) * 3).epsilon(1e-6));
+      // three updates in a row: d^3 * 1 + (1 - d^3) * 3
+      CHECK(copy->head->weight[0][0].item<double>() == doctest::Approx(d * d * d * 1 + (1 - d * d * d) * 3).epsilon(1e-6));
+      CHECK(copy->named_parameters()["head1.weight"].is_same(copy->head->weight));  // still one tensor
+    }
 }
 
 LRY_GPU_SUITE {

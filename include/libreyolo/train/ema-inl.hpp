@@ -2,7 +2,7 @@
 // Definitions of ema.hpp (core/api.hpp): included by ema.hpp when header-only, compiled once otherwise.
 #include <libreyolo/train/ema.hpp>
 
-#include <unordered_set>
+#include <unordered_map>
 
 namespace libreyolo::train {
 
@@ -26,17 +26,18 @@ LIBREYOLO_INLINE void ModelEMA::update(const torch::nn::Module& model) {
   torch::NoGradGuard no_grad;
   ++updates_;
   const double d = current_decay();
-  if (&model != cached_model_) {  // name matching is host work: do it once per model object
-    cached_pairs_ = matched(model);
-    cached_model_ = &model;
-  }
+  cache_pairs(model);  // name matching is host work: done once per model object
   std::vector<torch::Tensor> ef, mf;
-  for (const auto& [e, m] : cached_pairs_) {
-    if (e.is_floating_point()) {
+  for (size_t i = 0; i < cached_pairs_.size(); ++i) {
+    const auto& [e, m] = cached_pairs_[i];
+    if (!e.is_floating_point()) {
+      e.copy_(m);
+    } else if (cached_mult_[i] > 1) {
+      // Under k names (a shared module): the original's update walks its state dict, so k updates in a row.
+      for (int j = 0; j < cached_mult_[i]; ++j) e.mul_(d).add_(m.detach(), 1 - d);
+    } else {
       ef.push_back(e);
       mf.push_back(m.detach());
-    } else {
-      e.copy_(m);
     }
   }
   if (uses_foreach()) {
@@ -45,6 +46,12 @@ LIBREYOLO_INLINE void ModelEMA::update(const torch::nn::Module& model) {
   } else {
     for (size_t i = 0; i < ef.size(); ++i) ef[i].mul_(d).add_(mf[i], 1 - d);
   }
+}
+
+LIBREYOLO_INLINE void ModelEMA::cache_pairs(const torch::nn::Module& model) {
+  if (&model == cached_model_) return;
+  cached_pairs_ = matched(model, &cached_mult_);
+  cached_model_ = &model;
 }
 
 LIBREYOLO_INLINE void ModelEMA::begin_device_update() {
@@ -64,21 +71,24 @@ LIBREYOLO_INLINE void ModelEMA::begin_device_update() {
 LIBREYOLO_INLINE void ModelEMA::device_update(const torch::nn::Module& model) {
   if (!decay_t_.defined()) throw Error("ModelEMA::device_update: call begin_device_update() first");
   torch::NoGradGuard no_grad;
-  if (&model != cached_model_) {
-    cached_pairs_ = matched(model);
-    cached_model_ = &model;
-  }
+  cache_pairs(model);
   std::vector<torch::Tensor> ef, mf;
-  for (const auto& [e, m] : cached_pairs_) {
-    if (e.is_floating_point()) {
+  std::vector<size_t> multi;  // k updates in a row, as update()
+  for (size_t i = 0; i < cached_pairs_.size(); ++i) {
+    const auto& [e, m] = cached_pairs_[i];
+    if (!e.is_floating_point()) {
+      e.copy_(m);
+    } else if (cached_mult_[i] > 1) {
+      multi.push_back(i);
+    } else {
       ef.push_back(e);
       mf.push_back(m.detach());
-    } else {
-      e.copy_(m);
     }
   }
   if (!decay_t_.is_cuda()) {
     const double d = decay_t_.item<double>(), k = keep_t_.item<double>();
+    for (const size_t i : multi)
+      for (int j = 0; j < cached_mult_[i]; ++j) cached_pairs_[i].first.mul_(d).add_(cached_pairs_[i].second.detach(), k);
     if (uses_foreach()) {
       at::_foreach_mul_(ef, at::Scalar(d));
       at::_foreach_add_(ef, mf, at::Scalar(k));
@@ -87,6 +97,9 @@ LIBREYOLO_INLINE void ModelEMA::device_update(const torch::nn::Module& model) {
     }
     return;
   }
+  for (const size_t i : multi)
+    for (int j = 0; j < cached_mult_[i]; ++j)
+      cached_pairs_[i].first.mul_(decay_t_).add_(cached_pairs_[i].second.detach() * keep_t_);
   compat::foreach_mul_by_tensor_(ef, decay_t_);
   at::_foreach_add_(ef, compat::foreach_mul_by_tensor(mf, keep_t_));
 }
@@ -121,9 +134,11 @@ LIBREYOLO_INLINE void ModelEMA::load(const Checkpoint& ck, const std::string& pr
   updates_ = ck.meta[key]["updates"].get<int64_t>();
 }
 
-LIBREYOLO_INLINE std::vector<std::pair<torch::Tensor, torch::Tensor>> ModelEMA::matched(const torch::nn::Module& model) const {
+LIBREYOLO_INLINE std::vector<std::pair<torch::Tensor, torch::Tensor>> ModelEMA::matched(const torch::nn::Module& model,
+                                                                                    std::vector<int>* mult) const {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> out;
-  std::unordered_set<const void*> seen;
+  std::unordered_map<const void*, size_t> seen;  // tensor -> its index in out
+  if (mult) mult->clear();
   auto pair_up = [&](const auto& ema_items, const auto& model_items, const char* what) {
     if (ema_items.size() != model_items.size())
       throw SetupError(std::string("ModelEMA: the EMA copy has ") + std::to_string(ema_items.size()) + " " +
@@ -132,13 +147,20 @@ LIBREYOLO_INLINE std::vector<std::pair<torch::Tensor, torch::Tensor>> ModelEMA::
       const torch::Tensor* e = ema_items.find(item.key());
       if (!e) throw SetupError(std::string("ModelEMA: the EMA copy lacks ") + what + " '" + item.key() + "'");
       if (!e->defined() || !item.value().defined()) continue;
-      // A tensor under several names (a module shared by several parents, e.g. DEIMv2's one box head for
-      // every decoder layer): averaged once.
-      if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+      // A tensor under several names (a module shared by several parents, e.g. DEIMv2 atto..pico's one box
+      // head for every decoder layer): one entry, its name count in mult. The original's EMA walks its state
+      // dict, which lists such a tensor under every name, so it is averaged that many times per update
+      // (training/ema.py ModelEMA.update): decay d^k for it.
+      if (const auto it = seen.find(item.value().unsafeGetTensorImpl()); it != seen.end()) {
+        if (mult) ++(*mult)[it->second];
+        continue;
+      }
+      seen.emplace(item.value().unsafeGetTensorImpl(), out.size());
       if (e->sizes() != item.value().sizes())
         throw SetupError("ModelEMA: '" + item.key() + "' has shape " + detail::shape_str(*e) +
                          " in the EMA copy but " + detail::shape_str(item.value()) + " in the model");
       out.emplace_back(*e, item.value());
+      if (mult) mult->push_back(1);
     }
   };
   pair_up(ema_->named_parameters(true), model.named_parameters(true), "parameters");

@@ -52,8 +52,11 @@ class ModelEMA {
   void load(const Checkpoint& ck, const std::string& prefix);
 
  private:
-  // (ema tensor, model tensor) for every parameter then every buffer, checked by name and shape.
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> matched(const torch::nn::Module& model) const;
+  // (ema tensor, model tensor) for every parameter then every buffer, checked by name and shape; a tensor
+  // under several names once, its name count in `mult` (when given) at the same index.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> matched(const torch::nn::Module& model, std::vector<int>* mult = nullptr) const;
+  // cached_pairs_ (and cached_mult_) for this model object.
+  void cache_pairs(const torch::nn::Module& model);
 
   std::shared_ptr<torch::nn::Module> ema_;
   double decay_;
@@ -63,6 +66,7 @@ class ModelEMA {
   int foreach_mode_ = -1;
   const torch::nn::Module* cached_model_ = nullptr;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> cached_pairs_;
+  std::vector<int> cached_mult_;
   torch::Tensor decay_t_, keep_t_;  // the device form's d and 1 - d (0-d on the EMA's device)
 };
 

@@ -179,7 +179,6 @@ class DEIMv2ViTBackboneImpl : public torch::nn::Cloneable<DEIMv2ViTBackboneImpl>
       vit = register_module("dinov3", nn::vit::ViT(vo));
     } else {
       tiny = register_module("dinov3", DEIMv2TinyViT(vo));
-      vit = tiny->_model;
     }
     sta = register_module("sta", DEIMv2SpatialPrior(c_.conv_inplane));
     convs = register_module("convs", torch::nn::ModuleList());
@@ -192,11 +191,15 @@ class DEIMv2ViTBackboneImpl : public torch::nn::Cloneable<DEIMv2ViTBackboneImpl>
     // trunc_normal_(std 0.02) (cut at +-2 absolute: a normal), zero biases; [CLS] and storage tokens
     // normal(0, 0.02); the mask token zero; LayerScale 1e-5 (ViT's own); LayerNorms ones / zeros; the patch
     // conv as LibTorch's (= PyTorch's) default.
-    nn::vit::init_linears_trunc_normal(*vit);
+    auto& v = vit_model();
+    nn::vit::init_linears_trunc_normal(v);
     torch::NoGradGuard ng;
-    vit->cls_token.normal_(0.0, 0.02);
-    if (vit->storage_tokens.defined()) vit->storage_tokens.normal_(0.0, 0.02);
+    v.cls_token.normal_(0.0, 0.02);
+    if (v.storage_tokens.defined()) v.storage_tokens.normal_(0.0, 0.02);
   }
+  // The ViT: the "dinov3" child (l, x) or the wrapper's "_model" (s, m). Looked up on use, never cached: a
+  // clone() moves a cloned wrapper into the copy's, whose cached handle would keep the ViT reset() built.
+  nn::vit::ViTImpl& vit_model() { return c_.dinov3 ? *vit : *tiny->_model; }
   std::vector<int64_t> out_channels() const { return {c_.hidden, c_.hidden, c_.hidden}; }
   std::vector<torch::Tensor> forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), H = x.size(2), W = x.size(3);
@@ -204,7 +207,7 @@ class DEIMv2ViTBackboneImpl : public torch::nn::Cloneable<DEIMv2ViTBackboneImpl>
       throw ConfigError("DEIMv2: input " + std::to_string(H) + "x" + std::to_string(W) +
                         " must be a multiple of 32 (the ViT's grid of 16 halved for the stride-32 level; give imgsz= a multiple of 32)");
     const int64_t h = H / 16, w = W / 16;
-    const auto layers = vit->forward_layers(x, c_.layers, /*normed=*/c_.dinov3);
+    const auto layers = vit_model().forward_layers(x, c_.layers, /*normed=*/c_.dinov3);
     const auto detail = sta->forward(x);
     namespace F = torch::nn::functional;
     std::vector<torch::Tensor> out;
@@ -218,7 +221,7 @@ class DEIMv2ViTBackboneImpl : public torch::nn::Cloneable<DEIMv2ViTBackboneImpl>
     }
     return out;
   }
-  nn::vit::ViT vit{nullptr};          // registered as "dinov3" (l, x) or "dinov3._model" (s, m)
+  nn::vit::ViT vit{nullptr};          // l, x: registered as "dinov3" (s, m: vit_model() is "dinov3._model")
   DEIMv2TinyViT tiny{nullptr};        // s, m: the wrapper registered as "dinov3"
   DEIMv2SpatialPrior sta{nullptr};
   torch::nn::ModuleList convs{nullptr}, norms{nullptr};

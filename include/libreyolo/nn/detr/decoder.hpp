@@ -49,6 +49,7 @@ struct DetrDecoderOptions {
   int64_t num_denoising = 100;
   double label_noise_ratio = 0.5;
   double box_noise_scale = 1.0;
+  bool abs_noised_boxes = false;  // RT-DETR's denoising keeps crossed negative boxes (the D-FINE line's does not)
   int64_t eval_idx = -1;
   double eps = 1e-2;
   int64_t eval_spatial_size = 0;  // > 0: anchors for this square size kept (v2 registers them as buffers)

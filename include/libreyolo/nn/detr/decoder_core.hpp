@@ -204,7 +204,8 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     if (this->is_training() && o_.num_denoising > 0 && targets != nullptr)
       s.dn = contrastive_denoising_group(*targets, o_.num_classes, o_.num_queries, denoising_class_embed, o_.num_denoising,
                                          o_.label_noise_ratio, o_.box_noise_scale,
-                                         fixed ? denoising_capacity(targets->M, o_.num_denoising) : denoising_capacity_);
+                                         fixed ? denoising_capacity(targets->M, o_.num_denoising) : denoising_capacity_,
+                                         o_.abs_noised_boxes);
     auto [anc, valid] = anchors_for(s.shapes, s.memory.device());
     s.anchors = anc.to(s.memory.scalar_type());
     s.output_memory = valid.to(s.memory.scalar_type()) * s.memory;

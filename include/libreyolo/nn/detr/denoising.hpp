@@ -211,11 +211,13 @@ struct DenoisingGroup {
 // 2 * G * groups tokens (the original's size; nullopt without targets). tokens > 0: that fixed count (at
 // least 2 * G * groups; denoising_capacity), with G and groups computed on the device from the targets'
 // mask, so that nothing here reads the host: the form a recorded step takes (a batch without targets then
-// gives a part without real tokens, which adds no loss).
+// gives a part without real tokens, which adds no loss). abs_boxes: a noised box's negative width or height
+// (a negative copy whose corners crossed) made positive before the inverse sigmoid, as the D-FINE line's
+// originals do (dfine/denoising.py:95, deim/denoising.py:94); without it such a box collapses to a point.
 inline std::optional<DenoisingGroup> contrastive_denoising_group(const PaddedTargets& t, int64_t num_classes, int64_t num_queries,
                                                                  torch::nn::Embedding& class_embed, int64_t num_denoising = 100,
                                                                  double label_noise_ratio = 0.5, double box_noise_scale = 1.0,
-                                                                 int64_t tokens = 0) {
+                                                                 int64_t tokens = 0, bool abs_boxes = false) {
   if (num_denoising <= 0 || t.counts.empty()) return std::nullopt;
   const int64_t G = *std::max_element(t.counts.begin(), t.counts.end());  // the host's view (eager: this batch)
   if (G == 0 && tokens == 0) return std::nullopt;
@@ -258,7 +260,8 @@ inline std::optional<DenoisingGroup> contrastive_denoising_group(const PaddedTar
     part = (part + 1.0) * neg + part * (1 - neg);
     part = part * sign;
     known = (known + part * diff).clamp(0.0, 1.0);
-    bbox = inverse_sigmoid(box_xyxy_to_cxcywh(known));
+    auto cxcywh = box_xyxy_to_cxcywh(known);
+    bbox = inverse_sigmoid(abs_boxes ? cxcywh.abs() : cxcywh);
   }
   DenoisingGroup out;
   out.query_class = class_embed->forward(cls);

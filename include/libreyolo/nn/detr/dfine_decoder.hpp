@@ -62,6 +62,10 @@ struct DFineDecoderOptions {
   int64_t num_denoising = 100;
   double label_noise_ratio = 0.5;
   double box_noise_scale = 1.0;
+  // The noised denoising boxes' negative widths / heights (a negative copy's corners crossed) made positive
+  // before the inverse sigmoid: the D-FINE line's denoising (the original's models/dfine/denoising.py:95 and
+  // models/deim/denoising.py:94, which DEIM, DEIMv2, RT-DETRv4 and EC use). RT-DETR v1 / v2 lack it.
+  bool abs_noised_boxes = true;
   int64_t eval_spatial_size = 640;  // > 0: anchors for this square size kept as buffers
   int64_t eval_idx = -1;
   double eps = 1e-2;
@@ -101,12 +105,14 @@ inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
 }
 
 // DEIMv2's differences from D-FINE (above) set on `o`: its layers and heads, no enc_output and the
-// 3-layer query_pos_head of width hidden_dim as EC's (re-embedded at every layer, as D-FINE's).
+// 3-layer query_pos_head of width hidden_dim as EC's, which embeds the initial reference boxes once for
+// every layer, as EC's (models/deimv2/engine/deim/deim_decoder.py:215-216, before the layer loop).
 inline DFineDecoderOptions deimv2_decoder_options(DFineDecoderOptions o) {
   o.deimv2 = true;
   o.enc_output = false;
   o.query_pos_layers = 3;
   o.query_pos_hidden = o.hidden_dim;
+  o.query_pos_per_layer = false;
   return o;
 }
 
