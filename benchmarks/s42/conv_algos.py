@@ -32,8 +32,9 @@ import sys
 import time
 
 
-def measure_layers(layers, mode, cpu, rows):
-    """Each (name, Conv2d, fp16 input, fp16 output gradient): its three ops in fp16 and fp32, one row each."""
+def measure_layers(layers, mode, cpu, rows, sink=None):
+    """Each (name, Conv2d, fp16 input, fp16 output gradient): its three ops in fp16 and fp32, one row each (also
+    written to sink as it is made, so that a run cut by its time limit keeps the layers it finished)."""
     import torch
     import torch.nn.functional as F
 
@@ -94,6 +95,9 @@ def measure_layers(layers, mode, cpu, rows):
                     "kernels": kernels(fn),
                 }
                 rows.append(row)
+                if sink is not None:
+                    sink.write(json.dumps(row) + "\n")
+                    sink.flush()
 
 
 def measure(src, model, data, out_path, mode, kv):
@@ -146,16 +150,14 @@ def measure(src, model, data, out_path, mode, kv):
         layers = [(n, e) for n, e in kept.items() if "g" in e and torch.isfinite(e["g"]).all()]
         print(f"{len(layers)} of {len(kept)} conv layers with finite gradients; loss {loss.item():.4f}", flush=True)
 
-        measure_layers([(n, e["mod"], e["x"], e["g"]) for n, e in layers], mode, cpu, rows)
+        with open(out_path, "w") as sink:
+            measure_layers([(n, e["mod"], e["x"], e["g"]) for n, e in layers], mode, cpu, rows, sink)
         return {}
 
     BaseTrainer.train = run
     net, cls_name, size = original_train.build_original(libreyolo, model, data)
     t0 = time.time()
     net.train(data=data, project="/tmp/conv_algos", name=f"{model}_{mode}", exist_ok=True, **kwargs)
-    with open(out_path, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not cpu else "cpu"
     cudnn = torch.backends.cudnn.version() if not cpu else None
     print(json.dumps({"model": model, "mode": mode, "rows": len(rows), "gpu": gpu, "torch": torch.__version__,
@@ -216,7 +218,7 @@ def report(out_dir):
                 if tot > 0:
                     parts = ", ".join(f"{k} {v / tot:.0%}" for k, v in sorted(acc.items(), key=lambda kv: -kv[1]))
                     print(f"- {tag} {dtype} {op}: {parts} ({tot:.0f} us)")
-    base = "instant" if "instant" in tags else tags[0]
+    base = next((t for t in tags if t.endswith("instant")), tags[0])  # file names are conv_<run>
     print("\n## Layers where a run's error is over 2x the " + base + " run's\n")
     print("| run | dtype | layer | op | x | w | err/floor, this run | err/floor, " + base + " | bias | its largest kernel |")
     print("|---|---|---|---|---|---|---|---|---|---|")
