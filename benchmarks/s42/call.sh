@@ -26,20 +26,25 @@ driver_start
 (driver_build > "$OUT/build_stage.log" 2>&1) &
 bpid=$!
 python3 benchmarks/s42/tiny_set.py /tmp/tiny images=20 imgsz=640 > "$OUT/tiny.log" 2>&1 || tail -3 "$OUT/tiny.log"
-# instant and bench always; the others only while the build still runs (device time: they must not delay the suites).
-for run in instant bench b benchdet bench2; do
-  case $run in instant|bench) ;; *) kill -0 $bpid 2>/dev/null || { echo "conv_algos $run skipped: the build is done"; continue; } ;; esac
-  mode=${run%2}
-  envb=(); [ "$mode" = b ] && envb=(TORCH_CUDNN_USE_HEURISTIC_MODE_B=1)
-  PYTHONUNBUFFERED=1 timeout 240 env "${envb[@]}" python3 benchmarks/s42/conv_algos.py measure .orig yolo9t /tmp/tiny/data.yaml \
-    "$OUT/conv_$run.jsonl" "$mode" batch=8 imgsz=640 workers=2 > "$OUT/conv_$run.log" 2>&1
-  echo "conv_algos $run rc=$? rows=$(wc -l < "$OUT/conv_$run.jsonl" 2>/dev/null) $(grep '^{' "$OUT/conv_$run.log" | tail -1 | cut -c1-200) $(date -u +%T)"
-  grep -E "Error|error" "$OUT/conv_$run.log" | tail -3
-done
-python3 benchmarks/s42/conv_algos.py report "$OUT" > "$OUT/conv_report.md" 2>&1
-sed -n 1,40p "$OUT/conv_report.md"
+# conv_algos only while the build runs (device time: it must not delay the suites); each run writes its rows as it
+# makes them, so the run the build's end cuts keeps the layers it finished. instant and bench first.
+(
+  for run in instant bench b benchdet bench2; do
+    mode=${run%2}
+    envb=(); [ "$mode" = b ] && envb=(TORCH_CUDNN_USE_HEURISTIC_MODE_B=1)
+    PYTHONUNBUFFERED=1 timeout 240 env "${envb[@]}" python3 benchmarks/s42/conv_algos.py measure .orig yolo9t /tmp/tiny/data.yaml \
+      "$OUT/conv_$run.jsonl" "$mode" batch=8 imgsz=640 workers=2 > "$OUT/conv_$run.log" 2>&1
+    echo "conv_algos $run rc=$? rows=$(wc -l < "$OUT/conv_$run.jsonl" 2>/dev/null) $(grep '^{' "$OUT/conv_$run.log" | tail -1 | cut -c1-200) $(date -u +%T)"
+    grep -E "Error|error" "$OUT/conv_$run.log" | tail -3
+  done
+) &
+cpid=$!
 wait $bpid
 tail -3 "$OUT/build_stage.log"
+kill $cpid 2>/dev/null; pkill -f "conv_algos.py measure"; sleep 1
+for f in "$OUT"/conv_*.jsonl; do echo "conv rows $(basename $f): $(wc -l < $f)"; done
+python3 benchmarks/s42/conv_algos.py report "$OUT" > "$OUT/conv_report.md" 2>&1
+sed -n 1,30p "$OUT/conv_report.md"
 if [ "${ACC:-0}" = 1 ]; then
   # Beside the suites (no suite case times anything; they compare runs with each other): ours DEIMv2-atto, DEIMv2-s
   # and EC-s on issue 39's protocol, the three at once.
@@ -54,6 +59,10 @@ if [ "${ACC:-0}" = 1 ]; then
   ) > "$OUT/acc.log" 2>&1 &
   apid=$!
 fi
-driver_suites
+# The areas the merged branch touches first (DEIMv2's decoder and ViT, the D-FINE line's denoising, the EMA and its
+# step-graph form), then the rest.
+first="capture dfine_net kit step train"
+driver_suites AREAS="$first"
+driver_suites SKIP_AREAS="$first"
 if [ "${ACC:-0}" = 1 ]; then wait $apid; cat "$OUT/acc.log"; fi
 echo "driver done $(date -u +%FT%TZ)"
