@@ -178,6 +178,13 @@ def family(kname):
     return "other"
 
 
+def ratio_of(r):
+    """err / floor; an exact result where the reference itself is exact (both 0: an all-zero gradient) is 1."""
+    if r["floor"] > 0:
+        return r["err"] / r["floor"]
+    return 1.0 if r["err"] == 0 else float("inf")
+
+
 def report(out_dir):
     rows = []
     for p in sorted(glob.glob(os.path.join(out_dir, "*.jsonl"))):
@@ -199,7 +206,7 @@ def report(out_dir):
                 rs = [r for r in rows if r["tag"] == tag and r["dtype"] == dtype and r["op"] == op]
                 if not rs:
                     continue
-                ratio = [r["err"] / r["floor"] if r["floor"] > 0 else float("inf") for r in rs]
+                ratio = [ratio_of(r) for r in rs]
                 worst = max(range(len(rs)), key=lambda i: ratio[i])
                 us = sum(sum(k[1] for k in r["kernels"]) for r in rs)
                 print(f"| {tag} | {dtype} | {op} | {len(rs)} | {statistics.median(ratio):.2f} | "
@@ -229,7 +236,7 @@ def report(out_dir):
             b = by.get((base,) + key[1:])
             if not b or r["floor"] <= 0 or b["floor"] <= 0:
                 continue
-            rr, br = r["err"] / r["floor"], b["err"] / b["floor"]
+            rr, br = ratio_of(r), ratio_of(b)
             if rr > 2 * br and rr > 2:
                 big = max(r["kernels"], key=lambda k: k[1])[0][:90] if r["kernels"] else "-"
                 print(f"| {tag} | {r['dtype']} | {r['layer']} | {r['op']} | {r['x']} | {r['w']} | {rr:.1f} | {br:.1f} | "

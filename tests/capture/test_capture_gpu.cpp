@@ -574,6 +574,118 @@ LRY_GPU_SUITE {
     LRY_REQUIRE_CUDA();
     check_graph_matches_eager<EncoderRegion>(make_deimv2_atto, image_batches(3, 4, 64), detr_decoder_loss());
   }
+  // Session 42 (H100, 503ae1e, the kit's graph case): with DEIMv2 embedding its reference boxes once, eager's 10
+  // training steps reproduced their losses bit for bit (their parameters 3.4e-4 apart: atomics) and the graph run's
+  // losses lay 1.9e-3 from all three eager runs alike: a systematic difference, not a draw of eager's. This case says
+  // where it starts. Three copies of DEIMv2-atto at the same parameters, two eager and one through CudaGraph<> (its
+  // backbone + encoder recorded at the third step); each step all three take the same batch with the decoder's
+  // denoising draws seeded alike, and the region's outputs, the gradients arriving at them and every parameter's
+  // gradient are compared, graph against the first eager copy, counting only where the two eager copies agree (their
+  // disagreements are eager's own atomics); then all three take the first copy's SGD step and BatchNorm statistics,
+  // so a difference cannot grow. Expected: none at all, as for the token net above.
+  TEST_CASE("lockstep diagnosis: DEIMv2-atto's region graphed vs eager at the same parameters, its decoder eager") {
+    LRY_REQUIRE_CUDA();
+    const torch::Device dev(torch::kCUDA, 0);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+    const auto inputs = image_batches(3, 4, 64);
+    auto loss_of = detr_decoder_loss();
+    std::vector<ly::families::deimv2::DEIMv2> nets{make_deimv2_atto(), make_deimv2_atto(), make_deimv2_atto()};
+    for (auto& n : nets) {
+      n->to(dev);
+      n->train();
+    }
+    auto cfg = ly::parse_args({"cuda_graph=true", "amp=true", "amp_dtype=float16", "device=cuda"});
+    cap::Eager eager1, eager2;
+    cap::CudaGraph<> graph;
+    eager1.setup(cfg, dev);
+    eager2.setup(cfg, dev);
+    graph.setup(cfg, dev);
+    struct Seen {
+      std::vector<torch::Tensor> outs, grads_in;
+    };
+    const double scale = 65536.0;  // the GradScaler's first scale
+    auto step = [&](auto& capture, ly::families::deimv2::DEIMv2& net, int i) {
+      Seen s;
+      torch::manual_seed(1000 + i);  // the decoder's denoising draws, alike in every copy
+      capture.run_step(net, [&] {
+        torch::Tensor loss;
+        {
+          ly::precision::AutocastGuard guard(at::kHalf, true);
+          auto out = capture.forward(net, inputs[static_cast<size_t>(i) % inputs.size()], EncoderRegion{});
+          s.grads_in.resize(out.features.size());
+          for (size_t k = 0; k < out.features.size(); ++k) {
+            s.outs.push_back(out.features[k].detach().clone());
+            if (out.features[k].requires_grad())
+              out.features[k].register_hook([&s, k](const torch::Tensor& gr) { s.grads_in[k] = gr.detach().clone(); });
+          }
+          loss = loss_of(out, i);
+        }
+        (loss * scale).backward();
+      }, /*window_start=*/true);
+      return s;
+    };
+    auto first_diff = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+      for (size_t k = 0; k < a.size() && k < b.size(); ++k)
+        if (a[k].defined() != b[k].defined() || (a[k].defined() && !a[k].equal(b[k]))) return static_cast<int>(k);
+      return a.size() == b.size() ? -1 : static_cast<int>(std::min(a.size(), b.size()));
+    };
+    auto p1 = nets[0]->named_parameters(), p2 = nets[1]->named_parameters(), pg = nets[2]->named_parameters();
+    auto b1 = nets[0]->buffers(), b2 = nets[1]->buffers(), bg = nets[2]->buffers();
+    int first_forward = -1, first_grad_in = -1, first_grad = -1;
+    std::string forward_what, grad_in_what, grad_what;
+    for (int i = 0; i < 12; ++i) {
+      const Seen s1 = step(eager1, nets[0], i), s2 = step(eager2, nets[1], i), sg = step(graph, nets[2], i);
+      if (const int k = first_diff(s1.outs, sg.outs); k >= 0 && first_forward < 0) {
+        first_forward = i;
+        forward_what = "map " + std::to_string(k) + " (eager copies " + (first_diff(s1.outs, s2.outs) < 0 ? "equal" : "differ") + ")";
+      }
+      if (const int k = first_diff(s1.grads_in, sg.grads_in); k >= 0 && first_grad_in < 0) {
+        first_grad_in = i;
+        grad_in_what = "map " + std::to_string(k) + ", max |d| " + std::to_string((s1.grads_in[k] - sg.grads_in[k]).abs().max().item<double>()) +
+                       " (eager copies " + (first_diff(s1.grads_in, s2.grads_in) < 0 ? "equal" : "differ") + ")";
+      }
+      std::string graph_only;
+      int graph_only_n = 0, eager_noise_n = 0;
+      for (size_t k = 0; k < p1.size(); ++k) {
+        const auto &g1 = p1[k].value().grad(), &g2 = p2[k].value().grad(), &gg = pg[k].value().grad();
+        auto same = [](const torch::Tensor& a, const torch::Tensor& b) { return a.defined() == b.defined() && (!a.defined() || a.equal(b)); };
+        if (!same(g1, g2)) {
+          ++eager_noise_n;
+          continue;
+        }
+        if (!same(g1, gg)) {
+          if (++graph_only_n <= 8)
+            graph_only += (graph_only.empty() ? "" : " ") + p1[k].key() + "(" +
+                          (g1.defined() && gg.defined() ? std::to_string((g1 - gg).abs().max().item<double>()) : std::string("undefined")) + ")";
+        }
+      }
+      if (graph_only_n > 0 && first_grad < 0) {
+        first_grad = i;
+        grad_what = std::to_string(graph_only_n) + " parameters, the eager copies equal there (" + std::to_string(eager_noise_n) +
+                    " others differ between the eager copies): " + graph_only;
+      }
+      torch::NoGradGuard ng;
+      for (size_t k = 0; k < p1.size(); ++k) {
+        auto& p = p1[k].value();
+        if (p.grad().defined()) p.sub_(p.grad() * (0.01 / scale));
+        p2[k].value().copy_(p);
+        pg[k].value().copy_(p);
+        for (auto* d : {&p1, &p2, &pg}) (*d)[k].value().mutable_grad() = torch::Tensor();
+      }
+      for (size_t k = 0; k < b1.size(); ++k) {
+        b2[k].copy_(b1[k]);
+        bg[k].copy_(b1[k]);
+      }
+    }
+    CHECK(graph.report()["replayed_steps"] == 10);  // steps 0, 1 eager; the third sighting is captured
+    MESSAGE("DEIMv2-atto lockstep, 12 steps: region outputs first differ at step " << first_forward << " " << forward_what
+            << "; gradients into the region at step " << first_grad_in << " " << grad_in_what << "; parameter gradients at step "
+            << first_grad << " " << grad_what << " (-1: never)");
+    CHECK(first_forward == -1);
+    CHECK(first_grad_in == -1);
+    CHECK(first_grad == -1);
+  }
 
   // A forced failure at step 5: one warning, the step undone (buffers restored, partial gradients dropped)
   // and re-run eager, eager for the rest of the run; the whole run then equals an eager run.
