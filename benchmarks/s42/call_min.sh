@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 42's device call for what was left of its budget after six refused starts (call.sh needs ~25 minutes):
+# Session 42's device call (the one that ran), for what was left of its budget after six refused starts:
 # the GPU suites of the areas the merged branch `detr-decoder-fidelity` touches (DEIMv2's decoder and ViT, the D-FINE
 # line's denoising, the EMA and its step-graph form: kit, train, dfine_net, step, capture) built as area runners, and
 # conv_algos (issue 41 item 1) while they build, cut at the build's end with the rows it made kept. Carry .deps .orig.
