@@ -186,9 +186,13 @@ LIBREYOLO_INLINE void put_module_state(Checkpoint& ck, const std::string& prefix
 }
 
 namespace detail {
+LIBREYOLO_INLINE nlohmann::json family_meta(const Checkpoint& ck) {
+  return ck.meta.is_object() && ck.meta.contains("family") && ck.meta.at("family").is_object() ? ck.meta.at("family")
+                                                                                              : nlohmann::json::object();
+}
+
 LIBREYOLO_INLINE std::optional<int64_t> family_classes(const Checkpoint& ck) {
-  if (!ck.meta.is_object() || !ck.meta.contains("family") || !ck.meta.at("family").is_object()) return std::nullopt;
-  const auto& fam = ck.meta.at("family");
+  const auto fam = family_meta(ck);
   if (!fam.contains("nc") || !fam.at("nc").is_number_integer()) return std::nullopt;
   return fam.at("nc").get<int64_t>();
 }
@@ -239,8 +243,7 @@ inline std::vector<std::string> load_module_state(const Checkpoint& ck, const st
   for (auto& item : buffers) get(item.key(), item.value());
   const bool class_count_only = !stem_differs && one_dim && one_delta;
   if (mismatches && !(new_classes && class_count_only)) {
-    const auto fam = ck.meta.is_object() && ck.meta.contains("family") && ck.meta.at("family").is_object()
-                         ? ck.meta.at("family") : nlohmann::json::object();
+    const auto fam = family_meta(ck);
     std::string why;
     if (class_count_only) {
       const auto nc = family_classes(ck);

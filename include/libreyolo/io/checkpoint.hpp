@@ -56,6 +56,8 @@ LIBREYOLO_INLINE std::string shape_str(const torch::Tensor& t);
 LIBREYOLO_INLINE std::string join_key(const std::string& prefix, const std::string& name);
 // The meta key for a prefix: the prefix without a trailing dot ("optim." -> "optim").
 LIBREYOLO_INLINE std::string meta_key(const std::string& prefix);
+// The checkpoint's meta["family"] object (an empty object when it has none).
+LIBREYOLO_INLINE nlohmann::json family_meta(const Checkpoint& ck);
 // The class count the checkpoint's metadata records (meta["family"]["nc"]), when it does.
 LIBREYOLO_INLINE std::optional<int64_t> family_classes(const Checkpoint& ck);
 

@@ -6,6 +6,14 @@
 
 namespace libreyolo::train {
 
+namespace detail {
+// A tensor under k names (a shared module): the original's update walks its state dict, so k updates in a row
+// (host-scalar form: d and keep = 1 - d as numbers).
+inline void ema_update_times(const torch::Tensor& e, const torch::Tensor& m, double d, double keep, int times) {
+  for (int j = 0; j < times; ++j) e.mul_(d).add_(m.detach(), keep);
+}
+}  // namespace detail
+
 LIBREYOLO_INLINE ModelEMA::ModelEMA(std::shared_ptr<torch::nn::Module> ema_copy, const torch::nn::Module& model, double decay,
                                     double tau, int foreach)
     : ema_(std::move(ema_copy)), decay_(decay), tau_(tau) {
@@ -33,8 +41,7 @@ LIBREYOLO_INLINE void ModelEMA::update(const torch::nn::Module& model) {
     if (!e.is_floating_point()) {
       e.copy_(m);
     } else if (cached_mult_[i] > 1) {
-      // Under k names (a shared module): the original's update walks its state dict, so k updates in a row.
-      for (int j = 0; j < cached_mult_[i]; ++j) e.mul_(d).add_(m.detach(), 1 - d);
+      detail::ema_update_times(e, m, d, 1 - d, cached_mult_[i]);
     } else {
       ef.push_back(e);
       mf.push_back(m.detach());
@@ -87,8 +94,7 @@ LIBREYOLO_INLINE void ModelEMA::device_update(const torch::nn::Module& model) {
   }
   if (!decay_t_.is_cuda()) {
     const double d = decay_t_.item<double>(), k = keep_t_.item<double>();
-    for (const size_t i : multi)
-      for (int j = 0; j < cached_mult_[i]; ++j) cached_pairs_[i].first.mul_(d).add_(cached_pairs_[i].second.detach(), k);
+    for (const size_t i : multi) detail::ema_update_times(cached_pairs_[i].first, cached_pairs_[i].second, d, k, cached_mult_[i]);
     if (uses_foreach()) {
       at::_foreach_mul_(ef, at::Scalar(d));
       at::_foreach_add_(ef, mf, at::Scalar(k));
