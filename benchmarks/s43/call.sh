@@ -24,7 +24,7 @@ driver_start
 # BUILD=runners (after refused starts): only the CLI and the three first areas' runners (~200 s against ~413 s).
 if [ "${BUILD:-full}" = runners ]; then
   driver_deps
-  driver_build_runners libreyolo_cli test_capture test_kit test_step
+  driver_build_runners libreyolo_cli $(for a in ${FIRST:-capture kit step}; do echo test_$a; done)
 else
   driver_build > "$OUT/build_stage.log" 2>&1
   tail -3 "$OUT/build_stage.log"
@@ -33,7 +33,7 @@ if [ "${ISSUE41:-1}" = 1 ]; then
   (
     . benchmarks/fidelity/common.sh   # $L, lane_arm, synth_set, pack
     for s in 0 1 2 3; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
-    STYLE=scenes synth_set /tmp/scenes_0 0 &
+    [ "${LANES:-all}" = all ] && STYLE=scenes synth_set /tmp/scenes_0 0 &
     wait
     export ARM_TIMEOUT=900
     for s in 0 1 2 3; do
@@ -41,14 +41,18 @@ if [ "${ISSUE41:-1}" = 1 ]; then
       lane_arm yolo9t $s ours shapes "" _b cudnn_heuristic=b &
     done
     # Seed 0 at mode B: the issue's reproducibility question (two runs each of eager, cuda_graph=true and =step).
-    lane_arm yolo9t 0 ours shapes "" _b2 cudnn_heuristic=b &
-    for r in "" 2; do
-      lane_arm yolo9t 0 ours shapes "" _bg$r "cudnn_heuristic=b cuda_graph=true" &
-      lane_arm yolo9t 0 ours shapes "" _bs$r "cudnn_heuristic=b cuda_graph=step" &
-    done
-    # The independent generator (scenes, seed 0): instant and B (TAGs keep the run names apart from the shapes arms).
-    lane_arm yolo9t 0 ours scenes "" _sc &
-    lane_arm yolo9t 0 ours scenes "" _scb cudnn_heuristic=b &
+    # LANES=min: only the eight runs above (session 20 ran these on an H200: seed 0 at B eager x2, graph x2, step x2
+    # all 0.503, and the scenes set at instant and B).
+    if [ "${LANES:-all}" = all ]; then
+      lane_arm yolo9t 0 ours shapes "" _b2 cudnn_heuristic=b &
+      for r in "" 2; do
+        lane_arm yolo9t 0 ours shapes "" _bg$r "cudnn_heuristic=b cuda_graph=true" &
+        lane_arm yolo9t 0 ours shapes "" _bs$r "cudnn_heuristic=b cuda_graph=step" &
+      done
+      # The independent generator (scenes, seed 0): instant and B (TAGs keep the run names apart from the shapes arms).
+      lane_arm yolo9t 0 ours scenes "" _sc &
+      lane_arm yolo9t 0 ours scenes "" _scb cudnn_heuristic=b &
+    fi
     wait
     grep -h "^seed" $L/lanes/*.txt | sort -k3,3 -k2,2n
     pack
@@ -56,7 +60,7 @@ if [ "${ISSUE41:-1}" = 1 ]; then
   ) > "$OUT/issue41.log" 2>&1 &
   apid=$!
 fi
-first="capture kit step"
+first=${FIRST:-"capture kit step"}
 if [ "${BUILD:-full}" = runners ]; then
   for a in $first; do driver_cases "$a" test_$a gpu_$a.txt "${SUITE_TIMEOUT:-600}"; done
 else
