@@ -62,6 +62,8 @@ if [ "${ISSUE41:-1}" = 1 ]; then
 fi
 first=${FIRST:-"capture kit step"}
 if [ "${BUILD:-full}" = runners ]; then
+  # CASE_FIRST: one case (a doctest -tc pattern) run first on its own, e.g. the capture lockstep diagnosis.
+  [ -n "${CASE_FIRST:-}" ] && driver_cases "first case" test_${first%% *} gpu_first_case.txt 300 -tc="$CASE_FIRST"
   for a in $first; do driver_cases "$a" test_$a gpu_$a.txt "${SUITE_TIMEOUT:-600}"; done
 else
   driver_suites AREAS="$first"
