@@ -24,7 +24,7 @@ driver_start
 # BUILD=runners (after refused starts): only the CLI and the three first areas' runners (~200 s against ~413 s).
 if [ "${BUILD:-full}" = runners ]; then
   driver_deps
-  driver_build_runners libreyolo_cli $(for a in ${FIRST:-capture kit step}; do echo test_$a; done)
+  driver_build_runners libreyolo_cli $(for a in ${FIRST-capture kit step}; do echo test_$a; done)
 else
   driver_build > "$OUT/build_stage.log" 2>&1
   tail -3 "$OUT/build_stage.log"
@@ -32,11 +32,11 @@ fi
 if [ "${ISSUE41:-1}" = 1 ]; then
   (
     . benchmarks/fidelity/common.sh   # $L, lane_arm, synth_set, pack
-    for s in 0 1 2 3; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
+    for s in ${LANE_SEEDS:-0 1 2 3}; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
     [ "${LANES:-all}" = all ] && STYLE=scenes synth_set /tmp/scenes_0 0 &
     wait
     export ARM_TIMEOUT=900
-    for s in 0 1 2 3; do
+    for s in ${LANE_SEEDS:-0 1 2 3}; do
       lane_arm yolo9t $s ours shapes &                                   # the default: instant heuristic
       lane_arm yolo9t $s ours shapes "" _b cudnn_heuristic=b &
     done
@@ -60,7 +60,7 @@ if [ "${ISSUE41:-1}" = 1 ]; then
   ) > "$OUT/issue41.log" 2>&1 &
   apid=$!
 fi
-first=${FIRST:-"capture kit step"}
+first=${FIRST-"capture kit step"}  # FIRST="" : no suite
 if [ "${BUILD:-full}" = runners ]; then
   # CASE_FIRST: one case (a doctest -tc pattern) run first on its own, e.g. the capture lockstep diagnosis.
   [ -n "${CASE_FIRST:-}" ] && driver_cases "first case" test_${first%% *} gpu_first_case.txt 300 -tc="$CASE_FIRST"
