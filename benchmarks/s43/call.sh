@@ -13,6 +13,15 @@
 #   3. The suites: capture, kit and step first (session 42: kit 16/19 at 503ae1e, step cut, capture not run; the new
 #      capture case "lockstep diagnosis: DEIMv2-atto's region..." names where DEIMv2's graph run leaves eager), then
 #      the other areas once the lanes are done, if fewer than REST_BY (1200) seconds have passed.
+# Knobs added in session 43 while starts kept being refused (the script has never run on a GPU; every attempt in
+# session 43 was refused before a machine came):
+#   BUILD=runners   only the CLI and the FIRST areas' runners (driver_build_runners) instead of the full -O1 build;
+#                   the other areas are then not built and not run
+#   FIRST="a b"     the areas run first (default "capture kit step"; FIRST= runs no suite)
+#   CASE_FIRST=PAT  one case of the first area (a doctest -tc pattern) run on its own before its area
+#   LANES=min       only the instant/B pairs; LANE_SEEDS="0 1 2 3" the seeds of those pairs; ISSUE41=0 no lanes
+# Sized to the device time left: full (~25 min of device time), BUILD=runners LANES=min FIRST="capture kit" (~12 min),
+# BUILD=runners ISSUE41=0 FIRST=capture CASE_FIRST="lockstep diagnosis: DEIMv2*" (~5 min, the capture area cut short).
 #   cp -a . /tmp/s43 && cd /tmp/s43 && (COMMIT=... setsid bash benchmarks/s43/call.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s43_driver.log DRIVER_OUT=/tmp/s43out WAIT=<s> PERIOD=15 bash /tmp/s43/benchmarks/s31/poll.sh
 set -uo pipefail
