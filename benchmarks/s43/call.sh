@@ -73,8 +73,11 @@ first=${FIRST-"capture kit step"}  # FIRST="" : no suite
 if [ "${BUILD:-full}" = runners ]; then
   # CASE_FIRST: one case (a doctest -tc pattern) run first on its own, e.g. the capture lockstep diagnosis.
   [ -n "${CASE_FIRST:-}" ] && driver_cases "first case" test_${first%% *} gpu_first_case.txt 300 -tc="$CASE_FIRST"
-  for a in $first; do driver_cases "$a" test_$a gpu_$a.txt "${SUITE_TIMEOUT:-600}"; done
-else
+  for a in $first; do
+    skip=(); [ -n "${CASE_FIRST:-}" ] && [ "$a" = "${first%% *}" ] && skip=(-tce="$CASE_FIRST")  # ran just above
+    driver_cases "$a" test_$a gpu_$a.txt "${SUITE_TIMEOUT:-600}" "${skip[@]}"
+  done
+elif [ -n "$first" ]; then
   driver_suites AREAS="$first"
 fi
 if [ "${ISSUE41:-1}" = 1 ]; then wait $apid; cat "$OUT/issue41.log"; ISSUE41=done; fi
