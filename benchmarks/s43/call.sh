@@ -18,9 +18,10 @@
 #   BUILD=runners   only the CLI and the FIRST areas' runners (driver_build_runners) instead of the full -O1 build;
 #                   the other areas are then not built and not run
 #   FIRST="a b"     the areas run first (default "capture kit step"; FIRST= runs no suite)
-#   CASE_FIRST=PAT  one case of the first area (a doctest -tc pattern) run on its own before its area
+#   CASE_FIRST=PAT  one case of the first area (a doctest -tc pattern) run on its own before its area (with
+#                   BUILD=runners its area then skips it; the full build's suites run it again)
 #   LANES=min       only the instant/B pairs; LANE_SEEDS="0 1 2 3" the seeds of those pairs; ISSUE41=0 no lanes
-# Sized to the device time left: full (~25 min of device time), BUILD=runners LANES=min FIRST="capture kit" (~12 min),
+# Sized to the device time left (estimates, not measured): full (~25 min of device time), BUILD=runners LANES=min FIRST="capture kit" (~12 min),
 # BUILD=runners ISSUE41=0 FIRST=capture CASE_FIRST="lockstep diagnosis: DEIMv2*" (~5 min, the capture area cut short).
 #   cp -a . /tmp/s43 && cd /tmp/s43 && (COMMIT=... setsid bash benchmarks/s43/call.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s43_driver.log DRIVER_OUT=/tmp/s43out WAIT=<s> PERIOD=15 bash /tmp/s43/benchmarks/s31/poll.sh
@@ -30,7 +31,8 @@ source benchmarks/device_lib.sh
 export OUT=/tmp/s43out
 T0=$(date +%s)
 driver_start
-# BUILD=runners (after refused starts): only the CLI and the three first areas' runners (~200 s against ~413 s).
+# BUILD=runners (after refused starts): only the CLI and the first areas' runners (estimated ~200-250 s; the full
+# -O1 build took 413 s in session 41).
 if [ "${BUILD:-full}" = runners ]; then
   driver_deps
   driver_build_runners libreyolo_cli $(for a in ${FIRST-capture kit step}; do echo test_$a; done)
@@ -70,9 +72,11 @@ if [ "${ISSUE41:-1}" = 1 ]; then
   apid=$!
 fi
 first=${FIRST-"capture kit step"}  # FIRST="" : no suite
+# CASE_FIRST: one case (a doctest -tc pattern) run first on its own, e.g. the capture lockstep diagnosis (its area's
+# runner, or the one test binary of the full build).
+runner=libreyolo_tests; [ "${BUILD:-full}" = runners ] && runner=test_${first%% *}
+[ -n "${CASE_FIRST:-}" ] && [ -n "$first" ] && driver_cases "first case" $runner gpu_first_case.txt 300 -tc="$CASE_FIRST"
 if [ "${BUILD:-full}" = runners ]; then
-  # CASE_FIRST: one case (a doctest -tc pattern) run first on its own, e.g. the capture lockstep diagnosis.
-  [ -n "${CASE_FIRST:-}" ] && driver_cases "first case" test_${first%% *} gpu_first_case.txt 300 -tc="$CASE_FIRST"
   for a in $first; do
     skip=(); [ -n "${CASE_FIRST:-}" ] && [ "$a" = "${first%% *}" ] && skip=(-tce="$CASE_FIRST")  # ran just above
     driver_cases "$a" test_$a gpu_$a.txt "${SUITE_TIMEOUT:-600}" "${skip[@]}"
@@ -80,7 +84,7 @@ if [ "${BUILD:-full}" = runners ]; then
 elif [ -n "$first" ]; then
   driver_suites AREAS="$first"
 fi
-if [ "${ISSUE41:-1}" = 1 ]; then wait $apid; cat "$OUT/issue41.log"; ISSUE41=done; fi
+if [ "${ISSUE41:-1}" = 1 ]; then wait $apid; cat "$OUT/issue41.log"; fi
 # The other areas only while the call's device time lasts (REST_BY: seconds since the driver started).
 if [ "${BUILD:-full}" = runners ]; then echo "other areas not built (BUILD=runners)"
 elif [ $(( $(date +%s) - T0 )) -lt "${REST_BY:-1200}" ]; then driver_suites SKIP_AREAS="$first"; else echo "other areas not run (time)"; fi
