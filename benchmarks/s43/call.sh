@@ -21,6 +21,10 @@
 #   CASE_FIRST=PAT  one case of the first area (a doctest -tc pattern) run on its own before its area (with
 #                   BUILD=runners its area then skips it; the full build's suites run it again)
 #   LANES=min       only the instant/B pairs; LANE_SEEDS="0 1 2 3" the seeds of those pairs; ISSUE41=0 no lanes
+#   LANE_PAR=16     at most 16 of the pair runs at once (session 44's next step: seeds 4-33, 60 runs, ~10 min)
+# Session 44 ran it (BUILD=runners FIRST=capture CASE_FIRST=... LANES=min, 258 s on an H200): the results are in
+# RESULTS.md. The next use is issue 41's many-seed comparison: BUILD=runners FIRST= LANES=min LANE_PAR=16
+# LANE_SEEDS="$(seq -s ' ' 4 33)", then the capture lockstep case in its new form (FIRST=capture CASE_FIRST=...).
 # Sized to the device time left (estimates, not measured): full (~25 min of device time), BUILD=runners LANES=min FIRST="capture kit" (~12 min),
 # BUILD=runners ISSUE41=0 FIRST=capture CASE_FIRST="lockstep diagnosis: DEIMv2*" (~5 min, the capture area cut short).
 #   cp -a . /tmp/s43 && cd /tmp/s43 && (COMMIT=... setsid bash benchmarks/s43/call.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
@@ -47,9 +51,13 @@ if [ "${ISSUE41:-1}" = 1 ]; then
     [ "${LANES:-all}" = all ] && STYLE=scenes synth_set /tmp/scenes_0 0 &
     wait
     export ARM_TIMEOUT=900
+    n=0
     for s in ${LANE_SEEDS:-0 1 2 3}; do
       lane_arm yolo9t $s ours shapes &                                   # the default: instant heuristic
       lane_arm yolo9t $s ours shapes "" _b cudnn_heuristic=b &
+      # LANE_PAR: at most this many pair runs at once (session 44: 8 at once took ~117 s each on an H200; a many-seed
+      # comparison would not fit in GPU memory all at once)
+      n=$((n + 2)); [ -n "${LANE_PAR:-}" ] && [ "$n" -ge "$LANE_PAR" ] && { wait; n=0; }
     done
     # Seed 0 at mode B: the issue's reproducibility question (two runs each of eager, cuda_graph=true and =step).
     # LANES=min: only the eight runs above (session 20 ran these on an H200: seed 0 at B eager x2, graph x2, step x2
