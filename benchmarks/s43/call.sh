@@ -74,6 +74,7 @@ if [ "${ISSUE41:-1}" = 1 ]; then
     fi
     wait
     grep -h "^seed" $L/lanes/*.txt | sort -k3,3 -k2,2n
+    python3 benchmarks/fidelity/pairs.py $L/lanes   # the instant/B pairs: mean difference, its interval
     pack
     echo "issue 41 lanes done $(date -u +%T)"
   ) > "$OUT/issue41.log" 2>&1 &
