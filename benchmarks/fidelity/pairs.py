@@ -3,11 +3,12 @@
 
     python3 benchmarks/fidelity/pairs.py DIR [A_TAG B_TAG] [--set shapes]
 
-Reads DIR/<set>_<model><tag>_<seed>_ours.txt (lane_arm's files, or `seed S NAME ours rc=0 ... mAP50-95 X` lines in
-any *.txt below DIR), pairs arm A (default: no tag, e.g. yolo9t) with arm B (default: _b, e.g. yolo9t_b) by seed, and
-prints each seed's pair, the mean difference B - A, its standard error, a 95 % t interval, and how many pairs would
-resolve a difference of 0.01 and 0.02 at two standard errors given the observed spread. Only the standard library.
+Reads the `seed S NAME ours rc=0 ... mAP50-95 X` lines of the files <set>_*_ours.txt below DIR (lane_arm's files),
+pairs arm A (default: no tag, e.g. yolo9t) with arm B (default: _b, e.g. yolo9t_b) by seed, and prints each seed's
+pair, the mean difference B - A, its standard error, a 95 % t interval, and how many pairs would resolve a difference
+of 0.01 and 0.02 at two standard errors given the observed spread. Only the standard library (no scipy here).
 """
+import argparse
 import math
 import re
 import statistics as st
@@ -37,15 +38,14 @@ def read(directory: Path, set_name: str):
 
 
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
-    set_name = "shapes"
-    if "--set" in argv:
-        set_name = argv[argv.index("--set") + 1]
-        args.remove(set_name)
-    if not args:
-        sys.exit(__doc__)
-    directory = Path(args[0])
-    a_tag, b_tag = (args[1], args[2]) if len(args) >= 3 else ("", "_b")
+    ap = argparse.ArgumentParser(description="paired seeds of two arms: mean difference and its interval")
+    ap.add_argument("directory", type=Path, help="a folder holding lane_arm's <set>_*_ours.txt files")
+    ap.add_argument("tags", nargs="*", default=["", "_b"], metavar="TAG", help="arm A's and arm B's run-name tags")
+    ap.add_argument("--set", dest="set_name", default="shapes", help="the data set's style (shapes, scenes)")
+    opts = ap.parse_args(argv)
+    if len(opts.tags) != 2:
+        ap.error("give both tags (A_TAG B_TAG; '' for none) or neither")
+    directory, set_name, (a_tag, b_tag) = opts.directory, opts.set_name, opts.tags
     runs = read(directory, set_name)
     models = sorted({n[: -len(b_tag)] for n in runs if b_tag and n.endswith(b_tag)})
     if not models:

@@ -13,8 +13,8 @@
 #   3. The suites: capture, kit and step first (session 42: kit 16/19 at 503ae1e, step cut, capture not run; the new
 #      capture case "lockstep diagnosis: DEIMv2-atto's region..." names where DEIMv2's graph run leaves eager), then
 #      the other areas once the lanes are done, if fewer than REST_BY (1200) seconds have passed.
-# Knobs added in session 43 while starts kept being refused (the script has never run on a GPU; every attempt in
-# session 43 was refused before a machine came):
+# Knobs added in session 43 while starts kept being refused (first run on a GPU in session 44, with the knobs
+# below; the full build, LANES=all in one call and the REST_BY stage have still never run):
 #   BUILD=runners   only the CLI and the FIRST areas' runners (driver_build_runners) instead of the full -O1 build;
 #                   the other areas are then not built and not run
 #   FIRST="a b"     the areas run first (default "capture kit step"; FIRST= runs no suite)
