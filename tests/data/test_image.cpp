@@ -217,6 +217,58 @@ TEST_CASE("resize_bilinear: hand-worked values and agreement with torch's biline
   CHECK_THROWS_AS(resize_bilinear(img, 0, 4), Error);
 }
 
+TEST_CASE("resample_aa: torch's antialiased bilinear interpolate per element, on an image and on a zero-filled canvas") {
+  namespace F = torch::nn::functional;
+  const auto aa = [](const torch::Tensor& x, int64_t h, int64_t w) {
+    return F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{h, w}).mode(torch::kBilinear).align_corners(false).antialias(true));
+  };
+  const auto as_nchw = [](const std::vector<float>& v, int h, int w, int c) {
+    return torch::from_blob(const_cast<float*>(v.data()), {h, w, c}, torch::kFloat).permute({2, 0, 1}).unsqueeze(0).clone();
+  };
+  // A hand-worked row: 4 pixels onto 2 (step 2, the triangle 2 source pixels wide each side). Output 0 is
+  // centred at 1.0: source centres 0.5, 1.5, 2.5 weigh 0.75, 0.75, 0.25 (3.5 lies outside the triangle);
+  // output 1, at 3.0: centres 1.5, 2.5, 3.5 weigh 0.25, 0.75, 0.75. Each sum is divided by its weights' 1.75.
+  Image row(1, 4, 1);
+  row.px = {0, 100, 200, 40};
+  const auto r = resample_aa_float(row, resize_axis(4, 2), resize_axis(1, 1));
+  REQUIRE(r.size() == 2);
+  CHECK(r[0] == doctest::Approx((0.75 * 0 + 0.75 * 100 + 0.25 * 200) / 1.75).epsilon(1e-6));
+  CHECK(r[1] == doctest::Approx((0.25 * 100 + 0.75 * 200 + 0.75 * 40) / 1.75).epsilon(1e-6));
+
+  const Image img = noisy_rgb(37, 29, 8);
+  const auto src = to_chw_tensor(img).to(torch::kFloat).unsqueeze(0);
+  // Shrinking (2.3x, 1.5x, 4.1x), enlarging and mixed: every element within float rounding of torch's.
+  for (auto [h, w] : {std::pair{16, 19}, std::pair{9, 13}, std::pair{7, 7}, std::pair{60, 51}, std::pair{61, 11}}) {
+    CAPTURE(h);
+    CAPTURE(w);
+    const auto ours = as_nchw(resample_aa_float(img, resize_axis(img.w, w), resize_axis(img.h, h)), h, w, 3);
+    CHECK((ours - aa(src, h, w)).abs().max().item<float>() <= 1e-3f);
+    // The 8-bit form rounds those values.
+    const auto rounded = to_chw_tensor(resample_aa(img, resize_axis(img.w, w), resize_axis(img.h, h))).to(torch::kFloat).unsqueeze(0);
+    CHECK(rounded.equal(ours.add(0.5).clamp(0, 255).floor()));
+  }
+
+  // The image placed at (5, 3) on a 60 x 45 canvas of zeros (RandomZoomOut), the canvas resized to 23 x 17:
+  // the same as torch's on the materialised canvas, computed from the image alone.
+  const int cw = 60, ch = 45, ox = 5, oy = 3, ow = 23, oh = 17;
+  auto canvas = torch::zeros({1, 3, ch, cw});
+  canvas.index_put_({0, torch::indexing::Slice(), torch::indexing::Slice(oy, oy + img.h), torch::indexing::Slice(ox, ox + img.w)}, src[0]);
+  const ResampleAxis ax{ow, -ox, static_cast<double>(cw) / ow, -ox, static_cast<double>(cw - ox)};
+  const ResampleAxis ay{oh, -oy, static_cast<double>(ch) / oh, -oy, static_cast<double>(ch - oy)};
+  const auto placed = as_nchw(resample_aa_float(img, ax, ay), oh, ow, 3);
+  CHECK((placed - aa(canvas, oh, ow)).abs().max().item<float>() <= 1e-3f);
+  // ... and a crop of the image (a canvas smaller than the image: pixels outside it do not exist).
+  const auto cut = src.index({0, torch::indexing::Slice(), torch::indexing::Slice(4, 30), torch::indexing::Slice(2, 27)}).unsqueeze(0);
+  const ResampleAxis cx{11, 2, 25.0 / 11, 2, 27}, cy{10, 4, 26.0 / 10, 4, 30};
+  CHECK((as_nchw(resample_aa_float(img, cx, cy), 10, 11, 3) - aa(cut, 10, 11)).abs().max().item<float>() <= 1e-3f);
+
+  // An output pixel over no canvas pixel reads 0; a bad axis names itself.
+  const ResampleAxis off{2, 100, 1, 0, 29};
+  CHECK(resample_aa_float(img, off, resize_axis(img.h, 2)) == std::vector<float>(12, 0.f));
+  CHECK_THROWS_WITH_AS(resample_aa(img, ResampleAxis{0, 0, 1, 0, 29}, resize_axis(img.h, 2)), doctest::Contains("n_out > 0"), Error);
+  CHECK_THROWS_WITH_AS(resample_aa(img, ResampleAxis{3, 0, 0, 0, 29}, resize_axis(img.h, 2)), doctest::Contains("step > 0"), Error);
+}
+
 TEST_CASE("crop and flips move exactly the expected pixels") {
   Image img(3, 3, 1);
   for (int i = 0; i < 9; ++i) img.px[i] = static_cast<uint8_t>(i);  // value = 3y + x

@@ -237,6 +237,41 @@ TEST_CASE("dfine pipeline: strong augmentations until the originals' stop epoch,
   CHECK_THROWS_WITH_AS(ly::DFineFamily::augment_from(cfg), doctest::Contains("mosaic=0.5"), ly::ConfigError);
 }
 
+TEST_CASE("dfine pipeline: an image larger than imgsz is resized once, antialiased, from the decoded file (the originals' Resize)") {
+  // A 128 x 96 noise image at imgsz 64, strong augmentations closed, no flip: the originals read the unresized
+  // image and resize it once with Resize(antialias=True); the sample is that, letterboxed (rows 8-55).
+  lry_test::TempDir dir("lry_dfine_aa");
+  ly::data::Image img(96, 128, 3);
+  std::mt19937 gen(7);
+  for (auto& v : img.px) v = static_cast<uint8_t>(gen() % 256);
+  const auto file = dir.path / "images" / "0.png";
+  fs::create_directories(file.parent_path());
+  ly::data::write_png(file, img);
+  fs::create_directories(dir.path / "labels");
+  std::ofstream(dir.path / "labels" / "0.txt") << "0 0.5 0.5 0.5 0.5\n";
+  auto a = family_aug<ly::DFineFamily>(10);
+  a.fliplr = 0;
+  auto ds = ly::data::DetectDataset::open_images({file}, {"a"}, a, {});
+  std::mt19937_64 rng(0);
+  const auto s = ds->get(0, rng, 6);
+  REQUIRE(s.image.sizes() == torch::IntArrayRef({3, 64, 64}));
+  namespace F = torch::nn::functional;
+  const auto src = ly::data::to_chw_tensor(img).to(torch::kFloat).unsqueeze(0);
+  const auto ref = F::interpolate(src, F::InterpolateFuncOptions().size(std::vector<int64_t>{48, 64}).mode(torch::kBilinear).align_corners(false).antialias(true))[0];
+  const auto got = s.image.index({torch::indexing::Slice(), torch::indexing::Slice(8, 56)}).to(torch::kFloat);
+  CHECK((got - ref).abs().max().item<float>() <= 0.5f + 1e-3f);  // the same values, rounded to 8 bits
+  // Not the old path (a plain bilinear resize to the tile, then the tile copied): on noise the two differ widely.
+  const auto plain = F::interpolate(src, F::InterpolateFuncOptions().size(std::vector<int64_t>{48, 64}).mode(torch::kBilinear).align_corners(false))[0];
+  CHECK((got - plain).abs().max().item<float>() > 20.f);
+  CHECK(s.image.index({torch::indexing::Slice(), torch::indexing::Slice(0, 8)}).eq(114).all().item<bool>());
+  // Its box, the middle half of the image, letterboxed: (16, 20) - (48, 44).
+  REQUIRE(s.boxes.size(0) == 1);
+  CHECK(s.boxes[0][1].item<float>() == doctest::Approx(16.f));
+  CHECK(s.boxes[0][2].item<float>() == doctest::Approx(20.f));
+  CHECK(s.boxes[0][3].item<float>() == doctest::Approx(48.f));
+  CHECK(s.boxes[0][4].item<float>() == doctest::Approx(44.f));
+}
+
 TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px) on the output; DEIM's keeps them") {
   lry_test::RectImages set(3, "lry_deimv2_sanitize", 200);
   // imgsz 32: the 64 x 48 images at scale 0.5, each 20 x 14 box 10 x 7 px. Closed from the first epoch (10

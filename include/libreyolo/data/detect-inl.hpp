@@ -180,7 +180,7 @@ LIBREYOLO_INLINE std::shared_ptr<const Image> DetectDataset::load(size_t i, size
   });
 }
 
-LIBREYOLO_INLINE DetectDataset::Tile DetectDataset::load_tile(size_t i) const {
+LIBREYOLO_INLINE DetectDataset::Tile DetectDataset::load_tile(size_t i, bool unresized) const {
   Tile t;
   if (cache_->mode() != CacheMode::off) {
     t.img = load(i, &t.index);
@@ -192,7 +192,11 @@ LIBREYOLO_INLINE DetectDataset::Tile DetectDataset::load_tile(size_t i) const {
     // the decoded size were resampled once, straight to the output: for an image over imgsz that skipped
     // source pixels (a step of up to 3 for 960 px images) and aliased fine texture and noise, the harder
     // samples benchmarks/s25/yolo9_audit.md traced (+6-9% training loss while mosaic is on).
-    t.img = with_substitute(i, &t.index, [&](size_t j) { return buffer_->get(j, [&] { return decode_resized(index_.entries[j]); }); });
+    // An unresized decode is kept under its own key (the top bit set) beside the resized one.
+    const size_t tag = unresized ? size_t{1} << (sizeof(size_t) * 8 - 1) : 0;
+    t.img = with_substitute(i, &t.index, [&](size_t j) {
+      return buffer_->get(j | tag, [&] { return decode_resized(index_.entries[j], !unresized); });
+    });
   }
   std::tie(t.w, t.h) = resized_size(index_.entries[t.index]);
   return t;
@@ -215,10 +219,10 @@ LIBREYOLO_INLINE std::pair<int, int> DetectDataset::resized_size(const LabelEntr
   return {std::min(static_cast<int>(std::ceil(e.w * r - 1e-9)), S), std::min(static_cast<int>(std::ceil(e.h * r - 1e-9)), S)};
 }
 
-LIBREYOLO_INLINE Image DetectDataset::decode_resized(const LabelEntry& e) const {
+LIBREYOLO_INLINE Image DetectDataset::decode_resized(const LabelEntry& e, bool resize) const {
   const auto [w, h] = resized_size(e);
   Image img = read_image(e.image, std::max(e.h, e.w) > aug_.imgsz ? std::min(h, w) : 0);
-  if (img.h == h && img.w == w) return img;
+  if (!resize || (img.h == h && img.w == w)) return img;
   return resize_bilinear(img, h, w);
 }
 

@@ -211,14 +211,16 @@ class DetectDataset {
   // the index really loaded (i, or its substitute when i cannot be decoded any more).
   std::shared_ptr<const Image> load(size_t i, size_t* used = nullptr) const;
 
-  // Image i as a tile of the training canvas: with cache = off, decoded (DCT-scaled when it is at
-  // least twice imgsz) but not resized, through the shared decode buffer; else the cached image.
+  // Image i as a tile of the training canvas: the image resized to long side imgsz (the cached image, or
+  // with cache = off decoded through the shared decode buffer). unresized = true (the D-FINE line, whose
+  // originals resize once, at the end of their pipeline): with cache = off the decoded image itself
+  // (DCT-scaled only where the file is at least twice imgsz); with a cache the cached, resized image.
   struct Tile {
     std::shared_ptr<const Image> img;
-    int w = 0, h = 0;  // its size once resized to long side imgsz (canvas pixels)
+    int w = 0, h = 0;  // its size once resized to long side imgsz (canvas pixels; img may be larger)
     size_t index = 0;  // the entry really loaded
   };
-  Tile load_tile(size_t i) const;
+  Tile load_tile(size_t i, bool unresized = false) const;
 
   // Labels of entry i in pixels of its image shown w x h, clipped to it.
   DetBoxes pixel_boxes(size_t i, int w, int h) const;
@@ -230,8 +232,9 @@ class DetectDataset {
   // r = S / max(h0, w0), as Ultralytics' load_image.
   std::pair<int, int> resized_size(const LabelEntry& e) const;
 
-  // Decodes with DCT scaling where the file is at least twice imgsz, then resizes (bilinear).
-  Image decode_resized(const LabelEntry& e) const;
+  // Decodes with DCT scaling where the file is at least twice imgsz, then resizes (bilinear) unless
+  // resize = false.
+  Image decode_resized(const LabelEntry& e, bool resize = true) const;
 
   // fetch(j) for i, or for the next index when i fails to decode (warned once, then skipped).
   template <class Fetch>

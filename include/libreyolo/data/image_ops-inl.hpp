@@ -83,6 +83,95 @@ LIBREYOLO_INLINE Image resize_bilinear(const Image& src, int h, int w) {
   return dst;
 }
 
+namespace detail {
+
+// One axis of resample_aa: per output pixel, its first image pixel, how many, and their weights (already
+// divided by the sum over every canvas pixel the filter covers, fill included).
+struct AaTaps {
+  std::vector<int> first, count;
+  std::vector<float> w;  // n_out x width
+  int width = 0;
+  int lo = 0, hi = 0;  // the image pixels any output reads: [lo, hi)
+};
+
+LIBREYOLO_INLINE AaTaps aa_taps(const ResampleAxis& a, int src_n) {
+  if (a.n_out <= 0 || !(a.step > 0) || !std::isfinite(a.origin) || !std::isfinite(a.step))
+    throw Error("resample_aa: an axis needs n_out > 0 and a finite step > 0 (got n_out " + std::to_string(a.n_out) +
+                ", step " + std::to_string(a.step) + ")");
+  const double support = std::max(1.0, a.step);  // the triangle's half-width, in source pixels
+  AaTaps t;
+  t.width = 2 * static_cast<int>(std::ceil(support)) + 2;
+  t.first.assign(static_cast<size_t>(a.n_out), 0);
+  t.count.assign(static_cast<size_t>(a.n_out), 0);
+  t.w.assign(static_cast<size_t>(a.n_out) * t.width, 0.f);
+  t.lo = src_n, t.hi = 0;
+  for (int k = 0; k < a.n_out; ++k) {
+    const double c = a.origin + (k + 0.5) * a.step;
+    const int j0 = static_cast<int>(std::floor(c - support)), j1 = static_cast<int>(std::ceil(c + support));
+    double total = 0;
+    int first = -1, n = 0;
+    float* w = &t.w[static_cast<size_t>(k) * t.width];
+    for (int j = j0; j <= j1; ++j) {
+      const double centre = j + 0.5;
+      if (centre < a.lo || centre >= a.hi) continue;  // not on the canvas
+      const double wj = 1.0 - std::abs(centre - c) / support;
+      if (wj <= 0) continue;
+      total += wj;
+      if (j < 0 || j >= src_n) continue;  // the fill: counted, reads 0
+      if (first < 0) first = j;
+      w[n++] = static_cast<float>(wj);
+    }
+    if (n == 0 || total <= 0) continue;
+    for (int q = 0; q < n; ++q) w[q] = static_cast<float>(w[q] / total);
+    t.first[static_cast<size_t>(k)] = first, t.count[static_cast<size_t>(k)] = n;
+    t.lo = std::min(t.lo, first), t.hi = std::max(t.hi, first + n);
+  }
+  return t;
+}
+
+}  // namespace detail
+
+LIBREYOLO_INLINE std::vector<float> resample_aa_float(const Image& src, const ResampleAxis& x, const ResampleAxis& y) {
+  if (src.empty() || src.c <= 0) throw Error("resample_aa: the source image is empty");
+  const detail::AaTaps tx = detail::aa_taps(x, src.w), ty = detail::aa_taps(y, src.h);
+  const int c = src.c, W = x.n_out;
+  std::vector<float> out(static_cast<size_t>(y.n_out) * W * c, 0.f);
+  if (ty.hi <= ty.lo || tx.hi <= tx.lo) return out;  // no image pixel under the output
+  // Horizontal pass over the source rows some output row reads, then the vertical pass.
+  std::vector<float> rows(static_cast<size_t>(ty.hi - ty.lo) * W * c, 0.f);
+  for (int r = ty.lo; r < ty.hi; ++r) {
+    const uint8_t* in = &src.px[static_cast<size_t>(r) * src.row_bytes()];
+    float* o = &rows[static_cast<size_t>(r - ty.lo) * W * c];
+    for (int k = 0; k < W; ++k) {
+      const int n = tx.count[static_cast<size_t>(k)];
+      const float* w = &tx.w[static_cast<size_t>(k) * tx.width];
+      const uint8_t* p = in + static_cast<size_t>(tx.first[static_cast<size_t>(k)]) * c;
+      for (int ch = 0; ch < c; ++ch) {
+        float acc = 0.f;
+        for (int q = 0; q < n; ++q) acc += w[q] * p[q * c + ch];
+        o[k * c + ch] = acc;
+      }
+    }
+  }
+  const size_t row = static_cast<size_t>(W) * c;
+  for (int k = 0; k < y.n_out; ++k) {
+    const int n = ty.count[static_cast<size_t>(k)];
+    const float* w = &ty.w[static_cast<size_t>(k) * ty.width];
+    const float* base = &rows[static_cast<size_t>(ty.first[static_cast<size_t>(k)] - (n ? ty.lo : 0)) * row];
+    float* o = &out[static_cast<size_t>(k) * row];
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < row; ++i) o[i] += w[q] * base[q * row + i];
+  }
+  return out;
+}
+
+LIBREYOLO_INLINE Image resample_aa(const Image& src, const ResampleAxis& x, const ResampleAxis& y) {
+  const std::vector<float> v = resample_aa_float(src, x, y);
+  Image dst(y.n_out, x.n_out, src.c);
+  for (size_t i = 0; i < v.size(); ++i) dst.px[i] = static_cast<uint8_t>(std::clamp(v[i] + 0.5f, 0.0f, 255.0f));
+  return dst;
+}
+
 LIBREYOLO_INLINE Image crop(const Image& src, int y, int x, int h, int w) {
   if (h <= 0 || w <= 0 || y < 0 || x < 0 || y + h > src.h || x + w > src.w)
     throw Error("crop: region y=" + std::to_string(y) + " x=" + std::to_string(x) + " h=" + std::to_string(h) +

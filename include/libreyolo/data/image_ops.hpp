@@ -1,6 +1,6 @@
 #pragma once
 // The 8-bit RGB image buffer used by every data pipeline, and the pixel operations on it
-// (bilinear resize, crop, flips, HSV jitter, conversion to a CHW tensor).
+// (bilinear resize, antialiased resampling, crop, flips, HSV jitter, conversion to a CHW tensor).
 // Included by image.hpp, which adds decoding/encoding; include that one.
 #include <libreyolo/core/api.hpp>
 #include <libreyolo/core/error.hpp>
@@ -57,6 +57,29 @@ struct Image {
 // Bilinear resize with half-pixel centres (align_corners = false), the convention of OpenCV's
 // INTER_LINEAR and torch's interpolate; results are rounded to the nearest integer.
 LIBREYOLO_INLINE Image resize_bilinear(const Image& src, int h, int w);
+
+// One axis of resample_aa: output pixel k (centre k + 0.5) reads the source around the coordinate
+// origin + (k + 0.5) * step (source pixel j covers [j, j + 1)); step > 1 shrinks. [lo, hi) is the
+// canvas in source coordinates: a source pixel whose centre lies inside it and outside the image reads 0
+// (a zero fill, e.g. RandomZoomOut's), one whose centre lies outside it does not exist (edge clamping).
+struct ResampleAxis {
+  int n_out = 0;
+  double origin = 0, step = 1;
+  double lo = 0, hi = 0;
+};
+
+// The resize ResampleAxis spans: n source pixels onto n_out output pixels, the canvas the image.
+inline ResampleAxis resize_axis(int n, int n_out) {
+  return {n_out, 0.0, static_cast<double>(n) / n_out, 0.0, static_cast<double>(n)};
+}
+
+// Antialiased bilinear resampling: torch's interpolate(mode=bilinear, antialias=true, align_corners=false),
+// which torchvision's Resize(antialias=True) and PIL's BILINEAR resize compute: a triangle filter widened to
+// `step` source pixels per axis when shrinking (plain bilinear when enlarging), its weights normalised over
+// the canvas pixels it covers. An output pixel that covers no canvas pixel is 0. resample_aa_float returns
+// the unrounded values (HWC, src.c channels); resample_aa rounds them to 8 bits.
+LIBREYOLO_INLINE std::vector<float> resample_aa_float(const Image& src, const ResampleAxis& x, const ResampleAxis& y);
+LIBREYOLO_INLINE Image resample_aa(const Image& src, const ResampleAxis& x, const ResampleAxis& y);
 
 // The h x w region whose top-left pixel is (y, x); it must lie inside the image.
 LIBREYOLO_INLINE Image crop(const Image& src, int y, int x, int h, int w);

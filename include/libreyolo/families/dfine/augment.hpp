@@ -23,9 +23,9 @@
 // Deliberate differences: the last resize letterboxes (centred, grey 114) where the originals stretch to
 // a square, because our validation letterboxes too (the originals validate stretched) — the two agree on
 // square images and each library trains in its own validation geometry (train_resize=stretch stretches
-// as the originals, the validation still letterboxing); the geometry is one bilinear warp
-// from the decoded image (no antialiasing when it shrinks, torchvision's Resize antialiases); DEIM's
-// "unresized image" is the decoded file as here too (the warp reads the tile at its decoded resolution).
+// as the originals, and such a run validates stretched too, val_resize=auto). The resize is the originals' one antialiased
+// resize (torchvision's Resize(antialias=True)) from the decoded file, their "unresized image" (with
+// cache = off; a cached image was already resized to long side imgsz): data::resample_aa.
 #include <libreyolo/data/augment.hpp>
 #include <libreyolo/data/detect.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -222,7 +222,7 @@ inline int strong_stop_epoch(const data::DetectAugment& a, int ratio_stop) {
 inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_stop, size_t i, std::mt19937_64& rng, int epoch,
                                        int out, data::DetBoxes& boxes, size_t& used, float min_size = 1.f) {
   const auto& a = ds.augment();
-  const auto t = ds.load_tile(i);
+  const auto t = ds.load_tile(i, /*unresized=*/true);  // resized once, at the end, as the originals
   used = t.index;
   boxes = ds.pixel_boxes(t.index, t.w, t.h);
   std::shared_ptr<const data::Image> src = t.img;
@@ -252,11 +252,14 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   const double r = std::min(static_cast<double>(out) / canvas.w, static_cast<double>(out) / canvas.h);
   const double rx = a.stretch ? static_cast<double>(out) / canvas.w : r, ry = a.stretch ? static_cast<double>(out) / canvas.h : r;
   const double pw = canvas.w * rx, ph = canvas.h * ry, px = (out - pw) / 2, py = (out - ph) / 2;
-  const data::WarpTile wt = data::place_tile(*src, t.w, t.h, ox, oy, canvas.w, canvas.h);
-  data::Mat3 M = data::kIdentity3;
-  M[0] = flip ? -rx : rx, M[2] = flip ? canvas.w * rx + px : px;
-  M[4] = ry, M[5] = py;
-  data::Image img = wt.visible() ? data::warp_tiles({wt}, M, out, out, 0) : data::Image(out, out, 3, 0);
+  // The resize: torchvision's Resize(antialias=True) of the canvas (the image at (ox, oy), the zoom-out's
+  // black around it), computed from the image's own pixels (sx, sy of them per tile pixel) on the output
+  // grid; the flip mirrors the output (the letterbox is centred, so this is the canvas flipped).
+  const double sx = static_cast<double>(src->w) / t.w, sy = static_cast<double>(src->h) / t.h;
+  const data::ResampleAxis ax{out, (-px / rx - ox) * sx, sx / rx, -ox * sx, (canvas.w - ox) * sx};
+  const data::ResampleAxis ay{out, (-py / ry - oy) * sy, sy / ry, -oy * sy, (canvas.h - oy) * sy};
+  data::Image img = data::resample_aa(*src, ax, ay);
+  if (flip) data::flip_lr(img);
   // Outside the canvas: the letterbox grey (inside it, outside the image: the zoom-out's black).
   for (int y = 0; y < out; ++y)
     for (int x = 0; x < out; ++x)
