@@ -25,6 +25,8 @@
 # Session 44 ran it (BUILD=runners FIRST=capture CASE_FIRST=... LANES=min, 258 s on an H200): the results are in
 # RESULTS.md. The next use is issue 41's many-seed comparison: BUILD=runners FIRST= LANES=min LANE_PAR=16
 # LANE_SEEDS="$(seq -s ' ' 4 33)", then the capture lockstep case in its new form (FIRST=capture CASE_FIRST=...).
+# Session 45 ran that many-seed comparison for seeds 4-19 (with the lockstep case first; 574 s on an H100): with session
+# 44's seeds 0-3, twenty pairs decided the default (instant stays; RESULTS.md, session 45).
 # Sized to the device time left (estimates, not measured): full (~25 min of device time), BUILD=runners LANES=min FIRST="capture kit" (~12 min),
 # BUILD=runners ISSUE41=0 FIRST=capture CASE_FIRST="lockstep diagnosis: DEIMv2*" (~5 min, the capture area cut short).
 #   cp -a . /tmp/s43 && cd /tmp/s43 && (COMMIT=... setsid bash benchmarks/s43/call.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
