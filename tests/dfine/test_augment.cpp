@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <random>
@@ -270,6 +271,35 @@ TEST_CASE("dfine pipeline: an image larger than imgsz is resized once, antialias
   CHECK(s.boxes[0][2].item<float>() == doctest::Approx(20.f));
   CHECK(s.boxes[0][3].item<float>() == doctest::Approx(48.f));
   CHECK(s.boxes[0][4].item<float>() == doctest::Approx(44.f));
+}
+
+TEST_CASE("dfine pipeline: a multi-scale size is the imgsz sample resized by plain bilinear, boxes scaled (the originals' collate)") {
+  lry_test::RectImages set(3, "lry_dfine_ms", 200);
+  for (const int epoch : {0, 6}) {  // strong augmentations open and closed
+    CAPTURE(epoch);
+    auto a = family_aug<ly::DFineFamily>(10);
+    auto ds = ly::data::DetectDataset::open_images(set.files, {"a", "b", "c"}, a, {});
+    for (size_t i = 0; i < 3; ++i) {
+      for (const int drawn : {48, 96}) {
+        CAPTURE(drawn);
+        std::mt19937_64 r1(40 + i), r2(40 + i);
+        const auto base = ds->get(i, r1, epoch, 64);
+        const auto s = ds->get(i, r2, epoch, drawn);
+        REQUIRE(s.image.sizes() == torch::IntArrayRef({3, drawn, drawn}));
+        // The same draws: the imgsz sample, resized; every box of it kept and scaled.
+        ly::data::Image img(64, 64, 3);
+        const auto hwc = base.image.permute({1, 2, 0}).contiguous();
+        std::memcpy(img.px.data(), hwc.data_ptr<uint8_t>(), img.px.size());
+        CHECK(s.image.equal(ly::data::to_chw_tensor(ly::data::resize_bilinear(img, drawn, drawn))));
+        REQUIRE(s.boxes.size(0) == base.boxes.size(0));
+        const float k = drawn / 64.f;
+        for (int64_t j = 0; j < s.boxes.size(0); ++j) {
+          CHECK(s.boxes[j][0].item<float>() == base.boxes[j][0].item<float>());
+          for (int q = 1; q < 5; ++q) CHECK(s.boxes[j][q].item<float>() == doctest::Approx(base.boxes[j][q].item<float>() * k));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px) on the output; DEIM's keeps them") {

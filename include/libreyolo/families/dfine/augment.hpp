@@ -17,8 +17,9 @@
 //      that holds the centre of at least one box whose IoU with the crop reaches the option; boxes whose
 //      centre falls outside are dropped, the rest clipped to the crop;
 //   4. SanitizeBoundingBoxes(min_size: 1, DEIMv2's sanitize_min_size for atto / femto / pico 12 / 10 / 8);
-//   then always: a left-right flip (p fliplr), the resize to the output, SanitizeBoundingBoxes(min_size)
-//   again on the output's pixels, and boxes kept when both sides exceed 1 pixel.
+//   then always: a left-right flip (p fliplr), the resize to imgsz, SanitizeBoundingBoxes(min_size)
+//   again on its pixels, and boxes kept when both sides exceed 1 pixel; under multi-scale the sample is then
+//   resized (plain bilinear) to the batch's drawn size, as the originals' collate resizes the batch.
 //
 // Deliberate differences: the last resize letterboxes (centred, grey 114) where the originals stretch to
 // a square, because our validation letterboxes too (the originals validate stretched) — the two agree on
@@ -220,8 +221,10 @@ inline int strong_stop_epoch(const data::DetectAugment& a, int ratio_stop) {
 
 // One training sample (header comment), rendered at out x out.
 inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_stop, size_t i, std::mt19937_64& rng, int epoch,
-                                       int out, data::DetBoxes& boxes, size_t& used, float min_size = 1.f) {
+                                       int drawn, data::DetBoxes& boxes, size_t& used, float min_size = 1.f) {
   const auto& a = ds.augment();
+  // The sample is made at imgsz; a multi-scale batch size other than imgsz is reached afterwards (below).
+  const int out = a.imgsz > 0 ? a.imgsz : drawn;
   const auto t = ds.load_tile(i, /*unresized=*/true);  // resized once, at the end, as the originals
   used = t.index;
   boxes = ds.pixel_boxes(t.index, t.w, t.h);
@@ -273,6 +276,14 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   }
   boxes = std::move(kept);
   sanitize(boxes, min_size);
+  // The originals' multi-scale collate (DFINEMultiScaleCollate, DEIMMultiScaleCollate): the batch of imgsz
+  // samples resized to the drawn size by a plain bilinear interpolate (no antialiasing), the boxes scaled
+  // and not filtered again.
+  if (drawn != out) {
+    img = data::resize_bilinear(img, drawn, drawn);
+    const float k = static_cast<float>(drawn) / static_cast<float>(out);
+    for (auto& b : boxes) b.x1 *= k, b.y1 *= k, b.x2 *= k, b.y2 *= k;
+  }
   return data::to_chw_tensor(img);
 }
 
