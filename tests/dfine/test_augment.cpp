@@ -264,6 +264,26 @@ TEST_CASE("dfine pipeline: an image larger than imgsz is resized once, antialias
   // Not the old path (a plain bilinear resize to the tile, then the tile copied): on noise the two differ widely.
   const auto plain = F::interpolate(src, F::InterpolateFuncOptions().size(std::vector<int64_t>{48, 64}).mode(torch::kBilinear).align_corners(false))[0];
   CHECK((got - plain).abs().max().item<float>() > 20.f);
+  // With cache=ram the cached image (resized to long side imgsz by plain bilinear) is what the pipeline reads, and
+  // it says so once.
+  {
+    std::vector<std::string> lines;
+    ly::log::reset_once();
+    ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
+    auto c = a;
+    c.cache = "ram";
+    auto cached = ly::data::DetectDataset::open_images({file}, {"a"}, c, {});
+    for (int k = 0; k < 2; ++k) {
+      std::mt19937_64 r(0);
+      const auto sc = cached->get(0, r, 6);
+      const auto gc = sc.image.index({torch::indexing::Slice(), torch::indexing::Slice(8, 56)}).to(torch::kFloat);
+      CHECK((gc - plain).abs().max().item<float>() <= 1.f);
+    }
+    ly::log::set_sink(nullptr);
+    CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+            return l.find("cache=ram: the D-FINE line's pipeline reads the cached image") != std::string::npos;
+          }) == 1);
+  }
   CHECK(s.image.index({torch::indexing::Slice(), torch::indexing::Slice(0, 8)}).eq(114).all().item<bool>());
   // Its box, the middle half of the image, letterboxed: (16, 20) - (48, 44).
   REQUIRE(s.boxes.size(0) == 1);

@@ -27,6 +27,7 @@
 // as the originals, and such a run validates stretched too, val_resize=auto). The resize is the originals' one antialiased
 // resize (torchvision's Resize(antialias=True)) from the decoded file, their "unresized image" (with
 // cache = off; a cached image was already resized to long side imgsz): data::resample_aa.
+#include <libreyolo/core/log.hpp>
 #include <libreyolo/data/augment.hpp>
 #include <libreyolo/data/detect.hpp>
 #include <libreyolo/data/rng.hpp>
@@ -226,6 +227,12 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   // The sample is made at imgsz; a multi-scale batch size other than imgsz is reached afterwards (below).
   const int out = a.imgsz > 0 ? a.imgsz : drawn;
   const auto t = ds.load_tile(i, /*unresized=*/true);  // resized once, at the end, as the originals
+  if (ds.cache().mode() != data::CacheMode::off)
+    log::notice_once("dfine.pipeline.cache",
+                     "cache=" + std::string(ds.cache().mode() == data::CacheMode::ram ? "ram" : "disk") +
+                         ": the D-FINE line's pipeline reads the cached image, already resized to long side imgsz, and "
+                         "resizes it again; with cache=off it reads the file unresized and resizes once, as the originals "
+                         "(which never cache for this pipeline)");
   used = t.index;
   boxes = ds.pixel_boxes(t.index, t.w, t.h);
   std::shared_ptr<const data::Image> src = t.img;
