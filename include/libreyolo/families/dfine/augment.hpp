@@ -220,7 +220,7 @@ inline int strong_stop_epoch(const data::DetectAugment& a, int ratio_stop) {
   return std::min(ratio_stop, a.epochs - a.no_aug_epochs);
 }
 
-// One training sample (header comment), rendered at out x out.
+// One training sample (header comment): made at imgsz x imgsz, then resized to the drawn size (multi-scale).
 inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_stop, size_t i, std::mt19937_64& rng, int epoch,
                                        int drawn, data::DetBoxes& boxes, size_t& used, float min_size = 1.f) {
   const auto& a = ds.augment();
