@@ -270,8 +270,13 @@ TEST_CASE("dfine pipeline: an image larger than imgsz is resized once, antialias
     std::vector<std::string> lines;
     ly::log::reset_once();
     ly::log::set_sink([&](ly::log::Level, std::string_view m) { lines.emplace_back(m); });
-    auto c = a;
-    c.cache = "ram";
+    ly::TrainConfig cfg;
+    ly::apply_overrides(cfg, ly::DFineFamily::traits::overrides);
+    cfg.imgsz = 64;
+    cfg.epochs = 10;
+    cfg.cache = "ram";
+    auto c = ly::DFineFamily::augment_from(cfg);
+    c.fliplr = 0;
     auto cached = ly::data::DetectDataset::open_images({file}, {"a"}, c, {});
     for (int k = 0; k < 2; ++k) {
       std::mt19937_64 r(0);

@@ -227,12 +227,6 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   // The sample is made at imgsz; a multi-scale batch size other than imgsz is reached afterwards (below).
   const int out = a.imgsz > 0 ? a.imgsz : drawn;
   const auto t = ds.load_tile(i, /*unresized=*/true);  // resized once, at the end, as the originals
-  if (ds.cache().mode() != data::CacheMode::off)
-    log::notice_once("dfine.pipeline.cache",
-                     "cache=" + std::string(ds.cache().mode() == data::CacheMode::ram ? "ram" : "disk") +
-                         ": the D-FINE line's pipeline reads the cached image, already resized to long side imgsz, and "
-                         "resizes it again; with cache=off it reads the file unresized and resizes once, as the originals "
-                         "(which never cache for this pipeline)");
   used = t.index;
   boxes = ds.pixel_boxes(t.index, t.w, t.h);
   std::shared_ptr<const data::Image> src = t.img;
@@ -301,6 +295,13 @@ inline void use_strong_aug_pipeline(data::DetectAugment& a, int ratio_stop, floa
                               "the D-FINE line's training pipeline (the originals': photometric distort, zoom-out, IoU crop, "
                               "left-right flip)");
   a.can_stretch = true;  // strong_aug_sample reads train_resize
+  // A cache holds images resized to long side imgsz: said once here, not per sample.
+  if (data::parse_cache_mode(a.cache) != data::CacheMode::off)
+    log::notice_once("dfine.pipeline.cache",
+                     "cache=" + a.cache +
+                         ": the D-FINE line's pipeline reads the cached image, already resized to long side imgsz, and "
+                         "resizes it again; with cache=off it reads the file unresized and resizes once, as the originals "
+                         "(which never cache for this pipeline)");
   a.pipeline = [ratio_stop, min_size](const data::DetectDataset& ds, size_t i, std::mt19937_64& rng, int epoch, int out,
                                       data::DetBoxes& boxes, size_t& used) {
     return strong_aug_sample(ds, ratio_stop, i, rng, epoch, out, boxes, used, min_size);
