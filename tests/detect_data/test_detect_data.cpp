@@ -454,3 +454,102 @@ TEST_CASE("distributed loader: a rank's samples equal one process's at the same 
   std::iota(share.begin(), share.end(), size_t{0});
   CHECK_THROWS_WITH_AS(ds->set_epoch_order(0, share, LoaderOptions{}), doctest::Contains("before sharding over ranks"), Error);
 }
+
+namespace {
+// The plain (affine = false) pipeline's options: the original's YOLOv9 transform with YOLOX's additive HSV.
+DetectAugment plain_aug(int imgsz) {
+  DetectAugment a;
+  a.imgsz = imgsz, a.affine = false, a.mosaic = 0, a.mixup = 0, a.fliplr = 0, a.flipud = 0;
+  a.hsv_mode = "add", a.hsv_h = 5, a.hsv_s = 30, a.hsv_v = 30, a.hsv_prob = 1;
+  a.letterbox_place = LetterboxPlace::top_left;
+  return a;
+}
+std::vector<std::array<float, 5>> box_rows(const DetectSample& s) {
+  std::vector<std::array<float, 5>> r;
+  for (int64_t i = 0; i < s.boxes.size(0); ++i)
+    r.push_back({s.boxes[i][0].item<float>(), s.boxes[i][1].item<float>(), s.boxes[i][2].item<float>(),
+                 s.boxes[i][3].item<float>(), s.boxes[i][4].item<float>()});
+  return r;
+}
+}  // namespace
+
+TEST_CASE("plain pipeline, an image alone in the corner: it flips within itself and stays there; HSV spares the padding") {
+  // A 96 x 48 (h x w) image, shown 64 x 32 at imgsz 64: the padding is the right half. Its red rectangle
+  // [6, 18) x [12, 36) is [4, 12) x [8, 24) once shown.
+  lry_test::TempDir td("lry_plain_corner");
+  write_png_image(td / "images/a.png", rect_image(96, 48, 6, 12, 18, 36, {200, 40, 40}));
+  write_text(td / "labels/a.txt", "0 0.25 0.25 0.25 0.25\n");
+  auto a = plain_aug(64);
+  a.fliplr = 1;
+  auto flipped = DetectDataset::open_images({td / "images/a.png"}, {"box"}, a, {});
+  a.fliplr = 0;
+  auto kept = DetectDataset::open_images({td / "images/a.png"}, {"box"}, a, {});
+  a.hsv_prob = 0;
+  auto bare = DetectDataset::open_images({td / "images/a.png"}, {"box"}, a, {});
+  int jittered = 0;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    std::mt19937_64 r1(seed), r2(seed), r3(seed);
+    const DetectSample f = flipped->get(0, r1, 0), k = kept->get(0, r2, 0), b = bare->get(0, r3, 0);
+    REQUIRE(box_rows(f).size() == 1);
+    REQUIRE(box_rows(k).size() == 1);
+    // Mirrored about the image's 32 columns (the original flips before its letterbox), not the canvas's 64.
+    CHECK(box_rows(k)[0][1] == doctest::Approx(4.f));
+    CHECK(box_rows(k)[0][3] == doctest::Approx(12.f));
+    CHECK(box_rows(f)[0][1] == doctest::Approx(20.f));
+    CHECK(box_rows(f)[0][3] == doctest::Approx(28.f));
+    CHECK(box_rows(f)[0][2] == doctest::Approx(8.f));
+    CHECK(box_rows(f)[0][4] == doctest::Approx(24.f));
+    // The flipped image is the kept one mirrored within its columns 0..31.
+    CHECK(torch::equal(f.image.narrow(2, 0, 32), k.image.narrow(2, 0, 32).flip({2})));
+    for (const auto* s : {&f, &k, &b}) {
+      CHECK(s->image.narrow(2, 32, 32).eq(kLetterboxFill).all().item<bool>());  // the padding: the fill colour
+      CHECK(s->pad_x == 0);
+    }
+    // The rectangle's pixels in the unjittered sample are its colour; HSV moves them.
+    CHECK(b.image[0][16][8].item<int>() == 200);
+    jittered += !torch::equal(k.image.narrow(2, 0, 32), b.image.narrow(2, 0, 32));
+  }
+  CHECK(jittered >= 6);  // HSV acts on the image (each channel's offset kept with p 0.5)
+}
+
+TEST_CASE("plain pipeline's mixup follows a mosaic only; its partner is an image alone") {
+  // Seven images of one rectangle each (one class each): a mosaic holds up to four boxes, an image alone one.
+  lry_test::TempDir td("lry_plain_mixup");
+  std::vector<fs::path> files;
+  for (int k = 0; k < 7; ++k) {
+    files.push_back(td / "images" / (std::to_string(k) + ".png"));
+    write_png_image(files.back(), rect_image(64, 64, 8 + 2 * k, 8, 40 + 2 * k, 40, {uint8_t(30 * k), 200, 90}));
+    char line[64];
+    std::snprintf(line, sizeof line, "%d %f 0.375 0.5 0.5\n", k, (24.0 + 2 * k) / 64);
+    write_text(td / "labels" / (std::to_string(k) + ".txt"), line);
+  }
+  std::vector<std::string> names(7, "c");
+  auto a = plain_aug(64);
+  a.mosaic = 1, a.epochs = 10, a.no_aug_epochs = 2, a.fliplr = 0.5;
+  auto plain = DetectDataset::open_images(files, names, a, {});
+  a.mixup = 1;
+  auto mixed = DetectDataset::open_images(files, names, a, {});
+  int blended = 0;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    {  // epoch 9: mosaic has closed, so no mixup: the same sample, draw for draw
+      std::mt19937_64 r1(seed), r2(seed);
+      const DetectSample p = plain->get(seed % 7, r1, 9), m = mixed->get(seed % 7, r2, 9);
+      CHECK(torch::equal(p.image, m.image));
+      CHECK((box_rows(p) == box_rows(m)));
+      REQUIRE(box_rows(m).size() == 1);
+    }
+    // Epoch 0: a mosaic, then the partner's one box after the mosaic's boxes and the two images blended.
+    std::mt19937_64 r1(seed), r2(seed);
+    const DetectSample p = plain->get(seed % 7, r1, 0), m = mixed->get(seed % 7, r2, 0);
+    const auto pb = box_rows(p), mb = box_rows(m);
+    if (pb.empty()) continue;  // a mosaic that kept no box is not mixed
+    REQUIRE(mb.size() == pb.size() + 1);
+    CHECK(std::equal(pb.begin(), pb.end(), mb.begin()));
+    const auto& extra = mb.back();  // the partner alone, in the top-left corner: its box within [0, 64)
+    CHECK(extra[1] >= 0.f);
+    CHECK(extra[3] <= 64.f);
+    CHECK(extra[3] - extra[1] == doctest::Approx(32.f));
+    blended += !torch::equal(p.image, m.image);
+  }
+  CHECK(blended >= 8);
+}

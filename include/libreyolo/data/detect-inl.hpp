@@ -226,40 +226,56 @@ LIBREYOLO_INLINE Image DetectDataset::decode_resized(const LabelEntry& e, bool r
   return resize_bilinear(img, h, w);
 }
 
-LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::make_canvas(size_t i, std::mt19937_64& rng, int epoch) const {
+namespace detail {
+// Tile t shown at canvas (x, y): its pixels, and its boxes moved there and clipped to the canvas.
+template <class Canvas, class Tile, class Boxes>
+void place_on_canvas(Canvas& c, const Tile& t, int x, int y, const Boxes& tile_boxes) {
+  const WarpTile w = place_tile(*t.img, t.w, t.h, x, y, c.w, c.h);
+  if (w.visible()) c.tiles.push_back(w);
+  c.hold.push_back(t.img);
+  for (auto b : tile_boxes) {
+    b.x1 = std::clamp(b.x1 + x, 0.f, float(c.w)), b.x2 = std::clamp(b.x2 + x, 0.f, float(c.w));
+    b.y1 = std::clamp(b.y1 + y, 0.f, float(c.h)), b.y2 = std::clamp(b.y2 + y, 0.f, float(c.h));
+    if (b.x2 > b.x1 && b.y2 > b.y1) c.boxes.push_back(b);
+  }
+}
+}  // namespace detail
+
+LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::single_canvas(size_t i) const {
   const int S = aug_.imgsz;
   Canvas c;
-  auto place = [&](const Tile& t, int x, int y) {
-    const WarpTile w = place_tile(*t.img, t.w, t.h, x, y, c.w, c.h);
-    if (w.visible()) c.tiles.push_back(w);
-    c.hold.push_back(t.img);
-    for (auto b : pixel_boxes(t.index, t.w, t.h)) {
-      b.x1 = std::clamp(b.x1 + x, 0.f, float(c.w)), b.x2 = std::clamp(b.x2 + x, 0.f, float(c.w));
-      b.y1 = std::clamp(b.y1 + y, 0.f, float(c.h)), b.y2 = std::clamp(b.y2 + y, 0.f, float(c.h));
-      if (b.x2 > b.x1 && b.y2 > b.y1) c.boxes.push_back(b);
-    }
-  };
-  if (mosaic_on(epoch) && bernoulli(rng, aug_.mosaic)) {
-    const std::array<size_t, 4> idx{i, partner(i, epoch, rng), partner(i, epoch, rng), partner(i, epoch, rng)};
-    std::array<Tile, 4> t;
-    for (int k = 0; k < 4; ++k) t[k] = load_tile(idx[k]);
-    c.h = c.w = 2 * S;
-    // Ultralytics' mosaic4: tile 0 ends at the centre from the top-left, 1 top-right, 2 bottom-left, 3 bottom-right.
-    const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
-    for (int k = 0; k < 4; ++k) place(t[k], (k == 0 || k == 2) ? xc - t[k].w : xc, k < 2 ? yc - t[k].h : yc);
-    c.primary = t[0].index;
-  } else {
-    const Tile t = load_tile(i);
-    c.h = c.w = S;
-    if (aug_.letterbox_place == LetterboxPlace::top_left) place(t, 0, 0);
-    else place(t, (S - t.w) / 2, (S - t.h) / 2);
-    c.primary = t.index;
-  }
+  const Tile t = load_tile(i);
+  c.h = c.w = S;
+  const bool corner = aug_.letterbox_place == LetterboxPlace::top_left;
+  c.x0 = corner ? 0 : (S - t.w) / 2, c.y0 = corner ? 0 : (S - t.h) / 2;
+  c.x1 = c.x0 + t.w, c.y1 = c.y0 + t.h;
+  detail::place_on_canvas(c, t, c.x0, c.y0, pixel_boxes(t.index, t.w, t.h));
+  c.primary = t.index;
+  return c;
+}
+
+LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::make_canvas(size_t i, std::mt19937_64& rng, int epoch) const {
+  if (!(mosaic_on(epoch) && bernoulli(rng, aug_.mosaic))) return single_canvas(i);
+  const int S = aug_.imgsz;
+  Canvas c;
+  const std::array<size_t, 4> idx{i, partner(i, epoch, rng), partner(i, epoch, rng), partner(i, epoch, rng)};
+  std::array<Tile, 4> t;
+  for (int k = 0; k < 4; ++k) t[k] = load_tile(idx[k]);
+  c.h = c.w = 2 * S;
+  c.mosaic = true;
+  c.x1 = c.w, c.y1 = c.h;
+  // Ultralytics' mosaic4: tile 0 ends at the centre from the top-left, 1 top-right, 2 bottom-left, 3 bottom-right.
+  const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
+  for (int k = 0; k < 4; ++k)
+    detail::place_on_canvas(c, t[k], (k == 0 || k == 2) ? xc - t[k].w : xc, k < 2 ? yc - t[k].h : yc,
+                            pixel_boxes(t[k].index, t[k].w, t[k].h));
+  c.primary = t[0].index;
   return c;
 }
 
 LIBREYOLO_INLINE torch::Tensor DetectDataset::build_train(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const {
   if (aug_.pipeline) return aug_.pipeline(*this, i, rng, epoch, out, boxes, used);
+  if (!aug_.affine) return build_train_plain(i, rng, epoch, out, boxes, used);
   const Canvas c = make_canvas(i, rng, epoch);
   used = c.primary;
   Canvas c2;
@@ -268,23 +284,10 @@ LIBREYOLO_INLINE torch::Tensor DetectDataset::build_train(size_t i, std::mt19937
   detail::StageClock clock(detect_stage_times().augment_ns);
   const double extra = static_cast<double>(out) / aug_.imgsz;  // multi-scale: the canvas shrinks or grows
   double sc = 1;
-  // One canvas -> output transform and its boxes: a random affine, or (affine = false) a plain resize.
+  // One canvas -> output: a random affine and its boxes.
   auto transform = [&](const Canvas& cv, Mat3& M, DetBoxes& out_boxes) {
-    if (aug_.affine) {
-      M = random_affine_matrix(cv.h, cv.w, out, out, affine_, extra, rng, &sc);
-      out_boxes = warp_boxes(cv.boxes, M, out, out, sc);
-      return;
-    }
-    const double k = static_cast<double>(out) / cv.w;
-    M = kIdentity3;
-    M[0] = k, M[4] = static_cast<double>(out) / cv.h;
-    const float min_side = cv.w > aug_.imgsz ? 2.f : 1.f;  // mosaic canvases: > 2 px, as the original
-    out_boxes.clear();
-    for (const auto& b : cv.boxes) {
-      DetBox m{b.cls, static_cast<float>(b.x1 * M[0]), static_cast<float>(b.y1 * M[4]),
-               static_cast<float>(b.x2 * M[0]), static_cast<float>(b.y2 * M[4])};
-      if (m.x2 - m.x1 > min_side && m.y2 - m.y1 > min_side) out_boxes.push_back(m);
-    }
+    M = random_affine_matrix(cv.h, cv.w, out, out, affine_, extra, rng, &sc);
+    out_boxes = warp_boxes(cv.boxes, M, out, out, sc);
   };
   Mat3 M;
   transform(c, M, boxes);
@@ -305,6 +308,62 @@ LIBREYOLO_INLINE torch::Tensor DetectDataset::build_train(size_t i, std::mt19937
   if (aug_.hsv_prob < 1 && !bernoulli(rng, aug_.hsv_prob)) return to_chw_tensor(img);
   if (aug_.hsv_mode == "add") return hsv_add_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
   return hsv_augment_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
+}
+
+LIBREYOLO_INLINE torch::Tensor DetectDataset::render_plain(const Canvas& c, std::mt19937_64& rng, int out, DetBoxes& boxes) const {
+  const double kx = static_cast<double>(out) / c.w, ky = static_cast<double>(out) / c.h;
+  Mat3 M = kIdentity3;
+  M[0] = kx, M[4] = ky;
+  const float min_side = c.mosaic ? 2.f : 1.f;  // the 2S mosaic resized to S: > 2 px, as the original
+  boxes.clear();
+  for (const auto& b : c.boxes) {
+    DetBox m{b.cls, static_cast<float>(b.x1 * kx), static_cast<float>(b.y1 * ky), static_cast<float>(b.x2 * kx),
+             static_cast<float>(b.y2 * ky)};
+    if (m.x2 - m.x1 > min_side && m.y2 - m.y1 > min_side) boxes.push_back(m);
+  }
+  // The original's transform flips the image before its letterbox, so an image alone flips about its own
+  // rectangle (one in the top-left corner stays there); a mosaic's rectangle is the whole canvas.
+  const double ax = (c.x0 + c.x1) * kx, ay = (c.y0 + c.y1) * ky;  // mirror: x -> ax - x
+  Mat3 F = kIdentity3;
+  if (bernoulli(rng, aug_.flipud)) {
+    F[4] = -1, F[5] = ay;
+    for (auto& b : boxes) std::tie(b.y1, b.y2) = std::pair{static_cast<float>(ay - b.y2), static_cast<float>(ay - b.y1)};
+  }
+  if (bernoulli(rng, aug_.fliplr)) {
+    F[0] = -1, F[2] = ax;
+    for (auto& b : boxes) std::tie(b.x1, b.x2) = std::pair{static_cast<float>(ax - b.x2), static_cast<float>(ax - b.x1)};
+  }
+  const Image img = warp_tiles(c.tiles, mat_mul(F, M), out, out);
+  torch::Tensor t;
+  if (aug_.hsv_prob < 1 && !bernoulli(rng, aug_.hsv_prob)) t = to_chw_tensor(img);
+  else if (aug_.hsv_mode == "add") t = hsv_add_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
+  else t = hsv_augment_chw(img, aug_.hsv_h, aug_.hsv_s, aug_.hsv_v, rng);
+  if (c.mosaic) return t;
+  // HSV jitters the image before the letterbox in the original: the padding keeps the fill colour (pixels
+  // the image only partly covers after a multi-scale resize stay jittered).
+  const int64_t X0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(c.x0 * kx)), 0, out),
+                X1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(c.x1 * kx)), X0, out),
+                Y0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(c.y0 * ky)), 0, out),
+                Y1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(c.y1 * ky)), Y0, out);
+  t.narrow(2, 0, X0).fill_(kLetterboxFill), t.narrow(2, X1, out - X1).fill_(kLetterboxFill);
+  t.narrow(1, 0, Y0).fill_(kLetterboxFill), t.narrow(1, Y1, out - Y1).fill_(kLetterboxFill);
+  return t;
+}
+
+LIBREYOLO_INLINE torch::Tensor DetectDataset::build_train_plain(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes,
+                                                                size_t& used) const {
+  const Canvas c = make_canvas(i, rng, epoch);
+  used = c.primary;
+  detail::StageClock clock(detect_stage_times().augment_ns);
+  torch::Tensor img = render_plain(c, rng, out, boxes);
+  // The original's mixup (YOLO9MosaicMixupDataset._mixup) follows a mosaic only -- never an image alone, so
+  // never once mosaic has closed -- and only when the mosaic kept a box; its partner is an image alone.
+  if (!(c.mosaic && aug_.mixup > 0 && !boxes.empty() && bernoulli(rng, aug_.mixup))) return img;
+  DetBoxes b2;
+  const torch::Tensor img2 = render_plain(single_canvas(partner(i, epoch, rng)), rng, out, b2);
+  const double r = beta_draw(32.0, 32.0, rng);
+  boxes.insert(boxes.end(), b2.begin(), b2.end());
+  return img.to(torch::kFloat32).mul_(r).add_(img2.to(torch::kFloat32), 1 - r).round_().to(torch::kUInt8);
 }
 
 LIBREYOLO_INLINE void DetectDataset::init_cache(const std::string& split) {

@@ -4,6 +4,8 @@
 // cached: image_cache.hpp), then the training pipeline of Ultralytics:
 //   mosaic (p = mosaic, while open) or letterbox -> random perspective -> mixup (p = mixup)
 //   -> HSV -> flip up-down (p = flipud) -> flip left-right (p = fliplr);
+// with affine = false, the original's YOLOv9 pipeline instead (build_train_plain: no perspective, flips and
+// HSV of the image before its letterbox, mixup only after a mosaic);
 // or, for validation (train = false), a plain letterbox (val_stretch: a stretch) to imgsz x imgsz with the mapping kept.
 // Mosaic closes for the last no_aug_epochs epochs; set_epoch() reports the change to listeners.
 //
@@ -53,7 +55,8 @@ struct DetectAugment {  // Ultralytics-style defaults; the trainer fills them fr
   double hsv_prob = 1.0;              // probability of the HSV jitter
   // true: Ultralytics' random perspective after the mosaic/letterbox canvas. false: the original's
   // YOLOv9 pipeline: no affine; the 2S x 2S mosaic is resized to S (boxes kept if both sides > 2 px),
-  // a plain letterbox keeps boxes whose sides exceed 1 px.
+  // a plain letterbox keeps boxes whose sides exceed 1 px; an image alone flips within its rectangle and
+  // its padding is not jittered; mixup follows a mosaic only (DetectDataset::build_train_plain).
   bool affine = true;
   bool stretch = false;        // a family pipeline's last resize stretches to a square (train_resize=stretch)
   bool can_stretch = false;    // set by a pipeline that reads `stretch` (the D-FINE line's); else stretch is refused
@@ -267,11 +270,25 @@ class DetectDataset {
     std::vector<std::shared_ptr<const Image>> hold;  // keeps the tiles' pixels alive
     DetBoxes boxes;
     size_t primary = 0;
+    bool mosaic = false;
+    // The image's rectangle on the canvas (a mosaic: the whole canvas); the letterbox padding lies outside it.
+    int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
   };
   Canvas make_canvas(size_t i, std::mt19937_64& rng, int epoch) const;
+  Canvas single_canvas(size_t i) const;  // image i alone, letterboxed at the family's letterbox_place
 
-  // Canvas -> random perspective (+ mixup) -> flips -> HSV, rendered in one warp per canvas.
+  // affine = true: canvas -> random perspective (+ mixup) -> flips -> HSV, rendered in one warp per canvas.
+  // affine = false: build_train_plain.
   torch::Tensor build_train(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const;
+  // affine = false, the original's YOLOv9 pipeline (YOLO9MosaicMixupDataset + YOLO9TrainTransform, which
+  // YOLOv7 and RT-DETR v1/v2 train through too): the canvas resized to out; HSV and flips as its transform
+  // applies them before the letterbox (the image flips within its own rectangle, and the padding keeps the
+  // fill colour); mixup only after a mosaic that kept a box, its partner an image alone with its own HSV
+  // and flips, blended Beta(32, 32).
+  torch::Tensor build_train_plain(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const;
+  // build_train_plain's one canvas rendered at out x out: boxes scaled and kept over 1 px (a mosaic: 2 px),
+  // flips about the image's rectangle, HSV over the image only.
+  torch::Tensor render_plain(const Canvas& c, std::mt19937_64& rng, int out, DetBoxes& boxes) const;
 
   void init_cache(const std::string& split);
 

@@ -82,6 +82,10 @@ class RTDETRFamilyT : public tasks::DetectTask<RTDETRFamilyT<V>> {
  public:
   using Batch = typename Base::Batch;
   static constexpr std::string_view name = V::name;
+  // The original trains v1 and v2 through YOLOv9's transform, which pads right and below
+  // (models/rtdetr/trainer.py:158 -> models/yolo9/transforms.py preproc; docs/fidelity.md row 33). It
+  // validates stretched; ours validates letterboxed by default, so in the corner too, as it trained.
+  static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;
   static constexpr std::array<std::string_view, 5> sizes{"r18", "r34", "r50", "r50m", "r101"};
   struct traits : family_defaults {
     using members = member::list<member::param_groups, member::optimizer_options, member::segmented_step>;

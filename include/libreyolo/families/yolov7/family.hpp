@@ -39,6 +39,9 @@ namespace libreyolo {
 class Yolov7Family : public tasks::DetectTask<Yolov7Family> {
  public:
   static constexpr std::string_view name = "yolo7";  // the original's FAMILY (checkpoints LibreYOLO7b.pt)
+  // Padded right and below, as YOLOv9: the original trains through YOLO9TrainTransform and validates with
+  // YOLO9ValPreprocessor (models/yolo7/model.py `val_preprocessor_class`; docs/fidelity.md row 33).
+  static constexpr data::LetterboxPlace letterbox_place = data::LetterboxPlace::top_left;
   static constexpr std::array<std::string_view, 1> sizes{"b"};
   struct traits : family_defaults {
     using members = member::list<member::param_groups>;
