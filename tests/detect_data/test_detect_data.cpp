@@ -553,3 +553,26 @@ TEST_CASE("plain pipeline's mixup follows a mosaic only; its partner is an image
   }
   CHECK(blended >= 8);
 }
+
+TEST_CASE("plain pipeline: a canvas without a box is left bare (no flip, no HSV); an image of sub-pixel boxes keeps them") {
+  lry_test::TempDir td("lry_plain_bare");
+  const Image img = rect_image(96, 48, 6, 12, 18, 36, {200, 40, 40});
+  write_png_image(td / "images/empty.png", img);
+  write_text(td / "labels/empty.txt", "");
+  write_png_image(td / "images/tiny.png", img);
+  write_text(td / "labels/tiny.txt", "0 0.25 0.25 0.01 0.25\n");  // 0.48 px wide in the file, 0.32 px once shown
+  auto a = plain_aug(64);
+  a.fliplr = 1;
+  auto ds = DetectDataset::open_images({td / "images/empty.png", td / "images/tiny.png"}, {"box"}, a, {});
+  a.fliplr = 0, a.hsv_prob = 0;
+  auto bare = DetectDataset::open_images({td / "images/empty.png", td / "images/tiny.png"}, {"box"}, a, {});
+  for (uint64_t seed = 0; seed < 4; ++seed)
+    for (size_t i = 0; i < 2; ++i) {
+      std::mt19937_64 r1(seed), r2(seed);
+      const DetectSample s = ds->get(i, r1, 0), b = bare->get(i, r2, 0);
+      CHECK(torch::equal(s.image, b.image));  // neither flipped nor jittered
+      CHECK(s.image[0][16][8].item<int>() == 200);
+      CHECK(s.boxes.size(0) == static_cast<int64_t>(i));  // the tiny box kept, unflipped, where it was
+      if (i == 1) CHECK(s.boxes[0][1].item<float>() == doctest::Approx((12 - 0.24) * 2 / 3.0).epsilon(1e-3));
+    }
+}

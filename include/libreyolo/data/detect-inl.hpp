@@ -316,10 +316,18 @@ LIBREYOLO_INLINE torch::Tensor DetectDataset::render_plain(const Canvas& c, std:
   M[0] = kx, M[4] = ky;
   const float min_side = c.mosaic ? 2.f : 1.f;  // the 2S mosaic resized to S: > 2 px, as the original
   boxes.clear();
+  DetBoxes all;
   for (const auto& b : c.boxes) {
     DetBox m{b.cls, static_cast<float>(b.x1 * kx), static_cast<float>(b.y1 * ky), static_cast<float>(b.x2 * kx),
              static_cast<float>(b.y2 * ky)};
+    all.push_back(m);
     if (m.x2 - m.x1 > min_side && m.y2 - m.y1 > min_side) boxes.push_back(m);
+  }
+  // The original's transform leaves an image without a box as it is: no HSV, no flip; and where every box of
+  // an image alone falls under the size filter it falls back to that same bare image with all its boxes.
+  if (boxes.empty()) {
+    if (!c.mosaic) boxes = std::move(all);
+    return to_chw_tensor(warp_tiles(c.tiles, M, out, out));
   }
   // The original's transform flips the image before its letterbox, so an image alone flips about its own
   // rectangle (one in the top-left corner stays there); a mosaic's rectangle is the whole canvas.

@@ -287,7 +287,8 @@ class DetectDataset {
   // and flips, blended Beta(32, 32).
   torch::Tensor build_train_plain(size_t i, std::mt19937_64& rng, int epoch, int out, DetBoxes& boxes, size_t& used) const;
   // build_train_plain's one canvas rendered at out x out: boxes scaled and kept over 1 px (a mosaic: 2 px),
-  // flips about the image's rectangle, HSV over the image only.
+  // flips about the image's rectangle, HSV over the image only; a canvas left without a box is rendered
+  // bare (no flip, no HSV; an image alone keeps its boxes under the size filter), as the original's transform.
   torch::Tensor render_plain(const Canvas& c, std::mt19937_64& rng, int out, DetBoxes& boxes) const;
 
   void init_cache(const std::string& split);
