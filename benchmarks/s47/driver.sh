@@ -12,7 +12,10 @@
 #   plain   : fidelity rows 33-34 (session 46, after e501584: the YOLOv9 pipeline's image alone flips within its
 #             rectangle with unjittered padding, mixup after a mosaic only, RT-DETR and YOLOv7 top-left): ours
 #             YOLOv9-t, YOLOv7-b, RT-DETR-r18, RT-DETRv2-r18 at scenes seeds 0-1, against session 46's numbers
-# ARMS (default "stretch rtdetrv2 plain") picks. All arms at once on the one GPU (wall times are under that load).
+# ARMS (default "stretch rtdetrv2 plain") picks. All arms at once on the one GPU (wall times are under that load):
+# 18 of ours and 4 originals. Estimate, not measured: ~20-25 min from the start, bound by the originals (session
+# 24's RT-DETRv2 originals took ~1080 s beside 22 other arms; ours ~450-540 s). ARMS="stretch plain" (ours and the
+# original's EC-s) is the shorter call.
 #   cp -a . /tmp/s43 && cd /tmp/s43 && (COMMIT=... setsid bash benchmarks/s47/driver.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
 #   LOG=/tmp/s43_driver.log DRIVER_OUT=/tmp/s43out WAIT=<s> PERIOD=15 bash /tmp/s43/benchmarks/s31/poll.sh
 # Carry .deps and .orig.
