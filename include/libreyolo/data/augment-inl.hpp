@@ -438,14 +438,14 @@ LIBREYOLO_INLINE torch::Tensor hsv_augment_chw(const Image& img, double h_gain, 
   return hsv_lut_chw(img, detail::draw_hsv_jitter(h_gain, s_gain, v_gain, rng));
 }
 
-LIBREYOLO_INLINE void flip_boxes_lr(DetBoxes& boxes, int width) {
+LIBREYOLO_INLINE void flip_boxes_lr(DetBoxes& boxes, float width) {
   for (auto& b : boxes) {
     const float x1 = width - b.x2, x2 = width - b.x1;
     b.x1 = x1, b.x2 = x2;
   }
 }
 
-LIBREYOLO_INLINE void flip_boxes_ud(DetBoxes& boxes, int height) {
+LIBREYOLO_INLINE void flip_boxes_ud(DetBoxes& boxes, float height) {
   for (auto& b : boxes) {
     const float y1 = height - b.y2, y2 = height - b.y1;
     b.y1 = y1, b.y2 = y2;

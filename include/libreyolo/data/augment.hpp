@@ -201,8 +201,8 @@ LIBREYOLO_INLINE torch::Tensor hsv_add_chw(const Image& img, double h_gain, doub
 // hsv_augment and to_chw_tensor in one pass: the uint8 [3, H, W] tensor of the jittered image.
 LIBREYOLO_INLINE torch::Tensor hsv_augment_chw(const Image& img, double h_gain, double s_gain, double v_gain, std::mt19937_64& rng);
 
-LIBREYOLO_INLINE void flip_boxes_lr(DetBoxes& boxes, int width);
-LIBREYOLO_INLINE void flip_boxes_ud(DetBoxes& boxes, int height);
+LIBREYOLO_INLINE void flip_boxes_lr(DetBoxes& boxes, float width);  // mirror x -> width - x
+LIBREYOLO_INLINE void flip_boxes_ud(DetBoxes& boxes, float height);
 
 // Portable Gamma(k, 1) for k >= 1 (Marsaglia-Tsang, normals by Box-Muller), so Beta draws are the
 // same with every standard library.

@@ -226,20 +226,16 @@ LIBREYOLO_INLINE Image DetectDataset::decode_resized(const LabelEntry& e, bool r
   return resize_bilinear(img, h, w);
 }
 
-namespace detail {
-// Tile t shown at canvas (x, y): its pixels, and its boxes moved there and clipped to the canvas.
-template <class Canvas, class Tile, class Boxes>
-void place_on_canvas(Canvas& c, const Tile& t, int x, int y, const Boxes& tile_boxes) {
+LIBREYOLO_INLINE void DetectDataset::place(Canvas& c, const Tile& t, int x, int y) const {
   const WarpTile w = place_tile(*t.img, t.w, t.h, x, y, c.w, c.h);
   if (w.visible()) c.tiles.push_back(w);
   c.hold.push_back(t.img);
-  for (auto b : tile_boxes) {
+  for (auto b : pixel_boxes(t.index, t.w, t.h)) {
     b.x1 = std::clamp(b.x1 + x, 0.f, float(c.w)), b.x2 = std::clamp(b.x2 + x, 0.f, float(c.w));
     b.y1 = std::clamp(b.y1 + y, 0.f, float(c.h)), b.y2 = std::clamp(b.y2 + y, 0.f, float(c.h));
     if (b.x2 > b.x1 && b.y2 > b.y1) c.boxes.push_back(b);
   }
 }
-}  // namespace detail
 
 LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::single_canvas(size_t i) const {
   const int S = aug_.imgsz;
@@ -249,7 +245,7 @@ LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::single_canvas(size_t i) co
   const bool corner = aug_.letterbox_place == LetterboxPlace::top_left;
   c.x0 = corner ? 0 : (S - t.w) / 2, c.y0 = corner ? 0 : (S - t.h) / 2;
   c.x1 = c.x0 + t.w, c.y1 = c.y0 + t.h;
-  detail::place_on_canvas(c, t, c.x0, c.y0, pixel_boxes(t.index, t.w, t.h));
+  place(c, t, c.x0, c.y0);
   c.primary = t.index;
   return c;
 }
@@ -266,9 +262,7 @@ LIBREYOLO_INLINE DetectDataset::Canvas DetectDataset::make_canvas(size_t i, std:
   c.x1 = c.w, c.y1 = c.h;
   // Ultralytics' mosaic4: tile 0 ends at the centre from the top-left, 1 top-right, 2 bottom-left, 3 bottom-right.
   const int xc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S)), yc = static_cast<int>(uniform(rng, S / 2.0, 1.5 * S));
-  for (int k = 0; k < 4; ++k)
-    detail::place_on_canvas(c, t[k], (k == 0 || k == 2) ? xc - t[k].w : xc, k < 2 ? yc - t[k].h : yc,
-                            pixel_boxes(t[k].index, t[k].w, t[k].h));
+  for (int k = 0; k < 4; ++k) place(c, t[k], (k == 0 || k == 2) ? xc - t[k].w : xc, k < 2 ? yc - t[k].h : yc);
   c.primary = t[0].index;
   return c;
 }
@@ -333,14 +327,8 @@ LIBREYOLO_INLINE torch::Tensor DetectDataset::render_plain(const Canvas& c, std:
   // rectangle (one in the top-left corner stays there); a mosaic's rectangle is the whole canvas.
   const double ax = (c.x0 + c.x1) * kx, ay = (c.y0 + c.y1) * ky;  // mirror: x -> ax - x
   Mat3 F = kIdentity3;
-  if (bernoulli(rng, aug_.flipud)) {
-    F[4] = -1, F[5] = ay;
-    for (auto& b : boxes) std::tie(b.y1, b.y2) = std::pair{static_cast<float>(ay - b.y2), static_cast<float>(ay - b.y1)};
-  }
-  if (bernoulli(rng, aug_.fliplr)) {
-    F[0] = -1, F[2] = ax;
-    for (auto& b : boxes) std::tie(b.x1, b.x2) = std::pair{static_cast<float>(ax - b.x2), static_cast<float>(ax - b.x1)};
-  }
+  if (bernoulli(rng, aug_.flipud)) F[4] = -1, F[5] = ay, flip_boxes_ud(boxes, static_cast<float>(ay));
+  if (bernoulli(rng, aug_.fliplr)) F[0] = -1, F[2] = ax, flip_boxes_lr(boxes, static_cast<float>(ax));
   const Image img = warp_tiles(c.tiles, mat_mul(F, M), out, out);
   torch::Tensor t;
   if (aug_.hsv_prob < 1 && !bernoulli(rng, aug_.hsv_prob)) t = to_chw_tensor(img);

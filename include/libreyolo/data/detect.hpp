@@ -276,6 +276,7 @@ class DetectDataset {
   };
   Canvas make_canvas(size_t i, std::mt19937_64& rng, int epoch) const;
   Canvas single_canvas(size_t i) const;  // image i alone, letterboxed at the family's letterbox_place
+  void place(Canvas& c, const Tile& t, int x, int y) const;  // tile t at canvas (x, y), its boxes moved and clipped
 
   // affine = true: canvas -> random perspective (+ mixup) -> flips -> HSV, rendered in one warp per canvas.
   // affine = false: build_train_plain.
