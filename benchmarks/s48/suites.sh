@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 48: the GPU suites of the areas the head's changes since e501584 touch (the plain data pipeline: detect_data,
+# data, yolo9) and the capture area, run beside benchmarks/s47/driver.sh on the one GPU once that driver's own build is
+# done (it builds the CLI in build-cuda; these runners go to build-suites, so the two builds never share a tree).
+# Output under /tmp/s43out/suites (packed with the driver's outputs by benchmarks/s31/poll.sh).
+#   (COMMIT=... setsid bash benchmarks/s48/suites.sh > /tmp/s48_suites.log 2>&1 < /dev/null &)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export OUT=/tmp/s43out/suites; mkdir -p $OUT
+. benchmarks/device_lib.sh
+driver_deps
+until grep -q "sets written" /tmp/s43_driver.log 2>/dev/null; do sleep 5; done  # the driver's CLI build is over
+echo "suites start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
+t0=$(date +%s)
+timeout "${BUILD_TIMEOUT:-600}" scripts/build-cuda.sh build-suites -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
+  -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -- -k 0 \
+  test_detect_data test_data test_yolo9 test_capture > "$OUT/build.log" 2>&1
+echo "build: rc=$? in $(( $(date +%s) - t0 )) s $(date -u +%T)"; grep -E "error:|FAILED" "$OUT/build.log" | head -10
+for a in detect_data data yolo9 capture; do
+  timeout 400 build-suites/tests/test_$a --test-suite=gpu > "$OUT/gpu_$a.txt" 2>&1
+  echo "$a rc=$? $(grep -E '^\[doctest\] test cases' "$OUT/gpu_$a.txt") $(date -u +%T)"
+  grep -E "ERROR|FATAL" -A3 "$OUT/gpu_$a.txt" | cut -c1-300 | head -20
+done
+echo "suites done $(date -u +%FT%TZ)"
