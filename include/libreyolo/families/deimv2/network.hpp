@@ -275,6 +275,7 @@ class DEIMv2Impl : public torch::nn::Cloneable<DEIMv2Impl> {
       eo.use_encoder_idx = {static_cast<int64_t>(strides.size()) - 1};
       eo.fuse_sum = true;
       eo.csp2 = true;
+      eo.cloned_blocks = true;  // one Lateral_Conv, SCDown_Conv and Fuse_Block deep-copied (hybrid_encoder.py:491-526)
       if (c.vit) {
         // version "deim": RepNCSPELAN5 (csp2, no 3x3 convs); every input already hidden_dim wide (identity
         // projections); the AIFI layer keeps the default GELU.

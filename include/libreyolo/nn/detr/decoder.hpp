@@ -88,6 +88,7 @@ class DetrDecoderStackImpl : public torch::nn::Cloneable<DetrDecoderStackImpl> {
   void reset() override {
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) layers->push_back(DetrDecoderLayer(o_));
+    start_as_copies(layers);  // deep copies of one layer (rtdetr/nn.py:615, rtdetrv2/decoder.py:265)
   }
   DetrDecoderLayerImpl& layer(int64_t i) { return *layers[i]->as<DetrDecoderLayerImpl>(); }
   torch::nn::ModuleList layers{nullptr};

@@ -89,6 +89,9 @@ struct DFineDecoderOptions {
   bool deimv2 = false;
   bool use_gateway = true;        // false (DEIMv2 atto..pico): residual + norm2 after cross-attention
   bool share_bbox_head = false;   // true (DEIMv2 atto..pico): one dec_bbox_head module for every layer
+  // DEIMv2's and EC's heads start as copies of one module: every dec_score_head, and the dec_bbox_heads up to
+  // eval_idx (deim_decoder.py:414-434, ec/decoder.py:598-619); D-FINE's and DEIM's are each drawn afresh.
+  bool cloned_heads = false;
   // reg_scale held as int64 (DEIMv2 n: its SIZE_CONFIGS give the integer 4, so the original's
   // torch.tensor([reg_scale]) is int64); the box math reads it as a float either way (fdr.hpp).
   bool integer_reg_scale = false;
@@ -101,6 +104,7 @@ inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
   o.query_pos_hidden = o.hidden_dim;
   o.query_pos_per_layer = false;
   o.ffn_norm_name = "norm2";
+  o.cloned_heads = true;
   return o;
 }
 
@@ -109,6 +113,7 @@ inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
 // every layer, as EC's (models/deimv2/engine/deim/deim_decoder.py:215-216, before the layer loop).
 inline DFineDecoderOptions deimv2_decoder_options(DFineDecoderOptions o) {
   o.deimv2 = true;
+  o.cloned_heads = true;
   o.enc_output = false;
   o.query_pos_layers = 3;
   o.query_pos_hidden = o.hidden_dim;
@@ -316,6 +321,11 @@ class DFineDecoderStackImpl : public torch::nn::Cloneable<DFineDecoderStackImpl>
     reg_scale = register_buffer("reg_scale", rs_);
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) layers->push_back(DFineDecoderLayer(o_));
+    // Deep copies of one layer up to eval_idx, of another after it (dfine/decoder.py:318-323; DEIM's, DEIMv2's
+    // and EC's likewise). The LQE layers are each built afresh (a new LQE inside the comprehension).
+    const auto first_after = static_cast<size_t>((o_.eval_idx >= 0 ? o_.eval_idx : o_.num_layers + o_.eval_idx) + 1);
+    start_as_copies(layers, 0, first_after);
+    start_as_copies(layers, first_after);
     lqe_layers = register_module("lqe_layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_layers; ++i) lqe_layers->push_back(LQE(4, 64, 2, o_.reg_max, o_.activation));
   }
@@ -360,6 +370,10 @@ class DFineDecoderImpl : public DetrDecoderCore<DFineDecoderImpl, DFineDecoderOp
     MLP shared = o_.share_bbox_head ? MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act) : MLP(nullptr);
     for (int64_t i = 0; i < o_.num_layers; ++i)
       dec_bbox_head->push_back(shared && i <= eval_index() ? shared : MLP(d, d, 4 * (o_.reg_max + 1), 3, o_.mlp_act));
+    if (o_.cloned_heads) {
+      start_as_copies(dec_score_head);
+      start_as_copies(dec_bbox_head, 0, static_cast<size_t>(eval_index() + 1));
+    }
     if (o_.eval_spatial_size > 0) register_eval_anchors();
     reset_parameters();
   }

@@ -161,6 +161,7 @@ inline DFineEncoderOptions ec_encoder_options(DFineEncoderOptions o) {
   o.fuse_sum = true;
   o.csp2 = true;
   o.fusion_conv3x3 = false;
+  o.cloned_blocks = true;  // models/ec/encoder.py:153-164
   return o;
 }
 

@@ -90,6 +90,7 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   void reset() override {
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < n_; ++i) layers->push_back(TransformerEncoderLayer(d_, h_, f_, act_));
+    start_as_copies(layers);  // the original's TransformerEncoder: deep copies of one layer
   }
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& pos) {
     for (const auto& l : *layers) x = l->as<TransformerEncoderLayerImpl>()->forward(x, pos);
@@ -132,6 +133,10 @@ struct HybridEncoderOptions {
   // The FPN / PAN fusion input: false, the two maps concatenated (2 x hidden_dim channels); true, summed
   // (hidden_dim channels: EC's and DEIMv2's fuse_op "sum").
   bool fuse_sum = false;
+  // The lateral convs, the downsampling blocks and the fusion blocks (FPN and PAN alike) start as copies of
+  // one each (DEIMv2's and EC's encoders deep-copy one Lateral_Conv, SCDown_Conv and Fuse_Block); false,
+  // each drawn afresh (RT-DETR's, D-FINE's and DEIM's build them in the loop).
+  bool cloned_blocks = false;
 };
 
 // The hybrid encoder's layout: 1x1 conv + BN input projections to hidden_dim, AIFI on the
@@ -165,6 +170,7 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
     encoder = this->register_module("encoder", torch::nn::ModuleList());
     for (size_t i = 0; i < o_.use_encoder_idx.size(); ++i)
       encoder->push_back(TransformerEncoder(o_.num_encoder_layers, d, o_.nhead, o_.dim_feedforward, o_.enc_act));
+    start_as_copies(encoder);  // every original deep-copies one encoder layer into each AIFI encoder
     lateral_convs = this->register_module("lateral_convs", torch::nn::ModuleList());
     fpn_blocks = this->register_module("fpn_blocks", torch::nn::ModuleList());
     for (int64_t i = nlev - 1; i > 0; --i) {
@@ -176,6 +182,13 @@ class HybridEncoderTImpl : public torch::nn::Cloneable<HybridEncoderTImpl<Blocks
     for (int64_t i = 0; i < nlev - 1; ++i) {
       downsample_convs->push_back(Blocks::downsample(d));
       pan_blocks->push_back(Blocks::fusion(o_));
+    }
+    if (o_.cloned_blocks) {
+      start_as_copies(lateral_convs);
+      start_as_copies(downsample_convs);
+      auto fusion = fpn_blocks->children();
+      for (const auto& m : pan_blocks->children()) fusion.push_back(m);
+      start_as_copies(fusion);
     }
   }
 

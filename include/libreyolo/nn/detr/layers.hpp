@@ -8,10 +8,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace libreyolo::nn::detr {
 
@@ -30,6 +34,39 @@ inline torch::Tensor activate(const torch::Tensor& x, Act a) {
 inline torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5) {
   auto c = x.clamp(0.0, 1.0);
   return torch::log(c.clamp_min(eps) / (1 - c).clamp_min(eps));
+}
+
+// The originals build one module and deep-copy it into a list (copy.deepcopy: the decoder and encoder layers
+// of every DETR family, DEIMv2's and EC's heads and encoder blocks), so the copies start with equal weights;
+// ours builds each afresh. This gives `mods[1..]` the parameters and buffers of `mods[0]` (names and shapes
+// must agree; a module listed twice, a shared one, is left as it is). Construction only: loaded weights
+// replace it.
+inline void start_as_copies(const std::vector<std::shared_ptr<torch::nn::Module>>& mods) {
+  if (mods.size() < 2) return;
+  torch::NoGradGuard ng;
+  const auto params = mods[0]->named_parameters(/*recurse=*/true);
+  const auto buffers = mods[0]->named_buffers(/*recurse=*/true);
+  auto copy_all = [](const torch::OrderedDict<std::string, torch::Tensor>& from, torch::OrderedDict<std::string, torch::Tensor> to,
+                     size_t i) {
+    TORCH_CHECK(from.size() == to.size(), "start_as_copies: module ", i, " has ", to.size(), " tensors, the first ", from.size());
+    for (auto& item : to) {
+      const auto* src = from.find(item.key());
+      TORCH_CHECK(src && src->sizes() == item.value().sizes(), "start_as_copies: module ", i, "'s ", item.key(),
+                  " has no equal in the first module");
+      item.value().copy_(*src);
+    }
+  };
+  for (size_t i = 1; i < mods.size(); ++i) {
+    if (mods[i].get() == mods[0].get()) continue;
+    copy_all(params, mods[i]->named_parameters(true), i);
+    copy_all(buffers, mods[i]->named_buffers(true), i);
+  }
+}
+// The same over a ModuleList's members [begin, end).
+inline void start_as_copies(const torch::nn::ModuleList& list, size_t begin = 0, size_t end = SIZE_MAX) {
+  std::vector<std::shared_ptr<torch::nn::Module>> mods;
+  for (size_t i = begin; i < std::min(end, list->size()); ++i) mods.push_back(list->ptr(i));
+  start_as_copies(mods);
 }
 
 // A Linear module applied as one operator: at::linear (addmm on a contiguous input, as PyTorch's F.linear).
