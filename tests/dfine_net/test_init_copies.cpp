@@ -7,10 +7,13 @@
 //                 ec/decoder.py:598-619); the hybrid encoder's lateral convs, downsampling blocks and fusion
 //                 blocks, FPN and PAN alike (hybrid_encoder.py:491-526, ec/encoder.py:153-164); the lite
 //                 encoder's two down_samples and fpn_block / pan_block (lite_encoder.py:90-108);
-//   built afresh: RT-DETR's, D-FINE's and DEIM's heads and encoder blocks, and every family's LQE layers.
+//   built afresh: RT-DETR's, D-FINE's and DEIM's heads and encoder blocks, and every family's LQE layers;
+//   RF-DETR:      its decoder layers are copies whose matrices and deformable attentions its Transformer
+//                 redraws (transformer.py:385-391): only the 1-D tensors outside the cross-attention stay copied.
 #include <libreyolo/families/deimv2/family.hpp>
 #include <libreyolo/families/dfine/family.hpp>
 #include <libreyolo/families/ec/family.hpp>
+#include <libreyolo/families/rfdetr/family.hpp>
 #include <libreyolo/families/rtdetr/family.hpp>
 #include <libreyolo/families/rtdetrv2/family.hpp>
 
@@ -112,5 +115,20 @@ TEST_CASE("DEIMv2 s and EC s: heads, lateral convs, downsampling and fusion bloc
     check_copies(t, "encoder.downsample_convs.0.", "encoder.downsample_convs.1.");
     check_copies(t, "encoder.fpn_blocks.0.", "encoder.fpn_blocks.1.");
     check_copies(t, "encoder.fpn_blocks.0.", "encoder.pan_blocks.1.");
+  }
+}
+
+TEST_CASE("RF-DETR: the decoder layers' biases outside the cross-attention start copied, their matrices drawn anew") {
+  const auto t = fresh_network<ly::RFDETRFamily>("n");
+  const std::string a = "transformer.decoder.layers.0.", b = "transformer.decoder.layers.1.";
+  for (const char* name : {"linear1.bias", "linear2.bias", "norm1.weight", "norm3.bias"}) {
+    CAPTURE(name);
+    REQUIRE(t.count(a + name) == 1);
+    CHECK(torch::equal(t.at(a + name), t.at(b + name)));
+  }
+  for (const char* name : {"linear1.weight", "linear2.weight", "cross_attn.value_proj.weight"}) {
+    CAPTURE(name);
+    REQUIRE(t.count(a + name) == 1);
+    CHECK_FALSE(torch::equal(t.at(a + name), t.at(b + name)));
   }
 }

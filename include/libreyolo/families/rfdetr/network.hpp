@@ -155,6 +155,12 @@ class RFDETRDecoderImpl : public torch::nn::Cloneable<RFDETRDecoderImpl> {
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < n_; ++i)
       layers->push_back(RFDETRDecoderLayer(kHiddenDim, kSelfAttnHeads, kCrossAttnHeads, 1, kDecPoints, kDimFeedforward, groups_));
+    // The original deep-copies one layer (transformer.py:539, _get_clones), then its Transformer redraws every
+    // matrix and every deformable attention (transformer.py:385-391; the xavier pass below, RFDETRTransformer):
+    // what stays copied are the 1-D tensors outside the cross-attention (the FFN's and projections' biases).
+    detr::start_as_copies(layers->children(), [](const std::string& name, const torch::Tensor& t) {
+      return t.dim() == 1 && name.find("cross_attn.") == std::string::npos;
+    });
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kHiddenDim})));
     ref_point_head = register_module("ref_point_head", detr::MLP(2 * kHiddenDim, kHiddenDim, kHiddenDim, 2));
   }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,17 +40,19 @@ inline torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5) 
 // The originals build one module and deep-copy it into a list (copy.deepcopy: the decoder and encoder layers
 // of every DETR family, DEIMv2's and EC's heads and encoder blocks), so the copies start with equal weights;
 // ours builds each afresh. This gives `mods[1..]` the parameters and buffers of `mods[0]` (names and shapes
-// must agree; a module listed twice, a shared one, is left as it is). Construction only: loaded weights
-// replace it.
-inline void start_as_copies(const std::vector<std::shared_ptr<torch::nn::Module>>& mods) {
+// must agree; a module listed twice, a shared one, is left as it is). `only`, when given, picks the tensors
+// (by name within the module and value) that are copied. Construction only: loaded weights replace it.
+using TensorFilter = std::function<bool(const std::string&, const torch::Tensor&)>;
+inline void start_as_copies(const std::vector<std::shared_ptr<torch::nn::Module>>& mods, const TensorFilter& only = {}) {
   if (mods.size() < 2) return;
   torch::NoGradGuard ng;
   const auto params = mods[0]->named_parameters(/*recurse=*/true);
   const auto buffers = mods[0]->named_buffers(/*recurse=*/true);
-  auto copy_all = [](const torch::OrderedDict<std::string, torch::Tensor>& from, torch::OrderedDict<std::string, torch::Tensor> to,
-                     size_t i) {
+  auto copy_all = [&only](const torch::OrderedDict<std::string, torch::Tensor>& from, torch::OrderedDict<std::string, torch::Tensor> to,
+                          size_t i) {
     TORCH_CHECK(from.size() == to.size(), "start_as_copies: module ", i, " has ", to.size(), " tensors, the first ", from.size());
     for (auto& item : to) {
+      if (only && !only(item.key(), item.value())) continue;
       const auto* src = from.find(item.key());
       TORCH_CHECK(src && src->sizes() == item.value().sizes(), "start_as_copies: module ", i, "'s ", item.key(),
                   " has no equal in the first module");
