@@ -7,6 +7,7 @@
 #                D-FINE-n, DEIM-n (35), and D-FINE-n, DEIM-n under train_resize=stretch (the geometry question)
 #   shapes seeds 0-2 (issue 39's protocol): DEIMv2-atto, DEIMv2-s (35); with EC=1, EC-s seeds 1-2 letterbox and stretch
 #   (left out of the session's call: four refused starts left 1169 s of device time)
+# SCENES_MODELS picks the scenes arms' models (default all six above).
 # STRETCH=1 adds the D-FINE-n / DEIM-n stretch arms, ATTO=1 DEIMv2-atto (both left out after a fifth refusal: 989 s).
 # All arms at once on the one GPU; wall times are under that load. Same launch and poll as benchmarks/s47/driver.sh.
 set -uo pipefail
@@ -23,7 +24,7 @@ for s in 0 1 2; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
 wait; echo "sets written $(date -u +%T)"
 export ARM_TIMEOUT=${ARM_TIMEOUT:-1100}
 for s in 0 1; do
-  for m in yolo9t yolo7b rtdetr-r18 rtdetrv2-r18 dfinen deimn; do lane_arm $m $s ours scenes & done
+  for m in ${SCENES_MODELS:-yolo9t yolo7b rtdetr-r18 rtdetrv2-r18 dfinen deimn}; do lane_arm $m $s ours scenes & done
   [ -n "${STRETCH:-}" ] && for m in dfinen deimn; do lane_arm $m $s ours scenes "" _stretch train_resize=stretch & done
 done
 for s in 0 1 2; do [ -n "${ATTO:-}" ] && lane_arm deimv2atto $s ours shapes & lane_arm deimv2s $s ours shapes & done
