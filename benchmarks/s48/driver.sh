@@ -7,6 +7,7 @@
 #                D-FINE-n, DEIM-n (35), and D-FINE-n, DEIM-n under train_resize=stretch (the geometry question)
 #   shapes seeds 0-2 (issue 39's protocol): DEIMv2-atto, DEIMv2-s (35); with EC=1, EC-s seeds 1-2 letterbox and stretch
 #   (left out of the session's call: four refused starts left 1169 s of device time)
+# FAMILIES="rtdetr;rtdetrv2" builds a CLI of those families only. SHAPES_SEEDS (default 0 1 2) picks DEIMv2-s's seeds.
 # SCENES_MODELS picks the scenes arms' models (default all six above).
 # STRETCH=1 adds the D-FINE-n / DEIM-n stretch arms, ATTO=1 DEIMv2-atto (both left out after a fifth refusal: 989 s).
 # All arms at once on the one GPU; wall times are under that load. Same launch and poll as benchmarks/s47/driver.sh.
@@ -17,17 +18,24 @@ export OUT=/tmp/s43out; mkdir -p $OUT
 mkdir -p $L/lanes
 echo "driver start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
 nvidia-smi --query-gpu=name --format=csv,noheader
-build_cuda ${BUILD_TIMEOUT:-420} libreyolo_cli
+if [ -n "${FAMILIES:-}" ]; then  # a CLI of these families only (-DLIBREYOLO_FAMILIES, families/list.hpp): a shorter build
+  t0=$(date +%s)
+  timeout ${BUILD_TIMEOUT:-420} scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_TESTS=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF -DLIBREYOLO_BUILD_EXAMPLES=OFF "-DLIBREYOLO_FAMILIES=$FAMILIES" \
+    -- libreyolo_cli > $L/build.log 2>&1
+  echo "build rc=$? in $(( $(date +%s) - t0 ))s (families $FAMILIES)"; grep -E "error|FAILED" $L/build.log | head -20
+else
+  build_cuda ${BUILD_TIMEOUT:-420} libreyolo_cli
+fi
 [ -x $CLI ] || { echo "no CLI: stop"; exit 1; }
 for s in 0 1; do synth_set /tmp/scenes_$s $s & done
-for s in 0 1 2; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
+for s in ${SHAPES_SEEDS-0 1 2}; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
 wait; echo "sets written $(date -u +%T)"
 export ARM_TIMEOUT=${ARM_TIMEOUT:-1100}
 for s in 0 1; do
   for m in ${SCENES_MODELS:-yolo9t yolo7b rtdetr-r18 rtdetrv2-r18 dfinen deimn}; do lane_arm $m $s ours scenes & done
   [ -n "${STRETCH:-}" ] && for m in dfinen deimn; do lane_arm $m $s ours scenes "" _stretch train_resize=stretch & done
 done
-for s in 0 1 2; do [ -n "${ATTO:-}" ] && lane_arm deimv2atto $s ours shapes & lane_arm deimv2s $s ours shapes & done
+for s in ${SHAPES_SEEDS-0 1 2}; do [ -n "${ATTO:-}" ] && lane_arm deimv2atto $s ours shapes & lane_arm deimv2s $s ours shapes & done
 [ -n "${EC:-}" ] && for s in 1 2; do lane_arm ec-s $s ours shapes & lane_arm ec-s $s ours shapes "" _stretch train_resize=stretch & done
 wait
 cat $L/lanes/*.txt | grep -E "^seed" | sort > $OUT/lanes.txt
