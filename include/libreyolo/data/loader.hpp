@@ -211,7 +211,7 @@ class Loader {
   // Whether drop_single leaves out this epoch's last sample (this rank's share ends in a batch of one).
   bool drops_single() const {
     const size_t n = num_samples(), b = static_cast<size_t>(opt_.batch);
-    return opt_.drop_single && !opt_.drop_last && b > 1 && n > 1 && n % b == 1;
+    return opt_.drop_single && b > 1 && n > 1 && n % b == 1;
   }
   const Dataset& dataset() const { return *ds_; }
   const LoaderOptions& options() const { return opt_; }
