@@ -21,7 +21,8 @@ synth_set() {
 # build_cuda SECONDS TARGET...
 build_cuda() {
   local secs=$1 t0; shift; t0=$(date +%s)
-  timeout "$secs" scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF -- -k 0 "$@" > $L/build.log 2>&1
+  # BUILD_CONF: more configure arguments, after the defaults (a later -D wins), e.g. a family subset.
+  timeout "$secs" scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_BENCHMARKS=ON -DLIBREYOLO_BUILD_EXAMPLES=OFF ${BUILD_CONF:-} -- -k 0 "$@" > $L/build.log 2>&1
   echo "build rc=$? in $(( $(date +%s) - t0 ))s"; grep -E "error|FAILED" $L/build.log | head -20; pack
 }
 # gpu_tests SECONDS AREA...: each area's runner with --test-suite=gpu, its failures and messages.

@@ -15,17 +15,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 export OUT=/tmp/s43out; mkdir -p $OUT
 . benchmarks/fidelity/common.sh
+. benchmarks/device_lib.sh
 mkdir -p $L/lanes
-echo "driver start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
-nvidia-smi --query-gpu=name --format=csv,noheader
-if [ -n "${FAMILIES:-}" ]; then  # a CLI of these families only (-DLIBREYOLO_FAMILIES, families/list.hpp): a shorter build
-  t0=$(date +%s)
-  timeout ${BUILD_TIMEOUT:-420} scripts/build-cuda.sh $B -DLIBREYOLO_BUILD_TESTS=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF -DLIBREYOLO_BUILD_EXAMPLES=OFF "-DLIBREYOLO_FAMILIES=$FAMILIES" \
-    -- libreyolo_cli > $L/build.log 2>&1
-  echo "build rc=$? in $(( $(date +%s) - t0 ))s (families $FAMILIES)"; grep -E "error|FAILED" $L/build.log | head -20
-else
-  build_cuda ${BUILD_TIMEOUT:-420} libreyolo_cli
-fi
+driver_start
+# FAMILIES: a CLI of those families only (-DLIBREYOLO_FAMILIES, families/list.hpp; tests and benchmarks off), a shorter build
+[ -n "${FAMILIES:-}" ] && export BUILD_CONF="-DLIBREYOLO_BUILD_TESTS=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF -DLIBREYOLO_FAMILIES=$FAMILIES"
+build_cuda ${BUILD_TIMEOUT:-420} libreyolo_cli
 [ -x $CLI ] || { echo "no CLI: stop"; exit 1; }
 for s in 0 1; do synth_set /tmp/scenes_$s $s & done
 for s in ${SHAPES_SEEDS-0 1 2}; do STYLE=shapes synth_set /tmp/shapes_$s $s & done
