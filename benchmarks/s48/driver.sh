@@ -10,6 +10,8 @@
 # FAMILIES="rtdetr;rtdetrv2" builds a CLI of those families only. SHAPES_SEEDS (default 0 1 2) picks DEIMv2-s's seeds.
 # SCENES_MODELS picks the scenes arms' models (default all six above).
 # STRETCH=1 adds the D-FINE-n / DEIM-n stretch arms, ATTO=1 DEIMv2-atto (both left out after a fifth refusal: 989 s).
+# ORIG_MODELS (session 49) adds the original's arms of those models at scenes seeds 0-1 beside ours, for wall time under
+# one load (its CNNs: ~150-220 s each; its DETRs ~1100-1340 s, too long for one session's device time).
 # All arms at once on the one GPU; wall times are under that load. Same launch and poll as benchmarks/s47/driver.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +22,7 @@ mkdir -p $L/lanes
 driver_start
 # FAMILIES: a CLI of those families only (-DLIBREYOLO_FAMILIES, families/list.hpp; tests and benchmarks off), a shorter build
 [ -n "${FAMILIES:-}" ] && export BUILD_CONF="-DLIBREYOLO_BUILD_TESTS=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF -DLIBREYOLO_FAMILIES=$FAMILIES"
+[ -n "${ORIG_MODELS:-}" ] && { coco_shim > $L/coco_shim.log 2>&1; echo "coco_shim rc=$?"; export PYTHONPATH; }
 build_cuda ${BUILD_TIMEOUT:-420} libreyolo_cli
 [ -x $CLI ] || { echo "no CLI: stop"; exit 1; }
 for s in 0 1; do synth_set /tmp/scenes_$s $s & done
@@ -28,6 +31,7 @@ wait; echo "sets written $(date -u +%T)"
 export ARM_TIMEOUT=${ARM_TIMEOUT:-1100}
 for s in 0 1; do
   for m in ${SCENES_MODELS:-yolo9t yolo7b rtdetr-r18 rtdetrv2-r18 dfinen deimn}; do lane_arm $m $s ours scenes & done
+  for m in ${ORIG_MODELS:-}; do lane_arm $m $s original scenes & done
   [ -n "${STRETCH:-}" ] && for m in dfinen deimn; do lane_arm $m $s ours scenes "" _stretch train_resize=stretch & done
 done
 for s in ${SHAPES_SEEDS-0 1 2}; do [ -n "${ATTO:-}" ] && lane_arm deimv2atto $s ours shapes & lane_arm deimv2s $s ours shapes & done
