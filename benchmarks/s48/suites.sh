@@ -9,14 +9,17 @@ cd "$(dirname "$0")/../.."
 export OUT=/tmp/s43out/suites; mkdir -p $OUT
 . benchmarks/device_lib.sh
 driver_deps
+# AREAS (session 49): the areas whose GPU suites run (default the four above; session 49 adds step and train, whose
+# GPU cases count the training loader's batches).
+AREAS=${AREAS:-detect_data data yolo9 capture}
 until grep -q "sets written" /tmp/s43_driver.log 2>/dev/null; do sleep 5; done  # the driver's CLI build is over
 echo "suites start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
 t0=$(date +%s)
 timeout "${BUILD_TIMEOUT:-600}" scripts/build-cuda.sh build-suites -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
   -DLIBREYOLO_BUILD_EXAMPLES=OFF -DLIBREYOLO_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -- -k 0 \
-  test_detect_data test_data test_yolo9 test_capture > "$OUT/build.log" 2>&1
+  $(for a in $AREAS; do echo test_$a; done) > "$OUT/build.log" 2>&1
 echo "build: rc=$? in $(( $(date +%s) - t0 )) s $(date -u +%T)"; grep -E "error:|FAILED" "$OUT/build.log" | head -10
-for a in detect_data data yolo9 capture; do
+for a in $AREAS; do
   timeout 400 build-suites/tests/test_$a --test-suite=gpu > "$OUT/gpu_$a.txt" 2>&1
   echo "$a rc=$? $(grep -E '^\[doctest\] test cases' "$OUT/gpu_$a.txt") $(date -u +%T)"
   grep -E "ERROR|FATAL" -A3 "$OUT/gpu_$a.txt" | cut -c1-300 | head -20

@@ -223,12 +223,15 @@ TEST_CASE("distributed sampler: each rank a disjoint share, every image once per
   std::vector<size_t> order(10);
   std::iota(order.begin(), order.end(), size_t{100});
   using L = ly::data::Loader<ly::data::ClassifyFolder>;
-  const auto a = L::shard_order(order, 0, 2), b = L::shard_order(order, 1, 2);
+  const auto a = L::shard_order(order, 0, 2, 5), b = L::shard_order(order, 1, 2, 5);
   CHECK(a == std::vector<size_t>{100, 102, 104, 106, 108});
   CHECK(b == std::vector<size_t>{101, 103, 105, 107, 109});
-  const auto c0 = L::shard_order(order, 0, 3), c2 = L::shard_order(order, 2, 3);
+  const auto c0 = L::shard_order(order, 0, 3, 4), c2 = L::shard_order(order, 2, 3, 4);
   CHECK(c0.size() == 4);
   CHECK(c2 == std::vector<size_t>{102, 105, 108, 101});  // position 11 wraps around to position 1
+  // Dropping the tail instead (torch's DistributedSampler, drop_last=True): 3 each, position 9 left out.
+  CHECK(L::shard_order(order, 0, 3, 3) == std::vector<size_t>{100, 103, 106});
+  CHECK(L::shard_order(order, 2, 3, 3) == std::vector<size_t>{102, 105, 108});
   // Through a loader: two ranks of the tiny set see the same epoch order split in two.
   ly::data::ClassifyAugment aug;
   aug.imgsz = 32, aug.train = false;
@@ -245,6 +248,20 @@ TEST_CASE("distributed sampler: each rank a disjoint share, every image once per
   }
   // 39 training images: each rank takes 20, one image is seen twice (the padding by wrapping).
   CHECK(total == 2 * ((ds->size() + 1) / 2));
+  // shard_drop_tail (training, as the originals' DistributedSampler(drop_last=True)): 19 each, the epoch
+  // order's last image left out; with drop_last, 4 batches of 4 each.
+  for (int r = 0; r < 2; ++r) {
+    ly::data::LoaderOptions o;
+    o.batch = 4, o.workers = 0, o.seed = 3, o.rank = r, o.world = 2, o.shard_drop_tail = true;
+    L loader(ds, o);
+    CHECK(loader.num_samples() == ds->size() / 2);
+    o.drop_last = true;
+    CHECK(L(ds, o).num_batches() == ds->size() / 2 / 4);
+    loader.start_epoch(1);
+    size_t n = 0;
+    while (auto b = loader.next()) n += static_cast<size_t>(b->images.size(0));
+    CHECK(n == ds->size() / 2);
+  }
   // drop_single (training): a last batch of one image, which BatchNorm cannot train on, is left out.
   ly::data::LoaderOptions one;
   one.batch = 2, one.workers = 0, one.drop_single = true;
@@ -463,9 +480,9 @@ TEST_CASE("dist worker" * doctest::skip()) {
     std::_Exit(ly::dist::interrupted_exit_code);  // what the CLI returns after an interrupted run
   } else if (mode == "stop") {
     auto args = resnet_args(out);
-    // 16 images per step, 8 per rank: 3 steps per epoch (39 images, 20 per rank), so step 10 is
-    // the first step of epoch 4.
-    args.insert(args.end(), {"epochs=5", "max_steps=0", "batch=16", "nbs=16"});
+    // 12 images per step, 6 per rank: 3 steps per epoch (39 images, 20 per rank, the last partial batch
+    // dropped), so step 10 is the first step of epoch 4.
+    args.insert(args.end(), {"epochs=5", "max_steps=0", "batch=12", "nbs=12"});
     using T = ly::Trainer<ly::ResNetFamily, ly::precision::Fp32, ly::capture::Eager, ly::profile::Off, ly::capture::Mode::distributed>;
     T t(ly::parse_args(args), ly::ResNetFamily("18"));
     struct Stopper {

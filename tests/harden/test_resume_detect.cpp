@@ -205,13 +205,13 @@ void check_resume(const std::string& tag, const std::vector<std::string>& base, 
 }  // namespace
 
 TEST_CASE("resume: YOLOv9-t with mosaic and EMA stopped mid-epoch continues bit-exactly") {
-  // About 19 train images at batch 4: 5 batches per epoch. Mosaic open in epochs 1-2, closed in 3; the
-  // stop is after micro-batch 6 (epoch 2, batch 1). The warm-up (3 epochs) spans the whole run.
+  // About 19 train images at batch 4: 4 full batches per epoch (the partial fifth dropped). Mosaic open in
+  // epochs 1-2, closed in 3; the stop is after micro-batch 6 (epoch 2, batch 2). The warm-up (3 epochs) spans the whole run.
   const std::vector<std::string> base{"model=yolo9t", "data=" + detect_set_64().string(), "imgsz=64", "batch=4",
                                       "workers=2", "device=cpu", "epochs=3", "no_aug_epochs=1", "mosaic=1.0",
                                       "ema=true", "seed=7"};
   LogLines log;
-  check_resume<Yolo9Trainer>("yolo9", base, "t", 6, 3, 5,
+  check_resume<Yolo9Trainer>("yolo9", base, "t", 6, 3, 4,
                              [](Yolo9Trainer& t, const Steps& s) {
                                CHECK(t.config().ema);
                                CHECK(t.config().mosaic == 1.0);
@@ -225,12 +225,12 @@ TEST_CASE("resume: YOLOv9-t with mosaic and EMA stopped mid-epoch continues bit-
 
 TEST_CASE("resume: YOLOX-t stopped in the epoch before its L1 switch continues bit-exactly across it") {
   // Mosaic (with mixup and the affine) open in epochs 1-2; epoch 3 closes it and turns the L1 loss on.
-  // The stop is after micro-batch 7 (epoch 2, batch 2): the resumed run crosses the switch.
+  // The stop is after micro-batch 7 (epoch 2, batch 3 of 4): the resumed run crosses the switch.
   const std::vector<std::string> base{"model=yoloxt", "data=" + detect_set_64().string(), "imgsz=64", "batch=4",
                                       "workers=0", "device=cpu", "epochs=3", "no_aug_epochs=1", "warmup_epochs=1",
                                       "ema=true", "seed=9"};
   LogLines log;
-  check_resume<YoloxTrainer>("yolox", base, "t", 7, 3, 5,
+  check_resume<YoloxTrainer>("yolox", base, "t", 7, 3, 4,
                              [](YoloxTrainer& t, const Steps& s) {
                                CHECK(t.config().ema);
                                CHECK(t.family().use_l1());

@@ -7,6 +7,7 @@
 #include <libreyolo/train/autobatch.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -212,10 +213,37 @@ LRY_GPU_SUITE {
     CHECK(*p8 < *p32);
     const auto after = snapshot(t);
     for (size_t i = 0; i < before.size(); ++i) CHECK(torch::equal(before[i], after[i]));
-    // And it trains at that batch: 39 images -> batches of 32 and 7, one optimizer step (accumulate 2).
+    // And it trains at that batch: 39 images -> one batch of 32 (the partial second dropped), one optimizer step
+    // (accumulate 2: the epoch's window ends at its last batch).
     const auto r = t.fit();
     CHECK(r.epochs_done == 1);
-    CHECK(t.iteration() == 2);
+    CHECK(t.iteration() == 1);
     CHECK(r.optimizer_steps == 1);
   }
+}
+
+// Not autobatch either: the training loader the trainer builds (trainer_impl.hpp) drops each epoch's last partial
+// batch, as the originals' loaders do (data/dataset.py create_dataloader: drop_last when the split holds a batch;
+// the D-FINE line's drop_last=True); a batch larger than the split trains it as one batch.
+TEST_CASE("the training loader drops the last partial batch once the split holds a full batch") {
+  lry_test::TempDir runs("lry_runs");
+  const auto trainer_with = [&](int batch, const std::string& name) {
+    auto args = tiny_args(runs.path, name, "cpu");
+    args.push_back("batch=" + std::to_string(batch));
+    auto t = std::make_unique<ResNetTrainer>(ly::parse_args(args));
+    t->setup();
+    return t;
+  };
+  const size_t n = trainer_with(4, "n")->train_loader().num_samples();
+  REQUIRE(n >= 8);
+  int b = 5;  // a batch that leaves a tail of at least two images, so the whole tail goes, not one image
+  while (n % static_cast<size_t>(b) < 2) ++b;
+  REQUIRE(static_cast<size_t>(b) <= n);
+  auto t = trainer_with(b, "tail");
+  CHECK(t->train_loader().options().drop_last);
+  CHECK(t->train_loader().num_batches() == n / static_cast<size_t>(b));
+  CHECK_FALSE(t->train_loader().drops_single());
+  const auto big = trainer_with(static_cast<int>(n) + 3, "big");
+  CHECK_FALSE(big->train_loader().options().drop_last);
+  CHECK(big->train_loader().num_batches() == 1);
 }

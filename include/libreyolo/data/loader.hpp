@@ -45,6 +45,9 @@ struct LoaderOptions {
   // padded by wrapping to a multiple of `world`, and rank r takes positions r, r + world, ... So every
   // image is seen once per epoch across ranks (a few twice when the size does not divide).
   int rank = 0, world = 1;
+  // Instead of wrapping, leave out the epoch order's last size % world samples (torch's DistributedSampler
+  // with drop_last=True, which the originals' training loaders use once the set holds `world` samples).
+  bool shard_drop_tail = false;
 };
 
 // What the loader needs from a dataset. get() is called concurrently from several threads.
@@ -148,7 +151,7 @@ class Loader {
     // The dataset sees the whole epoch's order (mosaic partners are drawn near a sample in it), so a
     // sample's augmentation is the same however many ranks share the epoch; then this rank's share.
     if constexpr (detail::HasEpochOrder<Dataset>) const_cast<Dataset&>(*ds_).set_epoch_order(epoch, order_, opt_);
-    if (opt_.world > 1) order_ = shard_order(order_, opt_.rank, opt_.world);
+    if (opt_.world > 1) order_ = shard_order(order_, opt_.rank, opt_.world, num_samples());
     total_ = num_batches();
     next_out_ = next_claim_ = 0;
     stop_ = false;
@@ -195,12 +198,13 @@ class Loader {
   // This rank's share of one epoch (see LoaderOptions::rank).
   size_t num_samples() const {
     const size_t n = ds_->size(), w = static_cast<size_t>(std::max(1, opt_.world));
-    return (n + w - 1) / w;
+    return opt_.shard_drop_tail && n >= w ? n / w : (n + w - 1) / w;
   }
-  static std::vector<size_t> shard_order(const std::vector<size_t>& order, int rank, int world) {
+  // Rank `rank`'s `per` samples of the epoch's order: positions rank, rank + world, ... (wrapping past the end).
+  static std::vector<size_t> shard_order(const std::vector<size_t>& order, int rank, int world, size_t per) {
     std::vector<size_t> mine;
     if (order.empty()) return mine;
-    const size_t w = static_cast<size_t>(world), per = (order.size() + w - 1) / w;
+    const size_t w = static_cast<size_t>(world);
     for (size_t k = 0; k < per; ++k) mine.push_back(order[(k * w + static_cast<size_t>(rank)) % order.size()]);
     return mine;
   }
@@ -211,7 +215,7 @@ class Loader {
   // Whether drop_single leaves out this epoch's last sample (this rank's share ends in a batch of one).
   bool drops_single() const {
     const size_t n = num_samples(), b = static_cast<size_t>(opt_.batch);
-    return opt_.drop_single && b > 1 && n > 1 && n % b == 1;
+    return opt_.drop_single && !opt_.drop_last && b > 1 && n > 1 && n % b == 1;
   }
   const Dataset& dataset() const { return *ds_; }
   const LoaderOptions& options() const { return opt_; }
