@@ -43,7 +43,10 @@ inline torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5) 
 // must agree; a module listed twice, a shared one, is left as it is). `only`, when given, picks the tensors
 // (by name within the module and value) that are copied. Construction only: loaded weights replace it.
 using TensorFilter = std::function<bool(const std::string&, const torch::Tensor&)>;
-inline void start_as_copies(const std::vector<std::shared_ptr<torch::nn::Module>>& mods, const TensorFilter& only = {}) {
+// (A braced list of module pointers is ambiguous between this and the ModuleList overload on LibTorch 2.x, whose
+// ModuleList constructs from modules: name the vector, ModulePtrs{a.ptr(), b.ptr()}.)
+using ModulePtrs = std::vector<std::shared_ptr<torch::nn::Module>>;
+inline void start_as_copies(const ModulePtrs& mods, const TensorFilter& only = {}) {
   if (mods.size() < 2) return;
   torch::NoGradGuard ng;
   const auto params = mods[0]->named_parameters(/*recurse=*/true);

@@ -61,8 +61,8 @@ class LiteEncoderImpl : public torch::nn::Cloneable<LiteEncoderImpl> {
     fpn_block = register_module("fpn_block", RepNCSPELAN4(d, d, 2 * d, c4, n, Act::silu, /*csp2=*/true));
     pan_block = register_module("pan_block", RepNCSPELAN4(d, d, 2 * d, c4, n, Act::silu, /*csp2=*/true));
     // The original deep-copies one down_sample and one fuse_block (lite_encoder.py:90-91, 107-108).
-    start_as_copies({down_sample1.ptr(), down_sample2.ptr()});
-    start_as_copies({fpn_block.ptr(), pan_block.ptr()});
+    start_as_copies(ModulePtrs{down_sample1.ptr(), down_sample2.ptr()});
+    start_as_copies(ModulePtrs{fpn_block.ptr(), pan_block.ptr()});
   }
   std::vector<torch::Tensor> forward(const std::vector<torch::Tensor>& feats) {
     TORCH_CHECK(feats.size() == 1, "LiteEncoder: expected 1 feature map, got ", feats.size());
