@@ -12,7 +12,11 @@ driver_deps
 # AREAS (session 49): the areas whose GPU suites run (default the four above; session 49 adds step and train, whose
 # GPU cases count the training loader's batches).
 AREAS=${AREAS:-detect_data data yolo9 capture}
-until grep -q "sets written" /tmp/s43_driver.log 2>/dev/null; do sleep 5; done  # the driver's CLI build is over
+# The driver's CLI build is over; a driver that stopped without a CLI ("no CLI: stop", session 49) ends this too.
+until grep -q "sets written" /tmp/s43_driver.log 2>/dev/null; do
+  grep -qE "no CLI: stop|driver done" /tmp/s43_driver.log 2>/dev/null && { echo "the driver stopped before its sets: no suites"; echo "suites done"; exit 1; }
+  sleep 5
+done
 echo "suites start $(date -u +%FT%TZ) COMMIT=${COMMIT:-unknown}"
 t0=$(date +%s)
 timeout "${BUILD_TIMEOUT:-600}" scripts/build-cuda.sh build-suites -DLIBREYOLO_BUILD_TESTS=ON -DLIBREYOLO_TEST_AREA_RUNNERS=ON \
