@@ -196,9 +196,11 @@ class Loader {
   }
 
   // This rank's share of one epoch (see LoaderOptions::rank).
-  size_t num_samples() const {
-    const size_t n = ds_->size(), w = static_cast<size_t>(std::max(1, opt_.world));
-    return opt_.shard_drop_tail && n >= w ? n / w : (n + w - 1) / w;
+  size_t num_samples() const { return share_size(ds_->size(), opt_.world, opt_.shard_drop_tail); }
+  // A rank's share of `n` samples over `world` ranks: padded by wrapping, or the tail dropped (shard_drop_tail).
+  static size_t share_size(size_t n, int world, bool drop_tail) {
+    const size_t w = static_cast<size_t>(std::max(1, world));
+    return drop_tail && n >= w ? n / w : (n + w - 1) / w;
   }
   // Rank `rank`'s `per` samples of the epoch's order: positions rank, rank + world, ... (wrapping past the end).
   static std::vector<size_t> shard_order(const std::vector<size_t>& order, int rank, int world, size_t per) {

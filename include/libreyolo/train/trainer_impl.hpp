@@ -181,24 +181,18 @@ void LIBREYOLO_TRAINER::build() {
   // The originals drop each epoch's last partial batch whenever this rank sees at least one full batch
   // (data/dataset.py:790-803 create_dataloader, drop_last = visible_samples >= batch_size; the D-FINE line's
   // loaders drop_last=True, models/dfine/trainer.py:382-390, models/deim/trainer.py:405-413). A split smaller
-  // than one batch trains as one short batch, less a lone image (BatchNorm cannot normalise over one).
-  // Distributed, each rank's share leaves out the epoch order's last size % world images, as their
-  // DistributedSampler(drop_last=len(train_dataset) >= world_size) does (training/trainer.py:566-572).
+  // than one batch trains as one short batch, as theirs does. Distributed, each rank's share leaves out the epoch
+  // order's last size % world images, as their DistributedSampler(drop_last=len(train_dataset) >= world_size)
+  // does (training/trainer.py:566-572). (The loader's drop_single, which left out a lone last image, has nothing
+  // left to do here: with drop_last a tail never trains, and without it the split is one batch.)
   {
     const auto train_set = family_.train_set();
-    const size_t world = static_cast<size_t>(std::max(1, lo.world)), n = train_set->size();
     lo.shard_drop_tail = true;
-    const size_t share = n >= world ? n / world : (n + world - 1) / world;
-    lo.drop_last = share >= static_cast<size_t>(lo.batch);
-    lo.drop_single = true;
+    lo.drop_last = Loader::share_size(train_set->size(), lo.world, true) >= static_cast<size_t>(lo.batch);
     train_loader_ = std::make_unique<Loader>(train_set, lo);
   }
-  if (train_loader_->drops_single())
-    log::notice_once("trainer.drop_single", "the last training batch of each epoch would hold one image, which "
-                     "BatchNorm cannot train on; that image is left out of the epoch (a different one each epoch)");
   lo.shuffle = false;
   lo.drop_last = false;
-  lo.drop_single = false;
   lo.shard_drop_tail = false;
   lo.rank = 0, lo.world = 1;  // validation runs on rank 0 over the whole split
   lo.batch = cfg_.batch * 2;
