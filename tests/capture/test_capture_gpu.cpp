@@ -92,34 +92,55 @@ bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Ten
 }
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-// Eager twice, then graph: bit-identical when eager is reproducible, else inside the eager spread.
+// Eager three times, then graph: bit-identical when eager is reproducible, else inside the eager spread.
+// "Reproducible" needs every eager run equal, never two alone: a network whose backward adds with atomics
+// (grid_sample's gradient in deformable attention) may let two eager runs agree by chance. Where three agree and the
+// graph run differs, a fourth eager run decides: equal to the others, the difference is the graph's and the exact
+// checks fail; different, eager is not reproducible and the spread rules.
+// Session 50 (H100, 634494f), DEIMv2-atto's region with its decoder: in the whole suite, e1 equalled e2 over 30 steps
+// and the graph run left them at step 10 (max |d| 0.174); run alone five times, the three eager runs all differed (loss
+// spread 0.34-0.78, the graph's nearest 0.28-0.36); with this three-run rule, in the whole suite again, the eager
+// spread was 0.027 and the graph's nearest 0.177, and the spread check failed. Unexplained (RESULTS.md, session 50);
+// the first-difference steps below are there to tell a graph-only difference from noise.
 template <class Region = cap::whole_network, class MakeNet, class LossFn>
 void check_graph_matches_eager(MakeNet make_net, const std::vector<torch::Tensor>& inputs, LossFn loss_of, bool amp = true) {
   const int steps = 30;
   auto e1 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
   auto e2 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
+  auto e3 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
   auto g = run_steps<cap::CudaGraph<>, Region>(make_net, inputs, loss_of, steps, {}, amp);
   CHECK(g.report["captures"] == 1);
   CHECK(g.report["replayed_steps"] == steps - 2);  // steps 0, 1 eager; the third sighting is captured
   CHECK(g.report["eager_steps"] == 2);
   CHECK(g.report["cuda_graph"] == true);
-  const bool eager_reproducible =
-      e1.losses.equal(e2.losses) && all_equal(e1.params, e2.params) && all_equal(e1.buffers, e2.buffers);
+  auto same = [](const Trajectory& a, const Trajectory& b) {
+    return a.losses.equal(b.losses) && all_equal(a.params, b.params) && all_equal(a.buffers, b.buffers);
+  };
+  // Where each pair's losses first part (-1: never): a graph-only difference parts the graph run from every eager run
+  // at one step while the eager runs stay together; noise parts runs at scattered steps.
+  auto first_diff = [](const Trajectory& a, const Trajectory& b) -> int64_t {
+    const auto ne = a.losses.ne(b.losses).nonzero();
+    return ne.size(0) == 0 ? -1 : ne[0][0].template item<int64_t>();
+  };
+  MESSAGE("losses first differ at step (-1: never): graph-e1 " << first_diff(g, e1) << ", graph-e2 " << first_diff(g, e2)
+          << ", graph-e3 " << first_diff(g, e3) << "; e1-e2 " << first_diff(e1, e2) << ", e1-e3 " << first_diff(e1, e3)
+          << ", e2-e3 " << first_diff(e2, e3));
+  bool eager_reproducible = same(e1, e2) && same(e1, e3);
+  if (eager_reproducible && !same(g, e1)) {
+    const auto e4 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
+    eager_reproducible = same(e4, e1);
+    if (!eager_reproducible) MESSAGE("three eager runs agreed by chance; a fourth differs");
+  }
   if (eager_reproducible) {
-    if (!g.losses.equal(e1.losses)) {
-      const int64_t first = g.losses.ne(e1.losses).nonzero()[0][0].template item<int64_t>();
-      MESSAGE("graph and eager losses first differ at step " << first << " of " << steps
-              << "; max |d| " << max_abs_diff(g.losses, e1.losses));
-    }
+    if (!g.losses.equal(e1.losses)) MESSAGE("graph vs eager losses: max |d| " << max_abs_diff(g.losses, e1.losses));
     CHECK(g.losses.equal(e1.losses));
     CHECK(all_equal(g.params, e1.params));
     CHECK(all_equal(g.buffers, e1.buffers));  // BatchNorm running statistics
   } else {
     // One eager pair's distance is too noisy a yardstick over 30 chaotic steps (session 40: DEIMv2-atto's graph
-    // run landed 2.2x from e1 where e1-e2 was the only measure). As in the conformance suite's graph case: a
-    // third eager run, the largest pairwise distance as the spread, and the graph run within twice that of its
+    // run landed 2.2x from e1 where e1-e2 was the only measure). As in the conformance suite's graph case: the
+    // largest pairwise distance of the three eager runs as the spread, and the graph run within twice that of its
     // nearest eager run.
-    auto e3 = run_steps<cap::Eager, Region>(make_net, inputs, loss_of, steps, {}, amp);
     const auto y = lry_test::yardstick(g.losses, e1.losses, e2.losses, e3.losses, max_abs_diff);
     MESSAGE("eager is not bit-reproducible here (loss spread over three eager runs " << y.spread
             << "); the graph run's nearest eager run is " << y.near << " away");
