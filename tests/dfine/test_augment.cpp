@@ -356,6 +356,69 @@ TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px
   }
 }
 
+// Fidelity row 36: the originals load label boxes as they are (data/dataset.py) and clamp only where torchvision's
+// pad (RandomZoomOut) and crop (RandomIoUCrop) move them; SanitizeBoundingBoxes drops a box with any coordinate outside
+// its canvas. So a label box that overhangs its image trains only when a zoom-out or a crop clamped it first.
+TEST_CASE("dfine pipeline: a label box overhanging its image is dropped unless a zoom-out or a crop clamps it (fidelity row 36)") {
+  // The helpers: the canvas test (on the edge is inside) and the zoom-out's clamp.
+  ly::data::DetBoxes b{{0, 0, 0, 64, 48}, {1, -0.5f, 0, 10, 10}, {2, 60, 0, 64.5f, 10}, {3, 0, 40, 10, 48.5f}};
+  df::sanitize(b, 1.f, 64, 48);
+  REQUIRE(b.size() == 1);
+  CHECK(b[0].cls == 0);
+  ly::data::DetBoxes z{{0, 52, 18, 68, 30}};
+  df::zoom_out_boxes(z, df::Rect{10, 5, 74, 60});  // the 64 x 48 image at (10, 5) of a 74 x 60 canvas
+  CHECK(z[0].x1 == 62.f);
+  CHECK(z[0].x2 == 74.f);  // 78 clamped to the canvas
+  CHECK(z[0].y1 == 23.f);
+  CHECK(z[0].y2 == 35.f);
+
+  // A 64 x 48 image with three labels: its rectangle (class 0), a box reaching 4 px past the right edge (class 1:
+  // x 52..68), and one on the left edge (class 2: x 0..16, kept: the edge is inside).
+  lry_test::RectImages set(1, "lry_dfine_overhang", 200);
+  {
+    const auto& r = set.rects[0];
+    std::ofstream f(set.dir.path / "labels" / "0.txt");
+    char line[96];
+    std::snprintf(line, sizeof line, "0 %f %f %f %f\n", (r[0] + r[2]) / 2.0 / 64, (r[1] + r[3]) / 2.0 / 48, (r[2] - r[0]) / 64.0,
+                  (r[3] - r[1]) / 48.0);
+    f << line << "1 0.9375 0.5 0.25 0.25\n2 0.125 0.5 0.25 0.25\n";
+  }
+  auto classes = [](const torch::Tensor& boxes) {
+    std::vector<int> c;
+    for (int64_t j = 0; j < boxes.size(0); ++j) c.push_back(static_cast<int>(boxes[j][0].item<float>()));
+    std::sort(c.begin(), c.end());
+    return c;
+  };
+  // Strong augmentations closed (D-FINE at 10 epochs: from epoch 6): the overhanging box goes, flipped or not.
+  for (const double fliplr : {0.0, 1.0}) {
+    auto a = family_aug<ly::DFineFamily>(10);
+    a.fliplr = fliplr;
+    auto ds = ly::data::DetectDataset::open_images(set.files, {"a", "b", "c"}, a, {});
+    std::mt19937_64 rng(1);
+    const auto s = ds->get(0, rng, 6);
+    CAPTURE(fliplr);
+    CHECK(classes(s.boxes) == std::vector<int>{0, 2});
+  }
+  // Open: kept (clamped, inside the output) where a zoom-out or a crop clamped it, dropped where neither did.
+  auto a = family_aug<ly::DFineFamily>(10);
+  auto ds = ly::data::DetectDataset::open_images(set.files, {"a", "b", "c"}, a, {});
+  int kept = 0, dropped = 0;
+  const int n = 80;
+  for (int k = 0; k < n; ++k) {
+    std::mt19937_64 rng(300 + k);
+    const auto s = ds->get(0, rng, 0);
+    const auto c = classes(s.boxes);
+    (std::find(c.begin(), c.end(), 1) != c.end() ? kept : dropped) += 1;
+    for (int64_t j = 0; j < s.boxes.size(0); ++j) {
+      CHECK(s.boxes[j][1].item<float>() >= 0.f);
+      CHECK(s.boxes[j][3].item<float>() <= 64.f);
+    }
+  }
+  MESSAGE("the overhanging box kept in " << kept << " of " << n << " open samples");
+  CHECK(kept > n / 10);
+  CHECK(dropped > n / 20);
+}
+
 TEST_CASE("the D-FINE line's pipeline reads the family's size, not model= (which may be a checkpoint path)") {
   // A run started from a checkpoint (model=/path/last.pt, as `val` and fine-tuning pass it): the family's
   // size decides the recipe. Session 22 found `val model=/tmp/orig/deimv2atto_0/weights/last.pt` refused

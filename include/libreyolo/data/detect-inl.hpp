@@ -202,12 +202,13 @@ LIBREYOLO_INLINE DetectDataset::Tile DetectDataset::load_tile(size_t i, bool unr
   return t;
 }
 
-LIBREYOLO_INLINE DetBoxes DetectDataset::pixel_boxes(size_t i, int w, int h) const {
+LIBREYOLO_INLINE DetBoxes DetectDataset::pixel_boxes(size_t i, int w, int h, bool clip) const {
   DetBoxes out;
   const float W = static_cast<float>(w), H = static_cast<float>(h);
+  auto fit = [clip](float v, float size) { return clip ? std::clamp(v, 0.f, size) : v; };
   for (const auto& b : index_.entries[i].boxes) {
-    DetBox d{b[0], std::clamp((b[1] - b[3] / 2) * W, 0.f, W), std::clamp((b[2] - b[4] / 2) * H, 0.f, H),
-             std::clamp((b[1] + b[3] / 2) * W, 0.f, W), std::clamp((b[2] + b[4] / 2) * H, 0.f, H)};
+    DetBox d{b[0], fit((b[1] - b[3] / 2) * W, W), fit((b[2] - b[4] / 2) * H, H), fit((b[1] + b[3] / 2) * W, W),
+             fit((b[2] + b[4] / 2) * H, H)};
     if (d.x2 > d.x1 && d.y2 > d.y1) out.push_back(d);
   }
   return out;

@@ -225,8 +225,9 @@ class DetectDataset {
   };
   Tile load_tile(size_t i, bool unresized = false) const;
 
-  // Labels of entry i in pixels of its image shown w x h, clipped to it.
-  DetBoxes pixel_boxes(size_t i, int w, int h) const;
+  // Labels of entry i in pixels of its image shown w x h, clipped to it (clip = false: as the label says, a box
+  // overhanging the image kept overhanging, as the D-FINE line's originals load it).
+  DetBoxes pixel_boxes(size_t i, int w, int h, bool clip = true) const;
 
  private:
   DetectDataset() = default;

@@ -212,6 +212,26 @@ inline data::DetBoxes crop_boxes(const data::DetBoxes& boxes, const Rect& c) {
 inline void sanitize(data::DetBoxes& boxes, float min_size = 1.f) {
   std::erase_if(boxes, [&](const data::DetBox& b) { return b.x2 - b.x1 < min_size || b.y2 - b.y1 < min_size; });
 }
+// SanitizeBoundingBoxes on a w x h canvas: besides the size test, a box with any coordinate outside the canvas
+// (below 0, or beyond w or h; on the edge is inside) goes: torchvision's _get_sanitize_bounding_boxes_mask. Only a
+// label box that overhangs its image reaches it: pad and crop clamp what they move.
+inline void sanitize(data::DetBoxes& boxes, float min_size, int w, int h) {
+  const float W = static_cast<float>(w), H = static_cast<float>(h);
+  std::erase_if(boxes, [&](const data::DetBox& b) {
+    return b.x1 < 0 || b.y1 < 0 || b.x2 > W || b.y2 > H || b.x2 < 0 || b.y2 < 0 || b.x1 > W || b.y1 > H;
+  });
+  sanitize(boxes, min_size);
+}
+
+// RandomZoomOut applied to the boxes: moved with the image to (z.x, z.y) and clamped to the z.w x z.h canvas
+// (torchvision's pad_bounding_boxes clamps; only a label box that overhangs its image is changed by it).
+inline void zoom_out_boxes(data::DetBoxes& boxes, const Rect& z) {
+  const float W = static_cast<float>(z.w), H = static_cast<float>(z.h);
+  for (auto& b : boxes) {
+    b.x1 = std::clamp(b.x1 + z.x, 0.f, W), b.x2 = std::clamp(b.x2 + z.x, 0.f, W);
+    b.y1 = std::clamp(b.y1 + z.y, 0.f, H), b.y2 = std::clamp(b.y2 + z.y, 0.f, H);
+  }
+}
 
 // ---- the sample ----------------------------------------------------------------------------------
 
@@ -228,7 +248,7 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
   const int out = a.imgsz > 0 ? a.imgsz : drawn;
   const auto t = ds.load_tile(i, /*unresized=*/true);  // resized once, at the end, as the originals
   used = t.index;
-  boxes = ds.pixel_boxes(t.index, t.w, t.h);
+  boxes = ds.pixel_boxes(t.index, t.w, t.h, /*clip=*/false);  // as the label says: the originals clamp at pad and crop only
   std::shared_ptr<const data::Image> src = t.img;
   Rect canvas{0, 0, t.w, t.h};  // the canvas, in tile pixels: the image at (ox, oy)
   int ox = 0, oy = 0;
@@ -238,7 +258,7 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
     if (data::uniform01(rng) < 0.5) {  // RandomZoomOut's p
       const Rect z = draw_zoom_out(t.w, t.h, rng);
       canvas = {0, 0, z.w, z.h}, ox = z.x, oy = z.y;
-      for (auto& b : boxes) b.x1 += ox, b.x2 += ox, b.y1 += oy, b.y2 += oy;
+      zoom_out_boxes(boxes, z);
     }
     if (data::uniform01(rng) < 0.8) {  // RandomApply(RandomIoUCrop)'s p
       if (const auto c = draw_iou_crop(canvas.w, canvas.h, boxes, rng)) {
@@ -247,8 +267,12 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
         canvas = {0, 0, c->w, c->h};
       }
     }
-    sanitize(boxes, min_size);
+    sanitize(boxes, min_size, canvas.w, canvas.h);
   }
+  // The weak ops' SanitizeBoundingBoxes after the resize, its canvas test here on the canvas before it (the same
+  // test, a flip and a resize moving nothing across the edge): a label box overhanging its image, not clamped by a
+  // zoom-out or a crop (or with the strong ops closed), goes.
+  sanitize(boxes, 0.f, canvas.w, canvas.h);
   const bool flip = data::bernoulli(rng, a.fliplr);
   if (flip) data::flip_boxes_lr(boxes, canvas.w);
   // Letterbox the canvas into out x out: scale r, centred; or (train_resize=stretch, the originals' Resize)
