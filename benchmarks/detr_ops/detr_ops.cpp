@@ -4,7 +4,8 @@
 // `_to_copy` / `copy_` called with a device argument: on CUDA each is a host<->device copy unless the
 // tensor already lives there), with those on index tensors (int64 / bool) apart.
 //
-//   detr_ops --model rtdetr-r18|rtdetrv2-r18|dfinen|deimn|rtdetrv4s [--batch 4 --imgsz 320 --steps 3 --detail N --json FILE]
+//   detr_ops --model rtdetr-r18|rtdetrv2-r18|dfinen|deimn|rtdetrv4s|deimv2atto|deimv2s|ec-s [--batch 4 --imgsz 320 --steps 3
+//            --detail N --json FILE]
 //
 // Phases of one step (after a warm-up step; every step seeded alike, so the denoising noise and the
 // matching repeat):
@@ -15,7 +16,9 @@
 //   criterion  the family's loss (targets, matching, every term)
 //   backward   the loss's backward down to the encoder's maps (they are detached leaves here, so the
 //              captured region's backward is not counted)
-// The eager remainder is decoder + criterion + backward. The batch is the family task's synthetic set (a
+//   net_backward  the gradient at those maps carried on through encoder and backbone (the captured region's
+//              backward; reference only, as network)
+// The eager remainder is decoder + criterion + backward; an eager step adds network + net_backward. The batch is the family task's synthetic set (a
 // few boxes per image), as graph_speedup's; the network and loss are the family's own.
 // float32 only: LibTorch 1.13's CPU autocast (bfloat16) fails in layer_norm here, so the casts that CUDA fp16
 // autocast adds are not seen (every `.to(kFloat32)` of an fp32 tensor still dispatches one aten::to).
@@ -23,6 +26,8 @@
 // checksum are printed too, to compare two builds' results at the same seed.
 #include <libreyolo/families/dfine/family.hpp>
 #include <libreyolo/families/deim/family.hpp>
+#include <libreyolo/families/deimv2/family.hpp>
+#include <libreyolo/families/ec/family.hpp>
 #include <libreyolo/families/rtdetr/family.hpp>
 #include <libreyolo/families/rtdetrv2/family.hpp>
 #include <libreyolo/families/rtdetrv4/family.hpp>
@@ -162,7 +167,8 @@ nlohmann::json run(const Args& a, P p, const std::string& tag) {
   o.seed = 0;
   if (!std::filesystem::exists(data_dir)) P::synth(o);
   p.setup(ly::parse_args({"data=" + P::synth_data(data_dir).string(), "imgsz=" + std::to_string(a.imgsz), "workers=0", "mosaic=0",
-                          "mixup=0", "fliplr=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "scale=0", "translate=0", "seed=0"}));
+                          "mixup=0", "fliplr=0", "hsv_h=0", "hsv_s=0", "hsv_v=0", "hsv_prob=0", "scale=0", "translate=0",
+                          "seed=0"}));
   p.restore({{"names", std::vector<std::string>(static_cast<size_t>(a.classes), "c")}});
   const auto ds = p.train_set();
   std::mt19937_64 rng(0);
@@ -195,12 +201,15 @@ nlohmann::json run(const Args& a, P p, const std::string& tag) {
     torch::manual_seed(1234);
     for (auto& q : net->parameters()) q.mutable_grad() = torch::Tensor();
     ly::train::LossOutput lo;
+    std::vector<torch::Tensor> maps, leaves;
     {
       auto out = [&] {
         PhaseGuard g("network");
         return net->forward(x);
       }();
+      maps = out.features;
       for (auto& f : out.features) f = f.detach().requires_grad_(true);
+      leaves = out.features;
       {
         auto t = [&] {
           PhaseGuard g("targets");
@@ -217,6 +226,13 @@ nlohmann::json run(const Args& a, P p, const std::string& tag) {
     {
       PhaseGuard g("backward");
       lo.total.backward();
+    }
+    {
+      PhaseGuard g("net_backward");
+      std::vector<torch::Tensor> roots, grads;
+      for (size_t k = 0; k < maps.size(); ++k)
+        if (maps[k].requires_grad() && leaves[k].grad().defined()) roots.push_back(maps[k]), grads.push_back(leaves[k].grad());
+      torch::autograd::backward(roots, grads);
     }
     if (s == a.steps) {
       losses["total"] = lo.total.template item<double>();
@@ -239,7 +255,7 @@ nlohmann::json run(const Args& a, P p, const std::string& tag) {
               static_cast<long long>(boxes), a.steps);
   std::printf("%-10s %10s %10s %12s %10s %12s %12s\n", "phase", "top ops", "all ops", "all no-BLAS", "autograd", "to(device)",
               "of them idx");
-  for (const char* name : {"network", "targets", "decoder", "criterion", "backward"}) {
+  for (const char* name : {"network", "targets", "decoder", "criterion", "backward", "net_backward"}) {
     auto& c = g_counter.phases[name];
     std::printf("%-10s %10.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", name, c.top / n, c.all / n, c.no_blas / n, c.autograd_nodes / n,
                 c.to_device / n, c.to_device_index / n);
@@ -293,7 +309,12 @@ int main(int argc, char** argv) try {
   else if (a.model == "dfinen") j = run(a, ly::DFineFamily("n"), "dfine");
   else if (a.model == "deimn") j = run(a, ly::DEIMFamily("n"), "deim");
   else if (a.model == "rtdetrv4s") j = run(a, ly::RTDETRv4Family("s"), "rtdetrv4");
-  else throw std::invalid_argument("--model " + a.model + ": allowed rtdetr-r18, rtdetrv2-r18, dfinen, deimn, rtdetrv4s");
+  else if (a.model == "deimv2atto") j = run(a, ly::DEIMv2Family("atto"), "deimv2atto");
+  else if (a.model == "deimv2s") j = run(a, ly::DEIMv2Family("s"), "deimv2s");
+  else if (a.model == "ec-s") j = run(a, ly::ECFamily("s"), "ecs");
+  else
+    throw std::invalid_argument("--model " + a.model +
+                                ": allowed rtdetr-r18, rtdetrv2-r18, dfinen, deimn, rtdetrv4s, deimv2atto, deimv2s, ec-s");
   std::cout << j.dump() << std::endl;
   if (!a.json.empty()) std::ofstream(a.json) << j.dump(1) << "\n";
   return 0;
