@@ -18,8 +18,9 @@
 //              captured region's backward is not counted)
 //   net_backward  the gradient at those maps carried on through encoder and backbone (the captured region's
 //              backward; reference only, as network)
-// The eager remainder is decoder + criterion + backward; an eager step adds network + net_backward. The batch is the family task's synthetic set (a
-// few boxes per image), as graph_speedup's; the network and loss are the family's own.
+// The eager remainder is decoder + criterion + backward; an eager step adds network + net_backward. The batch
+// is the family task's synthetic set (a few boxes per image), as graph_speedup's; the network and loss are the
+// family's own.
 // float32 only: LibTorch 1.13's CPU autocast (bfloat16) fails in layer_norm here, so the casts that CUDA fp16
 // autocast adds are not seen (every `.to(kFloat32)` of an fp32 tensor still dispatches one aten::to).
 // Prints a table, then one JSON line (also written to --json when given). Loss values and a gradient
