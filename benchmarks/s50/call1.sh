@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 50's plan for the next session's first device call (carry .deps .orig), as one script:
 #   issue 43's wall time under one load: ours and the original's YOLOv9-t, YOLOX-t, YOLO-NAS-s at scenes seeds 0-1
+#   (and ours alone for D-FINE-n and DEIM-n, which fidelity row 36 changed on the scenes set)
 #   (12 arms at once; SCENES_MODELS / ORIG_MODELS / SHAPES_SEEDS override), beside the GPU suites of the areas not
 #   run at 634494f plus capture again (its DEIMv2-atto case's diagnostics; AREAS overrides).
 # Both run in the background from a copy at /tmp/s43 (the driver in build-cuda, the suites in build-suites); this
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/../.."
 head=$(git log -1 --format=%h)
 rm -rf /tmp/s43 /tmp/s43out; cp -a . /tmp/s43 && cd /tmp/s43 || exit 1
 echo "copy of $head at /tmp/s43"
-(COMMIT=$head SCENES_MODELS="${SCENES_MODELS-yolo9t yoloxt yolonass}" ORIG_MODELS="${ORIG_MODELS-yolo9t yoloxt yolonass}" \
+(COMMIT=$head SCENES_MODELS="${SCENES_MODELS-yolo9t yoloxt yolonass dfinen deimn}" ORIG_MODELS="${ORIG_MODELS-yolo9t yoloxt yolonass}" \
   SHAPES_SEEDS="${SHAPES_SEEDS-}" setsid bash benchmarks/s48/driver.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
 (COMMIT=$head AREAS="${AREAS-capture kit dfine_net precision profile rtmdet segformer yolox}" \
   setsid bash benchmarks/s48/suites.sh > /tmp/s48_suites.log 2>&1 < /dev/null &)
