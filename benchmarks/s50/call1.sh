@@ -2,7 +2,7 @@
 # Session 50's plan for the next session's first device call (carry .deps .orig), as one script:
 #   issue 43's wall time under one load: ours and the original's YOLOv9-t, YOLOX-t, YOLO-NAS-s at scenes seeds 0-1
 #   (and ours alone for D-FINE-n and DEIM-n, which fidelity row 36 changed on the scenes set)
-#   (12 arms at once; SCENES_MODELS / ORIG_MODELS / SHAPES_SEEDS override), beside the GPU suites of the areas not
+#   (16 arms at once; SCENES_MODELS / ORIG_MODELS / SHAPES_SEEDS override), beside the GPU suites of the areas not
 #   run at 634494f plus capture again (its DEIMv2-atto case's diagnostics; AREAS overrides).
 # Both run in the background from a copy at /tmp/s43 (the driver in build-cuda, the suites in build-suites); this
 # script polls for up to WAIT seconds (default 540) and leaves $OUT/driver_out.tgz (the driver's outputs, the suites'
