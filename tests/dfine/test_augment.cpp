@@ -362,7 +362,7 @@ TEST_CASE("DEIMv2 atto's pipeline drops boxes under its sanitize_min_size (12 px
 TEST_CASE("dfine pipeline: a label box overhanging its image is dropped unless a zoom-out or a crop clamps it (fidelity row 36)") {
   // The helpers: the canvas test (on the edge is inside) and the zoom-out's clamp.
   ly::data::DetBoxes b{{0, 0, 0, 64, 48}, {1, -0.5f, 0, 10, 10}, {2, 60, 0, 64.5f, 10}, {3, 0, 40, 10, 48.5f}};
-  df::sanitize(b, 1.f, 64, 48);
+  df::drop_outside(b, 64, 48);
   REQUIRE(b.size() == 1);
   CHECK(b[0].cls == 0);
   ly::data::DetBoxes z{{0, 52, 18, 68, 30}};

@@ -188,7 +188,7 @@ void LIBREYOLO_TRAINER::build() {
   {
     const auto train_set = family_.train_set();
     lo.shard_drop_tail = true;
-    lo.drop_last = Loader::share_size(train_set->size(), lo.world, true) >= static_cast<size_t>(lo.batch);
+    lo.drop_last = Loader::share_size(train_set->size(), lo.world, lo.shard_drop_tail) >= static_cast<size_t>(lo.batch);
     train_loader_ = std::make_unique<Loader>(train_set, lo);
   }
   lo.shuffle = false;

@@ -212,15 +212,14 @@ inline data::DetBoxes crop_boxes(const data::DetBoxes& boxes, const Rect& c) {
 inline void sanitize(data::DetBoxes& boxes, float min_size = 1.f) {
   std::erase_if(boxes, [&](const data::DetBox& b) { return b.x2 - b.x1 < min_size || b.y2 - b.y1 < min_size; });
 }
-// SanitizeBoundingBoxes on a w x h canvas: besides the size test, a box with any coordinate outside the canvas
-// (below 0, or beyond w or h; on the edge is inside) goes: torchvision's _get_sanitize_bounding_boxes_mask. Only a
-// label box that overhangs its image reaches it: pad and crop clamp what they move.
-inline void sanitize(data::DetBoxes& boxes, float min_size, int w, int h) {
+// SanitizeBoundingBoxes' canvas test on a w x h canvas: a box with any coordinate outside it (below 0, or beyond w
+// or h; on the edge is inside) goes: torchvision's _get_sanitize_bounding_boxes_mask. Only a label box that
+// overhangs its image reaches it: pad and crop clamp what they move.
+inline void drop_outside(data::DetBoxes& boxes, int w, int h) {
   const float W = static_cast<float>(w), H = static_cast<float>(h);
   std::erase_if(boxes, [&](const data::DetBox& b) {
     return b.x1 < 0 || b.y1 < 0 || b.x2 > W || b.y2 > H || b.x2 < 0 || b.y2 < 0 || b.x1 > W || b.y1 > H;
   });
-  sanitize(boxes, min_size);
 }
 
 // RandomZoomOut applied to the boxes: moved with the image to (z.x, z.y) and clamped to the z.w x z.h canvas
@@ -267,12 +266,13 @@ inline torch::Tensor strong_aug_sample(const data::DetectDataset& ds, int ratio_
         canvas = {0, 0, c->w, c->h};
       }
     }
-    sanitize(boxes, min_size, canvas.w, canvas.h);
+    sanitize(boxes, min_size);
   }
-  // The weak ops' SanitizeBoundingBoxes after the resize, its canvas test here on the canvas before it (the same
-  // test, a flip and a resize moving nothing across the edge): a label box overhanging its image, not clamped by a
-  // zoom-out or a crop (or with the strong ops closed), goes.
-  sanitize(boxes, 0.f, canvas.w, canvas.h);
+  // Both SanitizeBoundingBoxes points' canvas test, once, here: the strong ops' point sees this canvas, and the weak
+  // ops' point after the resize sees it flipped and scaled, which moves nothing across its edge (nothing between
+  // the two points reads the boxes). A label box overhanging its image, not clamped by a zoom-out or a crop (or
+  // with the strong ops closed), goes.
+  drop_outside(boxes, canvas.w, canvas.h);
   const bool flip = data::bernoulli(rng, a.fliplr);
   if (flip) data::flip_boxes_lr(boxes, canvas.w);
   // Letterbox the canvas into out x out: scale r, centred; or (train_resize=stretch, the originals' Resize)
