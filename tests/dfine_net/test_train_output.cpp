@@ -223,6 +223,33 @@ LRY_GPU_SUITE {
   }
 }
 
+LRY_GPU_SUITE {
+  // Fidelity row 38: under fp16 autocast the AIFI layer's query is the fp16 map plus the float32 position embedding,
+  // summed in float32 (as the original's `src + pos_embed`), and rounded once, by the in-projection's autocast. The
+  // layer's output equals the same computation with that query built by hand, and differs from the old one (the
+  // embedding rounded to fp16 first), so the test tells the two apart.
+  TEST_CASE("AIFI layer under fp16 autocast: the position embedding is added in float32 and rounded once (fidelity row 38)") {
+    LRY_REQUIRE_CUDA();
+    torch::manual_seed(3);
+    detr::TransformerEncoderLayer layer(64, 8, 128, detr::Act::gelu);
+    layer->to(torch::kCUDA);
+    layer->eval();
+    const auto src = torch::randn({2, 49, 64}).to(torch::kCUDA).to(torch::kHalf);
+    const auto pos = (torch::randn({1, 49, 64}) * 3.1).to(torch::kCUDA);  // float32, as the 2-d sin-cos embedding
+    torch::NoGradGuard ng;
+    libreyolo::precision::AutocastGuard guard(torch::kHalf, true);
+    auto by_hand = [&](const torch::Tensor& q) {
+      auto x = layer->norm1->forward(src + layer->self_attn->forward(q, q, src));
+      return layer->norm2->forward(x + layer->linear2->forward(detr::activate(layer->linear1->forward(x), detr::Act::gelu)));
+    };
+    const auto out = layer->forward(src, pos);
+    const auto in_float32 = by_hand(src.to(torch::kFloat32) + pos);
+    const auto rounded_first = by_hand(src + pos.to(torch::kHalf));
+    CHECK(out.equal(in_float32));
+    CHECK_FALSE(out.equal(rounded_first));
+  }
+}
+
 TEST_CASE("D-FINE decoder: denoising padded to a fixed capacity leaves the real outputs and every loss term unchanged") {
   // Targets {2, 1}: G = 2, 50 groups, 200 tokens -- the capacity of 3 slots is 200 too, so take G = 3
   // ({3, 1}: 33 groups, 198 tokens) against a capacity of 200. Noise off: both runs see the same queries.

@@ -3,6 +3,7 @@
 // projections to hidden_dim, AIFI (one post-norm transformer encoder layer with a 2-D sin-cos position
 // embedding) on the stride-32 map, then CCFM: a top-down FPN and a bottom-up PAN of CSPRepLayers
 // (RepVgg bottlenecks). Shared by RT-DETR v1/v2 (and D-FINE/DEIM-style encoders later).
+#include <libreyolo/core/compat.hpp>
 #include <libreyolo/nn/detr/layers.hpp>
 
 #include <torch/torch.h>
@@ -70,7 +71,10 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
     norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_})));
   }
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& pos) {
-    auto q = src + pos.to(src.scalar_type());
+    // Under CUDA autocast the original adds the fp16 map and the float32 embedding in float32 (type promotion: add is
+    // no autocast op) and the in-projection rounds the sum once to fp16 (fidelity row 38); elsewhere the embedding
+    // takes the map's dtype (float32 training, or a model cast to half without autocast).
+    auto q = src.is_cuda() && compat::cuda_autocast_enabled() ? src + pos : src + pos.to(src.scalar_type());
     auto x = norm1->forward(src + self_attn->forward(q, q, src));
     return norm2->forward(x + linear2->forward(activate(linear1->forward(x), act_)));
   }
