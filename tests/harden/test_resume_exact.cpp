@@ -64,7 +64,7 @@ TEST_CASE("item 3: a stop inside a gradient-accumulation window resumes bit-exac
   CHECK(full.optimizer_steps == 6);
   // Stops after micro-batch 2 (window 1..3: lands after 3), 4 (its own window, the epoch's last: lands there) and
   // 6 (window 5..7: lands after 7).
-  for (const auto [at, lands] : {std::pair<int64_t, int64_t>{2, 3}, {4, 4}, {6, 7}}) {
+  for (const auto& [at, lands] : {std::pair<int64_t, int64_t>{2, 3}, {4, 4}, {6, 7}}) {
     CAPTURE(at);
     const std::string name = "stop" + std::to_string(at);
     clear_stop();
