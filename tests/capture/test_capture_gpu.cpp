@@ -595,8 +595,9 @@ LRY_GPU_SUITE {
   }
   // DEIMv2-atto's region graphed, its decoder eager, through the trainer's loop (AmpHalf with its GradScaler, the
   // library's optimizer, 30 steps), in lockstep: two copies from the same weights, one eager, one through CudaGraph<>
-  // (backbone + encoder recorded at the third step). Each step the eager copy runs its whole step, and the gradient its
-  // decoder hands the region's maps is kept; the graph copy replays its region, runs its decoder on the replayed maps
+  // (backbone + encoder recorded at the third step). Each step the eager copy runs its whole step (the decoder's
+  // backward, then the region's from the gradient the decoder handed its maps, which is kept); the graph copy
+  // replays its region, runs its decoder on the replayed maps
   // (denoising draws seeded alike in both copies) and compares the loss, then its region's backward is fed the eager
   // copy's gradient and its decoder's parameters take the eager copy's gradients. Both copies then step their own
   // GradScaler and optimizer. Every step's loss, region gradients, parameters and BatchNorm statistics must be equal
@@ -648,24 +649,39 @@ LRY_GPU_SUITE {
       std::vector<torch::Tensor> fed;
       torch::Tensor le, lg;
       eager.run_step(ne, [&] {
+        // The eager copy's step in two parts, so that its region's backward takes the very tensors fed to the graph
+        // copy's (a copy of a gradient in another layout could sum in another order, session 35): the decoder's
+        // backward into leaves cut from the maps (and into the decoder's parameters), then the region's from them.
+        std::vector<torch::Tensor> roots, leaves;
         {
           auto guard = pe.autocast();
           auto out = eager.forward(ne, x, EncoderRegion{});
-          fed.assign(out.features.size(), torch::Tensor());
           if (layouts.size() < out.features.size()) layouts.resize(out.features.size());
-          for (size_t k = 0; k < out.features.size(); ++k)
-            if (out.features[k].requires_grad())
-              out.features[k].register_hook([&fed, &layouts, k, i](const torch::Tensor& g) {
-                fed[k] = g.detach().clone();
-                std::string l = "[";
-                for (auto st : g.strides()) l += std::to_string(st) + " ";
-                l.back() = ']';
-                if (!layouts[k].count(l)) layouts[k][l] = i;  // the first step it was seen at
-              });
+          for (size_t k = 0; k < out.features.size(); ++k) {
+            leaves.push_back(out.features[k].detach().requires_grad_(out.features[k].requires_grad()));
+            if (!out.features[k].requires_grad()) continue;
+            roots.push_back(out.features[k]);
+            leaves.back().register_hook([&layouts, k, i](const torch::Tensor& g) {  // the layout the decoder hands over
+              std::string l = "[";
+              for (auto st : g.strides()) l += std::to_string(st) + " ";
+              l.back() = ']';
+              if (!layouts[k].count(l)) layouts[k][l] = i;  // the first step it was seen at
+            });
+          }
+          ly::nn::detr::DFineNetOutput cut{leaves, out.decoder, out.input_hw, std::nullopt};
           torch::manual_seed(1000 + i);  // the decoder's denoising draws, alike in both copies
-          le = loss_of(out, i);
+          le = loss_of(cut, i);
         }
         pe.scale(le).backward();
+        fed.assign(leaves.size(), torch::Tensor());
+        std::vector<torch::Tensor> grads;
+        for (size_t k = 0; k < leaves.size(); ++k) {
+          if (!leaves[k].requires_grad()) continue;
+          fed[k] = leaves[k].grad().defined() ? leaves[k].grad() : torch::zeros_like(leaves[k]);  // zeros: a map the loss did not reach
+          grads.push_back(fed[k]);
+        }
+        REQUIRE_FALSE(roots.empty());
+        torch::autograd::backward(roots, grads);
       }, /*window_start=*/true);
       graph.run_step(ng, [&] {
         std::vector<torch::Tensor> roots, grads;
@@ -676,8 +692,8 @@ LRY_GPU_SUITE {
           lg = loss_of(out, i).detach();  // the decoder on the replayed maps; its own backward is not run
           for (size_t k = 0; k < out.features.size(); ++k)
             if (out.features[k].requires_grad()) {
-              roots.push_back(out.features[k]);  // a map the eager copy's loss did not reach gets zeros
-              grads.push_back(fed.at(k).defined() ? fed[k] : torch::zeros_like(out.features[k]));
+              roots.push_back(out.features[k]);
+              grads.push_back(fed.at(k));
             }
         }
         REQUIRE_FALSE(roots.empty());
