@@ -6,7 +6,7 @@
 #     against a seed spread of ~0.04; seeds 0-2 of the original are sessions 24-25 and 46; row 38 reaches DEIMv2-s's
 #     encoder), DEIMv2-atto ours and the original at shapes seeds 3-4 (its lite encoder has no AIFI layer, so row 38
 #     does not reach it: more seeds for its -0.002 of session 46);
-#   AREAS: capture (the lockstep case as mended in f33d7a6, never run on a GPU), then the areas not run since 634494f.
+#   AREAS: capture (the lockstep case as mended in f33d7a6 / 0a18fcc, never run on a GPU), then the areas not run since 634494f.
 # Poll on the warm machine with the command in call.sh's header.
 cd "$(dirname "$0")/../.."
 export ARMS=${ARMS:-"rtdetr-r18:0:ours rtdetr-r18:1:ours rtdetrv2-r18:0:ours rtdetrv2-r18:1:ours \
