@@ -8,7 +8,10 @@
 #   tail -5 /tmp/s43_driver.log; cat /tmp/s48_suites.log
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-head=$(git log -1 --format=%h)
+# The device's copy of the working tree carries the .git of an earlier sync (session 51 printed the session start's
+# commit), so the commit id comes from .head when there: `git rev-parse --short HEAD > .head` here before the call
+# (an untracked file travels with the tree; delete it after).
+head=$(cat .head 2>/dev/null || git log -1 --format=%h)
 rm -rf /tmp/s43 /tmp/s43out; cp -a . /tmp/s43 && cd /tmp/s43 || exit 1
 echo "copy of $head at /tmp/s43"
 (COMMIT=$head setsid bash benchmarks/s51/driver.sh > /tmp/s43_driver.log 2>&1 < /dev/null &)
