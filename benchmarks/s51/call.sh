@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 51's first device call (carry .deps .orig): benchmarks/s51/driver.sh (ARMS overrides) beside
 # benchmarks/s48/suites.sh (AREAS overrides; the default puts first the areas this session's change touches: the AIFI
-# layer's autocast sum, fidelity row 38, runs in every DETR encoder), both in the background from a copy at /tmp/s43;
+# layer's autocast sum, fidelity row 38, runs in every DETR encoder with that layer), both in the background from a copy at /tmp/s43;
 # polls for WAIT seconds (default 540) and leaves $OUT/driver_out.tgz. A later call on the warm machine polls on with:
 #   T0=$(date +%s); while [ $(( $(date +%s) - T0 )) -lt 500 ] && ! { grep -q "driver done" /tmp/s43_driver.log && \
 #     grep -q "suites done" /tmp/s48_suites.log; }; do sleep 5; done; cd /tmp/s43out && tar czf $OUT/driver_out.tgz .; \

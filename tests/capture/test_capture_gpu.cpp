@@ -597,9 +597,9 @@ LRY_GPU_SUITE {
   // library's optimizer, 30 steps), in lockstep: two copies from the same weights, one eager, one through CudaGraph<>
   // (backbone + encoder recorded at the third step). Each step the eager copy runs its whole step (the decoder's
   // backward, then the region's from the gradient the decoder handed its maps, which is kept); the graph copy
-  // replays its region, runs its decoder on the replayed maps
-  // (denoising draws seeded alike in both copies) and compares the loss, then its region's backward is fed the eager
-  // copy's gradient and its decoder's parameters take the eager copy's gradients. Both copies then step their own
+  // replays its region, runs its decoder on the replayed maps (denoising draws seeded alike in both copies) and
+  // compares the loss, then its region's backward is fed the eager copy's gradient and its decoder's parameters take
+  // the eager copy's gradients. Both copies then step their own
   // GradScaler and optimizer. Every step's loss, region gradients, parameters and BatchNorm statistics must be equal
   // bit for bit.
   // Why lockstep: this case first compared two free-running trajectories, eager against graph, and failed now and
@@ -702,8 +702,8 @@ LRY_GPU_SUITE {
       if (!le.detach().equal(lg)) first(loss_at, i);
       {
         torch::NoGradGuard no_grad;
-        // Checked before any is given: the decoder's parameters include shared ones (DEIMv2's shared box head
-        // is one module under two names), which named_parameters() lists once per name.
+        // Checked before any is given: the decoder's parameters include shared ones (DEIMv2's shared box head is one
+        // module under three names, dec_bbox_head.0-2), which named_parameters() lists once per name.
         for (size_t k = 0; k < png.size(); ++k)
           if (is_decoder(png[k].key()))
             REQUIRE_MESSAGE(!png[k].value().grad().defined(), "step " << i << ": " << png[k].key() << " of the graph copy's decoder got a gradient");
