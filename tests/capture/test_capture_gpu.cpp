@@ -593,6 +593,17 @@ LRY_GPU_SUITE {
     }
 #endif
   }
+  // The region's backward from given gradients: each map that needs one takes fed[k] (the lockstep cases below).
+  void backward_from(const std::vector<torch::Tensor>& maps, const std::vector<torch::Tensor>& fed) {
+    std::vector<torch::Tensor> roots, grads;
+    for (size_t k = 0; k < maps.size(); ++k)
+      if (maps[k].requires_grad()) {
+        roots.push_back(maps[k]);
+        grads.push_back(fed.at(k));
+      }
+    REQUIRE_FALSE(roots.empty());
+    torch::autograd::backward(roots, grads);
+  }
   // DEIMv2-atto's region graphed, its decoder eager, through the trainer's loop (AmpHalf with its GradScaler, the
   // library's optimizer, 30 steps), in lockstep: two copies from the same weights, one eager, one through CudaGraph<>
   // (backbone + encoder recorded at the third step). Each step the eager copy runs its whole step (the decoder's
@@ -652,15 +663,15 @@ LRY_GPU_SUITE {
         // The eager copy's step in two parts, so that its region's backward takes the very tensors fed to the graph
         // copy's (a copy of a gradient in another layout could sum in another order, session 35): the decoder's
         // backward into leaves cut from the maps (and into the decoder's parameters), then the region's from them.
-        std::vector<torch::Tensor> roots, leaves;
+        std::vector<torch::Tensor> maps, leaves;
         {
           auto guard = pe.autocast();
           auto out = eager.forward(ne, x, EncoderRegion{});
-          if (layouts.size() < out.features.size()) layouts.resize(out.features.size());
-          for (size_t k = 0; k < out.features.size(); ++k) {
-            leaves.push_back(out.features[k].detach().requires_grad_(out.features[k].requires_grad()));
-            if (!out.features[k].requires_grad()) continue;
-            roots.push_back(out.features[k]);
+          maps = out.features;
+          if (layouts.size() < maps.size()) layouts.resize(maps.size());
+          for (size_t k = 0; k < maps.size(); ++k) {
+            leaves.push_back(maps[k].detach().requires_grad_(maps[k].requires_grad()));
+            if (!maps[k].requires_grad()) continue;
             leaves.back().register_hook([&layouts, k, i](const torch::Tensor& g) {  // the layout the decoder hands over
               std::string l = "[";
               for (auto st : g.strides()) l += std::to_string(st) + " ";
@@ -674,30 +685,21 @@ LRY_GPU_SUITE {
         }
         pe.scale(le).backward();
         fed.assign(leaves.size(), torch::Tensor());
-        std::vector<torch::Tensor> grads;
-        for (size_t k = 0; k < leaves.size(); ++k) {
-          if (!leaves[k].requires_grad()) continue;
-          fed[k] = leaves[k].grad().defined() ? leaves[k].grad() : torch::zeros_like(leaves[k]);  // zeros: a map the loss did not reach
-          grads.push_back(fed[k]);
-        }
-        REQUIRE_FALSE(roots.empty());
-        torch::autograd::backward(roots, grads);
+        for (size_t k = 0; k < leaves.size(); ++k)
+          if (leaves[k].requires_grad())  // zeros: a map the loss did not reach
+            fed[k] = leaves[k].grad().defined() ? leaves[k].grad() : torch::zeros_like(leaves[k]);
+        backward_from(maps, fed);
       }, /*window_start=*/true);
       graph.run_step(ng, [&] {
-        std::vector<torch::Tensor> roots, grads;
+        std::vector<torch::Tensor> maps;
         {
           auto guard = pg.autocast();
           auto out = graph.forward(ng, x, EncoderRegion{});
           torch::manual_seed(1000 + i);
           lg = loss_of(out, i).detach();  // the decoder on the replayed maps; its own backward is not run
-          for (size_t k = 0; k < out.features.size(); ++k)
-            if (out.features[k].requires_grad()) {
-              roots.push_back(out.features[k]);
-              grads.push_back(fed.at(k));
-            }
+          maps = out.features;
         }
-        REQUIRE_FALSE(roots.empty());
-        torch::autograd::backward(roots, grads);
+        backward_from(maps, fed);
       }, /*window_start=*/true);
       if (!le.detach().equal(lg)) first(loss_at, i);
       {
@@ -828,14 +830,7 @@ LRY_GPU_SUITE {
               break;
             }
         }
-        std::vector<torch::Tensor> roots, grads;
-        for (size_t k = 0; k < out.features.size(); ++k)
-          if (out.features[k].requires_grad()) {
-            roots.push_back(out.features[k]);
-            grads.push_back(fed.at(k));
-          }
-        REQUIRE_FALSE(roots.empty());
-        torch::autograd::backward(roots, grads);
+        backward_from(out.features, fed);
       }, /*window_start=*/true);
       return outs;
     };
