@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Reference values for tests/dfine/test_criterion.cpp: the original's D-FINE and DEIM criteria
-(libreyolo/models/{dfine,deim}/loss.py + matcher.py, snapshot c41461e) on a small random training
-output with a fixed seed.
+"""Reference values for tests/dfine/test_criterion.cpp: the original's D-FINE, DEIM, DEIMv2 and EC criteria
+(libreyolo/models/{dfine,deim,deimv2,ec}/loss.py + matcher.py, snapshot c41461e) on a small random training
+output with a fixed seed. DEIMv2 as its trainer builds it for s (local terms, GO-LSD's union) and atto (MAL and
+boxes on each output's own match), each also past its matcher change (variants "*_late"); EC as ECTrainer
+builds it (D-FINE's matcher and forward, MAL at gamma 2).
 
-Run with the system python that has torch (1.13) and scipy (apt-get install python3-scipy):
-    /usr/bin/python3 tests/dfine/data/make_loss_case.py [/work/orig/libreyolo/models]
+Run with the system python that has torch (1.13) and scipy (apt-get install python3-torch python3-scipy),
+from the repository root with the original's package at .orig/libreyolo (benchmarks/fidelity/prepare_orig.sh):
+    /usr/bin/python3 tests/dfine/data/make_loss_case.py .orig/libreyolo/models
 Writes loss_case.bin (float32 / int64 little-endian blobs) and loss_case.json (the blobs' names, dtypes,
-shapes and offsets; every named loss term of both criteria; the matches; a few gradients).
+shapes and offsets; every named loss term of each variant; the matches; a few gradients).
 torchvision is stubbed (the criteria use only box_area from it).
 """
 import importlib
@@ -31,15 +34,27 @@ tv.ops = tv_ops
 sys.modules.update({"torchvision": tv, "torchvision.ops": tv_ops, "torchvision.ops.boxes": tv_boxes})
 
 
-def load(family):
-    pkg = types.ModuleType("orig_" + family)
-    pkg.__path__ = [os.path.join(ORIG, family)]
-    sys.modules["orig_" + family] = pkg
-    return (importlib.import_module(f"orig_{family}.loss"), importlib.import_module(f"orig_{family}.matcher"))
+# The original's models/ and its family folders as bare packages (their __init__.py import the whole model;
+# the criteria need only loss.py, matcher.py, box_ops.py and the relative imports between families).
+_root = types.ModuleType("orig_models")
+_root.__path__ = [ORIG]
+sys.modules["orig_models"] = _root
+
+
+def load(family, matcher_family=None):
+    for f in (family, matcher_family or family):
+        if "orig_models." + f not in sys.modules:
+            pkg = types.ModuleType("orig_models." + f)
+            pkg.__path__ = [os.path.join(ORIG, f)]
+            sys.modules["orig_models." + f] = pkg
+    return (importlib.import_module(f"orig_models.{family}.loss"),
+            importlib.import_module(f"orig_models.{matcher_family or family}.matcher"))
 
 
 dfine_loss, dfine_matcher = load("dfine")
 deim_loss, deim_matcher = load("deim")
+deimv2_loss, deimv2_matcher = load("deimv2")
+ec_loss, _ = load("ec", "dfine")  # ECTrainer's matcher is D-FINE's (models/ec/trainer.py)
 
 torch.manual_seed(0)
 B, Q, C, REG_MAX, L = 3, 10, 4, 32, 3
@@ -107,6 +122,16 @@ for i, n in enumerate(num_gts):
 dn_meta = {"dn_positive_idx": pos, "dn_num_group": G, "dn_num_split": [QDN, Q]}
 
 
+# For the variants past DEIMv2's matcher change (cost -p x IoU^alpha): large central boxes that every
+# prediction overlaps, so no cost is 0 and no assignment is tied (the targets above leave many queries
+# without overlap, whose costs tie at 0). Same labels. Drawn after every other input, which keeps those as
+# they were before these variants were added.
+late_targets = []
+for i, n in enumerate(num_gts):
+    cxcy = torch.rand(n, 2) * 0.1 + 0.45
+    wh = torch.rand(n, 2) * 0.2 + 0.7
+    late_targets.append({"labels": targets[i]["labels"], "boxes": blob(f"t{i}_late_boxes", torch.cat([cxcy, wh], -1))})
+
 def outputs():
     last, dn_last = layers[-1], dn_layers[-1]
     out = {
@@ -137,6 +162,54 @@ variants = {
         alpha=0.75, gamma=1.5, num_classes=C, reg_max=REG_MAX),
 }
 
+
+def deimv2(local, change_epoch):
+    """DEIMv2Trainer.on_setup's criterion (models/deimv2/trainer.py) with DEIMV2_SIZE_DEFAULTS' controls:
+    s (local, the union, matcher change at epoch 100) or atto (mal + boxes on own matches, change at 450)."""
+    return deimv2_loss.DEIMv2Criterion(
+        matcher=deimv2_matcher.HungarianMatcher(weight_dict=cost, use_focal_loss=True, alpha=0.25, gamma=2.0,
+                                                change_matcher=True, iou_order_alpha=4.0,
+                                                matcher_change_epoch=change_epoch),
+        weight_dict=dict(weights, loss_mal=1.0), losses=["mal", "boxes", "local"] if local else ["mal", "boxes"],
+        alpha=0.75, gamma=1.5, num_classes=C, reg_max=REG_MAX, use_uni_set=local)
+
+
+variants.update({
+    "deimv2s": deimv2(True, 100),
+    "deimv2atto": deimv2(False, 450),
+    # ECTrainer.on_setup's: D-FINE's matcher and forward, MAL at gamma 2 without alpha (models/ec/trainer.py).
+    "ec": ec_loss.ECCriterion(
+        matcher=dfine_matcher.HungarianMatcher(weight_dict=cost, use_focal_loss=True, alpha=0.25, gamma=2.0),
+        weight_dict=dict(weights, loss_mal=1.0), losses=["mal", "boxes", "local"],
+        num_classes=C, alpha=0.75, gamma=2.0, reg_max=REG_MAX),
+})
+# The epoch each variant's criterion is called at; "<name>_late": DEIMv2's from its matcher change on.
+epochs = {"deimv2s_late": 100, "deimv2atto_late": 450}
+variants["deimv2s_late"] = variants["deimv2s"]
+variants["deimv2atto_late"] = variants["deimv2atto"]
+
+
+# Every assignment the matchers make must be the only optimum, by a margin above float32 rounding: another
+# of (nearly) equal cost is the tie-break of scipy's solver (fidelity row 32), not the original's rule, and
+# ours, summing in float32, may pick it. Each matched pair is forbidden in turn; a total within 1e-5 of the
+# chosen entries' magnitude without it is a tie, and the case is refused.
+def _checked_lsa(c):
+    rows, cols = _lsa(c)
+    c = np.asarray(c, dtype=np.float64)
+    best, size = c[rows, cols].sum(), np.abs(c[rows, cols]).sum()
+    for r, k in zip(rows, cols):
+        d = c.copy()
+        d[r, k] = 1e30
+        r2, k2 = _lsa(d)
+        if d[r2, k2].sum() <= best + 1e-5 * size:
+            sys.exit(f"tied assignment: pair ({r}, {k}) can be replaced at cost {d[r2, k2].sum()} for {best}")
+    return rows, cols
+
+
+_lsa = deimv2_matcher.linear_sum_assignment
+for _m in (dfine_matcher, deim_matcher, deimv2_matcher):
+    _m.linear_sum_assignment = _checked_lsa
+
 grad_of = ["layer2_logits", "layer2_corners", "layer0_corners", "layer0_boxes", "pre_boxes", "dn_layer0_corners", "enc0_logits"]
 
 
@@ -151,20 +224,22 @@ def leaf(name):
     return {"pre": pre, "enc0": enc}[base][key]
 
 
-result = {"B": B, "Q": Q, "C": C, "reg_max": REG_MAX, "num_layers": L, "num_gts": num_gts, "dn_num_group": G,
+result = {"epochs": epochs, "B": B, "Q": Q, "C": C, "reg_max": REG_MAX, "num_layers": L, "num_gts": num_gts, "dn_num_group": G,
           "dn_queries": QDN, "up": 0.5, "reg_scale": 4.0, "variants": {}}
 for name, crit in variants.items():
     out = outputs()
     # The matches the criterion will make (same calls as its forward).
-    m = crit.matcher
-    main_idx = m({k: v for k, v in out.items() if "aux" not in k}, targets)["indices"]
-    aux_idx = [m(a, targets)["indices"] for a in out["aux_outputs"] + [out["pre_outputs"]]]
-    enc_idx = [m(a, targets)["indices"] for a in out["enc_aux_outputs"]]
+    at = {"epoch": epochs.get(name, 0)} if name.startswith("deimv2") else {}
+    tg = late_targets if name.endswith("_late") else targets
+    m = lambda o, t: crit.matcher(o, t, **at)
+    main_idx = m({k: v for k, v in out.items() if "aux" not in k}, tg)["indices"]
+    aux_idx = [m(a, tg)["indices"] for a in out["aux_outputs"] + [out["pre_outputs"]]]
+    enc_idx = [m(a, tg)["indices"] for a in out["enc_aux_outputs"]]
     go = crit._get_go_indices(main_idx, aux_idx + enc_idx)
     enc_list = lambda ind: [[s.tolist(), t.tolist()] for s, t in ind]
     for p in [leaf(g) for g in grad_of]:
         p.grad = None
-    losses = crit(out, targets)
+    losses = crit(out, tg, **at)
     total = sum(losses.values())
     total.backward()
     result["variants"][name] = {
@@ -173,8 +248,11 @@ for name, crit in variants.items():
         "matches": {"main": enc_list(main_idx), "aux": [enc_list(a) for a in aux_idx], "enc": [enc_list(a) for a in enc_idx],
                     "go": enc_list(go)},
     }
+    # Inputs no term reaches (the corners without the local terms) have no gradient: listed, not stored.
+    result["variants"][name]["no_grad"] = [g for g in grad_of if leaf(g).grad is None]
     for g in grad_of:
-        blobs[f"{name}_grad_{g}"] = leaf(g).grad.detach().clone()
+        if leaf(g).grad is not None:
+            blobs[f"{name}_grad_{g}"] = leaf(g).grad.detach().clone()
 
 # Blobs: float32 or int64, C order, concatenated.
 index, offset = {}, 0

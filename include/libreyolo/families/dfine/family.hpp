@@ -314,17 +314,21 @@ class DFineFamilyT : public tasks::DetectTask<DFineFamilyT<V>> {
   // Loading the original's .pt checkpoints: its state-dict names equal ours.
   static std::string original_key(const std::string& ours) { return ours; }
 
- private:
-  nn::detr::DFineCriterionOptions criterion_options() const {
+  // The criterion's options as this family trains a size (tests/dfine/test_criterion.cpp runs them against
+  // the original's criteria).
+  static nn::detr::DFineCriterionOptions criterion_options(const std::string& size, int64_t num_classes) {
     nn::detr::DFineCriterionOptions co;
-    co.num_classes = this->num_classes();
+    co.num_classes = num_classes;
     if constexpr (V::mal) {
       co.class_loss = nn::detr::DFineClassLoss::mal;
       co.gamma = V::mal_gamma;
     }
-    V::criterion_options(this->size_, co);
+    V::criterion_options(size, co);
     return co;
   }
+
+ private:
+  nn::detr::DFineCriterionOptions criterion_options() const { return criterion_options(this->size_, this->num_classes()); }
   nn::detr::DFineCriterion& criterion() {
     if (!criterion_) criterion_ = std::make_unique<nn::detr::DFineCriterion>(criterion_options());
     criterion_->set_epoch(epoch_);
