@@ -48,7 +48,8 @@ inline torch::Tensor load(const std::string& model, int64_t k = 300) {
 }
 
 // Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward
-// computes them: the projected maps flattened, invalid cells zeroed, enc_output (where there is one), enc_score_head. For
+// computes them: the projected maps flattened, invalid cells zeroed, enc_output (where there is one), enc_score_head (in
+// eval or training mode). For
 // the decoders here whose levels are the encoder's maps (no extra strided levels).
 template <class Decoder>
 torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc) {
@@ -59,7 +60,10 @@ torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc
   }
   libreyolo::nn::detr::SpatialShapes shapes;
   auto memory = libreyolo::nn::detr::flatten_levels(proj, shapes);
-  auto valid = d.valid_mask.defined() ? d.valid_mask : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
+  // The eval size's precomputed mask where the maps are at that size (else, training at another, the maps' own).
+  auto valid = d.valid_mask.defined() && d.valid_mask.size(1) == memory.size(1)
+                   ? d.valid_mask
+                   : libreyolo::nn::detr::query_anchors(shapes, 1e-2, memory.device()).second;
   auto masked = valid.to(memory.scalar_type()) * memory;
   return std::get<0>(d.enc_score_head->forward(d.enc_output ? d.enc_output->forward(masked) : masked).max(-1));  // EC, DEIMv2: none
 }
@@ -82,17 +86,21 @@ inline SelectionCheck check_selection(const torch::Tensor& scores, const torch::
   return c;
 }
 
-// In a test case: `model`'s recorded selection, checked against our own top-k of the decoder's scores
-// on the encoder maps `enc` (sorted scores within 1e-5 relative) and given to the decoder's hook.
+// In a test case: the original's selection `forced` ([B, k]), checked against our own top-k of the decoder's
+// scores on the encoder maps `enc` (sorted scores within 1e-5 relative) and given to the decoder's hook.
 template <class Decoder>
-SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model, int64_t k = 300) {
-  const auto forced = load(model, k);
+SelectionCheck force_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const torch::Tensor& forced, const std::string& model) {
   const auto sel = check_selection(selection_scores(d, enc), forced);
   CHECK(sel.max_rel_score <= 1e-5);
   MESSAGE(model << ": the original's selection vs our own top-" << forced.size(1) << ": " << sel.differing << " tokens differ, "
                 << sel.moved << " positions; sorted scores within " << sel.max_rel_score << " relative");
   d.forced_topk_indices = forced;
   return sel;
+}
+// The same with `model`'s recorded selection (tests/detr_topk/<model>.bin).
+template <class Decoder>
+SelectionCheck force_original_selection(Decoder& d, const std::vector<torch::Tensor>& enc, const std::string& model, int64_t k = 300) {
+  return force_selection(d, enc, load(model, k), model);
 }
 
 // A module's parameter count with each tensor once (DEIMv2's shared box head is one tensor under several
