@@ -1,6 +1,6 @@
 #pragma once
-// One training step of a D-FINE-line network against the original's (tests/fixtures/libreyolo/<model>-train,
-// made by scripts/fixtures/make_train_case.py from its source; DEIMv2 and EC). The architecture fixtures check
+// One training step of a D-FINE-line network against the original's (tests/fixtures/libreyolo/<model>-train, made
+// by scripts/fixtures/make_train_case.py from its source; D-FINE, DEIM, DEIMv2, EC). The architecture fixtures check
 // the eval forward; a training step takes another path (BatchNorm on batch statistics; the contrastive
 // denoising queries in front of the selected ones with their attention mask; every decoder layer's, the pre
 // and the encoder outputs the criterion reads) and then the criterion as the family's trainer builds it. Under
