@@ -47,10 +47,9 @@ inline torch::Tensor load(const std::string& model, int64_t k = 300) {
   return torch::tensor(v, torch::kInt64).view({1, k});
 }
 
-// Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward
-// computes them: the projected maps flattened, invalid cells zeroed, enc_output (where there is one), enc_score_head (in
-// eval or training mode). For
-// the decoders here whose levels are the encoder's maps (no extra strided levels).
+// Our decoder's selection scores ([B, N]: each encoder token's best class logit), as its forward computes them in
+// eval or training mode: the projected maps flattened, invalid cells zeroed, enc_output (where there is one),
+// enc_score_head. For the decoders here whose levels are the encoder's maps (no extra strided levels).
 template <class Decoder>
 torch::Tensor selection_scores(Decoder& d, const std::vector<torch::Tensor>& enc) {
   std::vector<torch::Tensor> proj;
