@@ -10,7 +10,7 @@
 //   - our decoder run on the original's encoder maps, under the original's query selection (checked to be our
 //     own top-k up to rounding): every output of its training dict and every loss term per element to 1e-4 of
 //     their mean magnitude, the gradients of the decoder's parameters to 1e-3;
-//   - where our own maps equal the original's (through_maps), the backbone's and encoder's gradients too,
+//   - where our own maps agree with the original's to rounding (through_maps), the backbone's and encoder's gradients too,
 //     through our maps from the gradients the decoder gave the original's.
 // Why the decoder runs on the original's maps: under the fill, the ViT sizes' training-mode encoder amplifies
 // rounding ~10^4-fold (the original's own DEIMv2-s: a 1e-6 relative perturbation of its AIFI output moves the
@@ -92,7 +92,7 @@ std::vector<torch::Tensor> backbone_maps(Net& net, const torch::Tensor& x) {
 struct MapTolerances {
   std::vector<double> backbone;   // per backbone map
   std::optional<double> encoder;  // the encoder's maps and its BatchNorms' statistics; nullopt: not compared
-  bool through_maps = false;      // also the backbone's and encoder's gradients (where the maps agree exactly)
+  bool through_maps = false;      // also the backbone's and encoder's gradients (where the maps agree to rounding)
 };
 
 // The step of the fixture `model` ("<name>-train") for the network `make()` builds (80 classes, no ImageNet
@@ -177,7 +177,7 @@ void check_step(const std::string& model, Make make, const detr::DFineCriterionO
   check_all(f, terms, 1e-4);
 
   l.total.backward();
-  if (through_maps) {  // the chain rule through our own maps, which equal the original's here
+  if (through_maps) {  // the chain rule through our own maps, which agree with the original's here
     std::vector<torch::Tensor> grads_of_maps;
     for (const auto& g : given) grads_of_maps.push_back(g.grad());
     std::vector<torch::Tensor> ours;
