@@ -5,56 +5,33 @@ output with a fixed seed. DEIMv2 as its trainer builds it for s (local terms, GO
 boxes on each output's own match), each also past its matcher change (variants "*_late"); EC as ECTrainer
 builds it (D-FINE's matcher and forward, MAL at gamma 2).
 
-Run with the system python that has torch (1.13) and scipy (apt-get install python3-torch python3-scipy),
-from the repository root with the original's package at .orig/libreyolo (benchmarks/fidelity/prepare_orig.sh):
-    /usr/bin/python3 tests/dfine/data/make_loss_case.py .orig/libreyolo/models
+Run with the system python that has torch (1.13), torchvision and scipy (apt-get install python3-torch
+python3-torchvision python3-scipy), from the repository root with the original's package at .orig/libreyolo
+(benchmarks/fidelity/prepare_orig.sh):
+    /usr/bin/python3 tests/dfine/data/make_loss_case.py .orig/libreyolo
 Writes loss_case.bin (float32 / int64 little-endian blobs) and loss_case.json (the blobs' names, dtypes,
 shapes and offsets; every named loss term of each variant; the matches; a few gradients).
-torchvision is stubbed (the criteria use only box_area from it).
 """
 import importlib
 import json
 import os
 import sys
-import types
 
 import numpy as np
 import torch
+from scipy.optimize import linear_sum_assignment
 
-ORIG = sys.argv[1] if len(sys.argv) > 1 else "/work/orig/libreyolo/models"
+ORIG = sys.argv[1] if len(sys.argv) > 1 else ".orig/libreyolo"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# torchvision stub: box_ops imports torchvision.ops.boxes.box_area; loss.py imports torchvision.
-tv = types.ModuleType("torchvision")
-tv_ops = types.ModuleType("torchvision.ops")
-tv_boxes = types.ModuleType("torchvision.ops.boxes")
-tv_boxes.box_area = lambda b: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-tv_ops.boxes = tv_boxes
-tv.ops = tv_ops
-sys.modules.update({"torchvision": tv, "torchvision.ops": tv_ops, "torchvision.ops.boxes": tv_boxes})
+# The original's package without its __init__s (scripts/fixtures/make_fixture.py), and its criteria as the
+# families' trainers build them (scripts/fixtures/make_train_case.py's criterion, shared with the training-step
+# fixtures).
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts", "fixtures"))
+import make_fixture  # noqa: E402
+import make_train_case  # noqa: E402
 
-
-# The original's models/ and its family folders as bare packages (their __init__.py import the whole model;
-# the criteria need only loss.py, matcher.py, box_ops.py and the relative imports between families).
-_root = types.ModuleType("orig_models")
-_root.__path__ = [ORIG]
-sys.modules["orig_models"] = _root
-
-
-def load(family, matcher_family=None):
-    for f in (family, matcher_family or family):
-        if "orig_models." + f not in sys.modules:
-            pkg = types.ModuleType("orig_models." + f)
-            pkg.__path__ = [os.path.join(ORIG, f)]
-            sys.modules["orig_models." + f] = pkg
-    return (importlib.import_module(f"orig_models.{family}.loss"),
-            importlib.import_module(f"orig_models.{matcher_family or family}.matcher"))
-
-
-dfine_loss, dfine_matcher = load("dfine")
-deim_loss, deim_matcher = load("deim")
-deimv2_loss, deimv2_matcher = load("deimv2")
-ec_loss, _ = load("ec", "dfine")  # ECTrainer's matcher is D-FINE's (models/ec/trainer.py)
+make_fixture.install_original(os.path.abspath(ORIG), "dfine")
 
 torch.manual_seed(0)
 B, Q, C, REG_MAX, L = 3, 10, 4, 32, 3
@@ -149,40 +126,11 @@ def outputs():
     return out
 
 
-weights = {"loss_bbox": 5.0, "loss_giou": 2.0, "loss_fgl": 0.15, "loss_ddf": 1.5}
-cost = {"cost_class": 2.0, "cost_bbox": 5.0, "cost_giou": 2.0}
-variants = {
-    "dfine": dfine_loss.DFINECriterion(
-        matcher=dfine_matcher.HungarianMatcher(weight_dict=cost, use_focal_loss=True, alpha=0.25, gamma=2.0),
-        weight_dict=dict(weights, loss_vfl=1.0), losses=["vfl", "boxes", "local"],
-        alpha=0.75, gamma=2.0, num_classes=C, reg_max=REG_MAX),
-    "deim": deim_loss.DEIMCriterion(
-        matcher=deim_matcher.HungarianMatcher(weight_dict=cost, use_focal_loss=True, alpha=0.25, gamma=2.0),
-        weight_dict=dict(weights, loss_mal=1.0), losses=["mal", "boxes", "local"],
-        alpha=0.75, gamma=1.5, num_classes=C, reg_max=REG_MAX),
-}
-
-
-def deimv2(local, change_epoch):
-    """DEIMv2Trainer.on_setup's criterion (models/deimv2/trainer.py) with DEIMV2_SIZE_DEFAULTS' controls:
-    s (local, the union, matcher change at epoch 100) or atto (mal + boxes on own matches, change at 450)."""
-    return deimv2_loss.DEIMv2Criterion(
-        matcher=deimv2_matcher.HungarianMatcher(weight_dict=cost, use_focal_loss=True, alpha=0.25, gamma=2.0,
-                                                change_matcher=True, iou_order_alpha=4.0,
-                                                matcher_change_epoch=change_epoch),
-        weight_dict=dict(weights, loss_mal=1.0), losses=["mal", "boxes", "local"] if local else ["mal", "boxes"],
-        alpha=0.75, gamma=1.5, num_classes=C, reg_max=REG_MAX, use_uni_set=local)
-
-
-variants.update({
-    "deimv2s": deimv2(True, 100),
-    "deimv2atto": deimv2(False, 450),
-    # ECTrainer.on_setup's: D-FINE's matcher and forward, MAL at gamma 2 without alpha (models/ec/trainer.py).
-    "ec": ec_loss.ECCriterion(
-        matcher=dfine_matcher.HungarianMatcher(weight_dict=cost, use_focal_loss=True, alpha=0.25, gamma=2.0),
-        weight_dict=dict(weights, loss_mal=1.0), losses=["mal", "boxes", "local"],
-        num_classes=C, alpha=0.75, gamma=2.0, reg_max=REG_MAX),
-})
+# D-FINE's, DEIM's and EC's criteria; DEIMv2's as its trainer builds it for s (local terms, the union, matcher
+# change at epoch 100) and atto (MAL and boxes on own matches, change at 450).
+variants = {name: make_train_case.criterion(family, size, C)
+            for name, family, size in [("dfine", "dfine", "n"), ("deim", "deim", "n"), ("deimv2s", "deimv2", "s"),
+                                       ("deimv2atto", "deimv2", "atto"), ("ec", "ec", "s")]}
 # The epoch each variant's criterion is called at; "<name>_late": DEIMv2's from its matcher change on.
 epochs = {"deimv2s_late": 100, "deimv2atto_late": 450}
 variants["deimv2s_late"] = variants["deimv2s"]
@@ -206,9 +154,9 @@ def _checked_lsa(c):
     return rows, cols
 
 
-_lsa = deimv2_matcher.linear_sum_assignment
-for _m in (dfine_matcher, deim_matcher, deimv2_matcher):
-    _m.linear_sum_assignment = _checked_lsa
+_lsa = linear_sum_assignment
+for _f in ("dfine", "deim", "deimv2"):
+    importlib.import_module("libreyolo.models.%s.matcher" % _f).linear_sum_assignment = _checked_lsa
 
 grad_of = ["layer2_logits", "layer2_corners", "layer0_corners", "layer0_boxes", "pre_boxes", "dn_layer0_corners", "enc0_logits"]
 
