@@ -75,12 +75,15 @@ struct DFineDecoderOptions {
   // (ec_decoder_options() sets them): the memory itself scored and selected (no enc_output), a 3-layer
   // query_pos_head of width hidden_dim (D-FINE: 2 layers, 2 hidden_dim wide) whose embedding of the
   // initial reference boxes serves every layer (D-FINE: re-embedded from each layer's refined boxes), and
-  // the layers' last LayerNorm named norm2 (D-FINE: norm3).
+  // the layers' last LayerNorm named norm2 (D-FINE: norm3), the FFN's weights at nn.Linear's own draw.
   bool enc_output = true;
   int64_t query_pos_layers = 2;
   int64_t query_pos_hidden = 0;  // 0: 2 hidden_dim
   bool query_pos_per_layer = true;
   const char* ffn_norm_name = "norm3";
+  // linear1's and linear2's weights xavier-uniform (D-FINE's layer, dfine/decoder.py _reset_parameters); EC's
+  // layer keeps nn.Linear's own draw (ec/decoder.py TransformerDecoderLayer has no _reset_parameters).
+  bool ffn_xavier = true;
   // DEIMv2's decoder (models/deimv2/engine/deim/deim_decoder.py; deimv2_decoder_options() sets these and
   // EC's enc_output / query_pos_layers / query_pos_hidden above): RMSNorm in place of every LayerNorm of
   // the layers (norm1, norm2 / the gateway's, norm3), a SwiGLU FFN (`swish_ffn`: w12 to dim_feedforward,
@@ -104,6 +107,7 @@ inline DFineDecoderOptions ec_decoder_options(DFineDecoderOptions o) {
   o.query_pos_hidden = o.hidden_dim;
   o.query_pos_per_layer = false;
   o.ffn_norm_name = "norm2";
+  o.ffn_xavier = false;
   o.cloned_heads = true;
   return o;
 }
@@ -257,7 +261,7 @@ class DFineDecoderLayerImpl : public DecoderLayerCore<DFineDecoderLayerImpl, DFi
     register_self_attention();
     cross_attn = register_module("cross_attn", DFineDeformableAttention(o_.hidden_dim, o_.nhead, o_.num_points));
     gateway = register_module("gateway", Gate(o_.hidden_dim));
-    register_ffn(/*xavier=*/true, o_.ffn_norm_name);
+    register_ffn(o_.ffn_xavier, o_.ffn_norm_name);
   }
   torch::Tensor forward(torch::Tensor tgt, const torch::Tensor& ref, const torch::Tensor& value, const SpatialShapes& shapes,
                         const std::optional<torch::Tensor>& attn_mask, const torch::Tensor& pos) {
