@@ -68,6 +68,9 @@ class DecoderLayerCore : public torch::nn::Cloneable<Derived> {
   Options o_;
 };
 
+// What the stored eval anchors hold where the original's hold +inf (register_eval_anchors says why).
+inline constexpr float kInvalidAnchor = 1e4f;
+
 template <class Derived, class Options>
 class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
  public:
@@ -266,7 +269,6 @@ class DetrDecoderCore : public torch::nn::Cloneable<Derived> {
     return anchor_cache_.get(shapes, o_.eps, dev);
   }
 
-  static constexpr float kInvalidAnchor = 1e4f;
   AnchorCache anchor_cache_;
 };
 
