@@ -697,6 +697,9 @@ LRY_GPU_SUITE {
           auto out = graph.forward(ng, x, EncoderRegion{});
           torch::manual_seed(1000 + i);
           lg = loss_of(out, i).detach();  // the decoder on the replayed maps; its own backward is not run
+          // The fed gradient carries the eager copy's loss scale; this copy's GradScaler creates its state at its first
+          // scale() (session 53's H100 run threw at step() without it) and then moves in step with the eager one's.
+          (void)pg.scale(lg);
           maps = out.features;
         }
         backward_from(maps, fed);
