@@ -5,7 +5,7 @@
 // trainer does (restore with the reference's class names, make_network) under seed 0, and every entry of the
 // original's must be there and be drawn from the same distribution:
 //   - an entry the same in every build of the original (a fixed value, a computed buffer): equal, per element
-//     where it has at most 64 elements, else its sum and sum of squares to 1e-5 (with non-finite values, as the
+//     where it is one value throughout or has at most 64 elements, else its sum and sum of squares to 1e-5 (with non-finite values, as the
 //     DETR decoders' anchors have outside the valid cells: their counts, and the sums over the finite ones);
 //   - a drawn entry: its mean and standard deviation within six standard errors of the original's (the error of
 //     both sides' estimates, from the element count and the original's kurtosis); with at least 4096 elements its
@@ -66,7 +66,14 @@ inline void check_entry(const nlohmann::json& e, const torch::Tensor& ours_t, in
   }
   if (e.at("const").get<bool>()) {
     ++t.checked_const;
-    if (e.contains("values")) {
+    if (e.contains("fill")) {
+      const double v = e.at("fill").get<double>();
+      const double lo = x.min().item<double>(), hi = x.max().item<double>();
+      const double tol = 1e-6 + 1e-5 * std::abs(v);
+      if (!(std::abs(lo - v) <= tol && std::abs(hi - v) <= tol))
+        return t.fail(name, "every element " + std::to_string(v) + " in the original; ours from " + std::to_string(lo) + " to " +
+                                std::to_string(hi));
+    } else if (e.contains("values")) {
       const auto ref = e.at("values").get<std::vector<double>>();
       for (int64_t i = 0; i < n; ++i) {
         const double a = x[i].item<double>(), b = ref[static_cast<size_t>(i)];
