@@ -5,8 +5,9 @@
 // trainer does (restore with the reference's class names, make_network) under seed 0, and every entry of the
 // original's must be there and be drawn from the same distribution:
 //   - an entry the same in every build of the original (a fixed value, a computed buffer): equal, per element
-//     where it is one value throughout or has at most 64 elements, else its sum and sum of squares to 1e-5 (with non-finite values, as the
-//     DETR decoders' anchors have outside the valid cells: their counts, and the sums over the finite ones);
+//     where it is one value throughout or has at most 64 elements, else its sum and sum of squares to 1e-5 (with
+//     non-finite values, as the DETR decoders' anchors have outside the valid cells: their counts, and the sums
+//     over the finite ones);
 //   - a drawn entry: its mean and standard deviation within six standard errors of the original's (the error of
 //     both sides' estimates, from the element count and the original's kurtosis); with at least 4096 elements its
 //     kurtosis within eight standard errors (uniform 1.8 against normal 3 tells kaiming-uniform from a normal draw);
