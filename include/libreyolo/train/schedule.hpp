@@ -18,6 +18,7 @@
 //                >= epochs: no drop within the run)
 //   constant     after W: lr0
 // lr_min = lr0 * min_lr_ratio, T = epochs * iters_per_epoch. Past T the curves are held at their value at T.
+#include <libreyolo/core/config.hpp>
 #include <libreyolo/core/error.hpp>
 #include <libreyolo/train/optimizer.hpp>
 
@@ -136,5 +137,25 @@ class LRSchedule {
   int64_t total_ = 0, warmup_ = 0, tail_ = 0, flat_ = 0;
   double start_ = 0;
 };
+
+// The schedule a run of `cfg` follows over `batches_per_epoch` loader batches per epoch: it advances once per
+// optimizer step, as the original's does under accumulation (ceil(batches / accumulate) steps per epoch). `momentum`
+// is the optimizer's (the schedule keeps it constant).
+inline ScheduleOptions schedule_options(const TrainConfig& cfg, int64_t batches_per_epoch, int accumulate, double momentum) {
+  ScheduleOptions so;
+  so.kind = parse_schedule(cfg.scheduler);
+  so.lr0 = cfg.lr0;
+  so.min_lr_ratio = cfg.min_lr_ratio;
+  so.epochs = cfg.epochs;
+  const int64_t batches = std::max<int64_t>(1, batches_per_epoch), acc = std::max(1, accumulate);
+  so.iters_per_epoch = (batches + acc - 1) / acc;
+  so.warmup_epochs = cfg.warmup_epochs;
+  so.warmup_lr_start = cfg.warmup_lr_start;
+  so.momentum = momentum;
+  so.no_aug_epochs = cfg.no_aug_epochs;
+  so.flat_epochs = cfg.flat_epochs;
+  so.lr_drop = cfg.lr_drop;
+  return so;
+}
 
 }  // namespace libreyolo::train

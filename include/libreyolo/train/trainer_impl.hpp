@@ -201,20 +201,9 @@ void LIBREYOLO_TRAINER::build() {
   const double wd = cfg_.weight_decay;
   // The family's parameter groups (e.g. a backbone at a fraction of the LR) and optimizer options.
   opt_ = train::family_optimizer(family_, *net_, cfg_, wd);
-  train::ScheduleOptions so;
-  so.kind = train::parse_schedule(cfg_.scheduler);
-  so.lr0 = cfg_.lr0;
-  so.min_lr_ratio = cfg_.min_lr_ratio;
-  so.epochs = cfg_.epochs;
   // The schedule advances once per optimizer step, as the original's does under accumulation.
-  const auto batches = static_cast<int64_t>(std::max<size_t>(1, train_loader_->num_batches()));
-  so.iters_per_epoch = (batches + accumulate_ - 1) / accumulate_;
-  so.warmup_epochs = cfg_.warmup_epochs;
-  so.warmup_lr_start = cfg_.warmup_lr_start;
-  so.momentum = opt_->options().momentum;
-  so.no_aug_epochs = cfg_.no_aug_epochs;
-  so.flat_epochs = cfg_.flat_epochs;
-  so.lr_drop = cfg_.lr_drop;
+  auto so = train::schedule_options(cfg_, static_cast<int64_t>(train_loader_->num_batches()), accumulate_,
+                                    opt_->options().momentum);
   // Only a flat_epochs the user gave: a family recipe's (DEIMv2 sets one per size) under a scheduler the user
   // chose is the recipe's, not a setting of theirs that goes unread.
   if (so.flat_epochs >= 0 && so.kind != train::ScheduleKind::deimv2_flat_cosine && cfg_.is_explicit("flat_epochs"))
