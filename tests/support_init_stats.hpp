@@ -17,6 +17,8 @@
 // documented difference is declared by the caller (Deviation) and must hold.
 // Six standard errors: with a few thousand drawn entries the chance of a spurious failure is below 1e-5; the test is
 // deterministic (seed 0).
+#include "support_fixture.hpp"
+
 #include <libreyolo/families/list.hpp>
 #include <libreyolo/nn/detr/decoder_core.hpp>
 
@@ -133,12 +135,12 @@ void check_model(const nlohmann::json& ref, const std::string& family_name, cons
   F family(size);
   family.restore({{"names", std::vector<std::string>(static_cast<size_t>(nc), "c")}});
   auto net = family.make_network();
-  std::map<std::string, torch::Tensor> ours;
-  for (const auto& p : net->named_parameters()) ours[p.key()] = p.value();
-  for (const auto& b : net->named_buffers()) ours[b.key()] = b.value();
+  const auto ours = lry_test::fixture::named_state(*net);
   Tally t;
   int missing = 0, aliases = 0;
   std::vector<int> deviated(deviations.size(), 0);
+  std::vector<std::regex> deviation_names;
+  for (const auto& d : deviations) deviation_names.emplace_back(d.names);
   for (const auto& e : entries) {
     ++t.entries;
     const auto name = e.at("name").get<std::string>();
@@ -159,7 +161,7 @@ void check_model(const nlohmann::json& ref, const std::string& family_name, cons
       continue;
     }
     size_t d = 0;
-    while (d < deviations.size() && !std::regex_match(name, std::regex(deviations[d].names))) ++d;
+    while (d < deviations.size() && !std::regex_match(name, deviation_names[d])) ++d;
     if (d < deviations.size()) {
       Tally scratch;
       check_entry(e, it->second, seeds, scratch);
